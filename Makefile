@@ -1,0 +1,58 @@
+# agentmem: `make demo` and `make test` work on a fresh clone with no manual step.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+BIN    := $(VENV)/bin
+DATA   ?= .pgdata/embedded
+# The embedded server of `make demo`/`make migrate`; override to use your own.
+AGENTMEM_DATABASE_URL ?= $(shell $(BIN)/agentmem dev-server url 2>/dev/null)
+
+.PHONY: venv demo test test-pg15 pg15 lint migrate status psql-script bench clean
+.DEFAULT_GOAL := test
+
+$(VENV)/.installed: python/pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q hatchling -e './python[dev]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+demo: venv
+	$(BIN)/agentmem dev-server start --data-dir $(DATA)
+	$(BIN)/agentmem migrate --database-url "$$($(BIN)/agentmem dev-server url)"
+	$(BIN)/agentmem demo --database-url "$$($(BIN)/agentmem dev-server url)"
+
+test: venv
+	$(BIN)/pytest -q tests
+
+# The second real server: Debian's PostgreSQL 15 + pg_cron + pgvector 0.8.0 (needs root).
+pg15:
+	bash scripts/pg15-debian.sh install
+	bash scripts/pg15-debian.sh start
+
+test-pg15: venv pg15
+	AGENTMEM_TEST_SERVER=debian15 AGENTMEM_REQUIRE_PG_CRON=1 $(BIN)/pytest -q tests
+
+lint: venv
+	$(BIN)/sqlfluff lint sql migrations
+	$(PY) -c "from agentmem.migrate import Source, render_psql; import sys; \
+	  sys.exit(0 if open('sql/install.psql').read() == render_psql(Source.load('.')) else \
+	  'sql/install.psql is stale: run make psql-script')"
+
+migrate: venv
+	$(BIN)/agentmem migrate --database-url "$(AGENTMEM_DATABASE_URL)"
+
+status: venv
+	$(BIN)/agentmem status --database-url "$(AGENTMEM_DATABASE_URL)"
+
+# Regenerate the psql install script after changing migrations/ or sql/.
+psql-script: venv
+	$(BIN)/agentmem psql-script --source . -o sql/install.psql
+
+bench: venv
+	$(PY) bench/run.py
+
+clean:
+	-$(BIN)/agentmem dev-server stop --data-dir $(DATA)
+	rm -rf .pgdata

@@ -1,0 +1,21 @@
+"""agentmem: memory and answer caching for LLM agents, inside PostgreSQL.
+
+The database is the product: every behaviour lives in SQL functions in the
+``agentmem`` schema. This package only embeds text and calls those functions.
+"""
+
+__version__ = "0.1.0"
+
+from .errors import (  # noqa: E402
+    AgentmemError, ChecksumMismatch, Conflict, ContentTooLarge, DatabaseNewer,
+    EmbedderError, InsufficientPrivilege, InvalidArgument, InvalidEmbedding,
+    InvalidTenant, MigrationError, NotFound, PrerequisiteMissing, TenantNotSet,
+    UnknownModel,
+)
+
+__all__ = [
+    "__version__", "AgentmemError", "ChecksumMismatch", "Conflict", "ContentTooLarge",
+    "DatabaseNewer", "EmbedderError", "InsufficientPrivilege", "InvalidArgument",
+    "InvalidEmbedding", "InvalidTenant", "MigrationError", "NotFound",
+    "PrerequisiteMissing", "TenantNotSet", "UnknownModel",
+]

@@ -1,0 +1,80 @@
+"""The ``agentmem`` command: migrate, status, psql-script, dev-server, demo."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from . import __version__
+from .errors import AgentmemError
+
+
+def _database_url(args: argparse.Namespace) -> str:
+    url = args.database_url or os.environ.get("AGENTMEM_DATABASE_URL") or os.environ.get("DATABASE_URL")
+    if not url:
+        raise SystemExit("agentmem: no database: pass --database-url or set AGENTMEM_DATABASE_URL")
+    return url
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="agentmem", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"agentmem {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def db_command(name: str, help: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help)
+        p.add_argument("--database-url", help="libpq URL; default $AGENTMEM_DATABASE_URL or $DATABASE_URL")
+        p.add_argument("--source", type=Path,
+                       help="a checkout holding migrations/ and sql/ (default: the SQL shipped in the package)")
+        return p
+
+    db_command("migrate", "apply pending migrations and re-apply the definitions")
+    db_command("status", "list applied and pending migrations")
+    p = sub.add_parser("psql-script", help="print the psql install/upgrade script")
+    p.add_argument("--source", type=Path)
+    p.add_argument("-o", "--output", type=Path)
+    p = sub.add_parser("dev-server", help="a local embedded PostgreSQL 18 + pgvector for demos and tests")
+    p.add_argument("action", choices=["start", "stop", "url"])
+    p.add_argument("--data-dir", type=Path, default=Path(".pgdata/embedded"))
+    p = sub.add_parser("demo", help="a short narrated tour through the real API")
+    p.add_argument("--database-url")
+    args = parser.parse_args(argv)
+
+    try:
+        if args.command in ("migrate", "status"):
+            from .migrate import Migrator, Source, format_status
+            migrator = Migrator(_database_url(args), Source.load(args.source))
+            if args.command == "migrate":
+                applied = migrator.migrate()
+                print(f"applied {len(applied)} migration(s)" + (": " + ", ".join(applied) if applied else "")
+                      + f"; definitions re-applied ({len(migrator.source.definitions)} files)")
+            else:
+                print(format_status(migrator.status()))
+        elif args.command == "psql-script":
+            from .migrate import Source, render_psql
+            text = render_psql(Source.load(args.source))
+            if args.output:
+                args.output.write_text(text)
+            else:
+                sys.stdout.write(text)
+        elif args.command == "dev-server":
+            from . import devserver
+            if args.action == "start":
+                print(devserver.start(args.data_dir))
+            elif args.action == "stop":
+                devserver.stop(args.data_dir)
+            else:
+                print(devserver.url())
+        elif args.command == "demo":
+            from .demo import run
+            return run(args.database_url or os.environ.get("AGENTMEM_DATABASE_URL"))
+    except AgentmemError as exc:
+        print(f"agentmem: error [{exc.sqlstate or '-'}]: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

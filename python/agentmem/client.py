@@ -1,0 +1,167 @@
+"""The thin driver: one method per SQL function, the tenant set per transaction.
+
+``Memory`` (sync, over a ``psycopg_pool.ConnectionPool``) and ``AsyncMemory``
+(asyncio, over an ``AsyncConnectionPool``) share every API method: the methods
+live in feature mixins (``_conversations``, ``_cache``, ``_facts``) and each is
+one literal ``select ... from agentmem.fn(name => %s)`` handed to ``_call``,
+which the sync client runs at once and the async client returns as a coroutine.
+
+Every call runs in a transaction that starts with
+``agentmem.set_tenant(tenant_id => %s, local => true)``, so a pooled
+connection never carries one request's tenant into the next. Pass ``conn=`` to
+run a call inside a transaction of your own (a savepoint is used).
+"""
+
+from __future__ import annotations
+
+import weakref
+from contextlib import asynccontextmanager, contextmanager
+from typing import Any
+
+import psycopg
+from pgvector.psycopg import register_vector, register_vector_async
+from psycopg.rows import class_row, dict_row
+from psycopg_pool import AsyncConnectionPool, ConnectionPool
+
+from ._cache import CacheAPI
+from ._conversations import ConversationAPI
+from ._facts import FactsAPI
+from .errors import InvalidTenant, translate
+
+SET_TENANT = "select agentmem.set_tenant(tenant_id => %s, local => true)"
+
+
+def _row_factory(row: Any):
+    if row is None:
+        return dict_row
+    return class_row(row)
+
+
+def _result(cur, fetch: str):
+    if fetch == "none":
+        return None
+    if fetch == "scalar":
+        found = cur.fetchone()
+        return None if found is None else next(iter(found.values())) if isinstance(found, dict) else found
+    if fetch == "one":
+        return cur.fetchone()
+    return cur.fetchall()
+
+
+class _Base:
+    def __init__(self, pool, *, tenant: str, embedder=None):
+        if not tenant:
+            raise InvalidTenant("a client needs a tenant: Memory(pool, tenant='...')")
+        self.pool = pool
+        self.tenant = tenant
+        self.embedder = embedder
+
+    def for_tenant(self, tenant: str):
+        """The same client (same pool and embedder) working on another tenant."""
+        return type(self)(self.pool, tenant=tenant, embedder=self.embedder)
+
+
+class Memory(ConversationAPI, CacheAPI, FactsAPI, _Base):
+    """Synchronous client. ``Memory.connect(url, tenant=...)`` opens its own pool."""
+
+    _registered: "weakref.WeakSet[psycopg.Connection]"
+
+    def __init__(self, pool: ConnectionPool, *, tenant: str, embedder=None):
+        super().__init__(pool, tenant=tenant, embedder=embedder)
+        self._registered = weakref.WeakSet()
+
+    @classmethod
+    def connect(cls, conninfo: str, *, tenant: str, embedder=None, min_size: int = 1,
+                max_size: int = 10) -> "Memory":
+        pool = ConnectionPool(conninfo, min_size=min_size, max_size=max_size, open=True,
+                              configure=register_vector)
+        return cls(pool, tenant=tenant, embedder=embedder)
+
+    def close(self) -> None:
+        self.pool.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    @contextmanager
+    def _transaction(self, conn: psycopg.Connection | None):
+        if conn is None:
+            with self.pool.connection() as pooled, pooled.transaction():
+                yield pooled
+        else:
+            if conn not in self._registered:
+                register_vector(conn)
+                self._registered.add(conn)
+            with conn.transaction():
+                yield conn
+
+    def _call(self, query: str, params: Any = None, *, fetch: str = "all", row: Any = None,
+              conn: psycopg.Connection | None = None, post=None):
+        try:
+            with self._transaction(conn) as c:
+                c.execute(SET_TENANT, (self.tenant,))
+                with c.cursor(row_factory=_row_factory(row)) as cur:
+                    cur.execute(query, params)
+                    result = _result(cur, fetch)
+        except psycopg.Error as exc:
+            raise translate(exc) from exc
+        return post(result) if post else result
+
+
+class AsyncMemory(ConversationAPI, CacheAPI, FactsAPI, _Base):
+    """asyncio client: the same methods as Memory, each awaited."""
+
+    def __init__(self, pool: AsyncConnectionPool, *, tenant: str, embedder=None):
+        super().__init__(pool, tenant=tenant, embedder=embedder)
+        self._registered = weakref.WeakSet()
+
+    @classmethod
+    async def connect(cls, conninfo: str, *, tenant: str, embedder=None, min_size: int = 1,
+                      max_size: int = 10) -> "AsyncMemory":
+        pool = AsyncConnectionPool(conninfo, min_size=min_size, max_size=max_size, open=False,
+                                   configure=register_vector_async)
+        await pool.open()
+        return cls(pool, tenant=tenant, embedder=embedder)
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    async def __aenter__(self):
+        return self
+
+    async def __aexit__(self, *exc):
+        await self.close()
+
+    @asynccontextmanager
+    async def _transaction(self, conn: psycopg.AsyncConnection | None):
+        if conn is None:
+            async with self.pool.connection() as pooled, pooled.transaction():
+                yield pooled
+        else:
+            if conn not in self._registered:
+                await register_vector_async(conn)
+                self._registered.add(conn)
+            async with conn.transaction():
+                yield conn
+
+    async def _call(self, query: str, params: Any = None, *, fetch: str = "all", row: Any = None,
+                    conn: psycopg.AsyncConnection | None = None, post=None):
+        try:
+            async with self._transaction(conn) as c:
+                await c.execute(SET_TENANT, (self.tenant,))
+                async with c.cursor(row_factory=_row_factory(row)) as cur:
+                    await cur.execute(query, params)
+                    if fetch == "none":
+                        result = None
+                    elif fetch in ("scalar", "one"):
+                        found = await cur.fetchone()
+                        result = (next(iter(found.values())) if fetch == "scalar" and isinstance(found, dict)
+                                  else found)
+                    else:
+                        result = await cur.fetchall()
+        except psycopg.Error as exc:
+            raise translate(exc) from exc
+        return post(result) if post else result

@@ -1,0 +1,336 @@
+"""Install and upgrade agentmem's schema: the ledger, the lock and the checksums.
+
+Two kinds of SQL file (see README):
+
+* ``migrations/NNNN_snake_name.sql`` run once each, in order, each in its own
+  transaction together with its ledger row in ``agentmem.schema_migrations``;
+* ``sql/NN_topic.sql`` are idempotent ``create or replace`` definitions,
+  re-applied on every run, in name order (grants and schedules last).
+
+The same steps are rendered into one psql script (``render_psql``) so that a
+DBA with only psql gets exactly the schema the Python path gives.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import psycopg
+
+from . import __version__
+from .errors import ChecksumMismatch, DatabaseNewer, MigrationError, translate
+
+# One bigint for pg_advisory_lock, shared by the Python and the psql paths.
+LOCK_KEY = 7_305_102_461_173
+MIGRATION_RE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+DEFINITION_RE = re.compile(r"^(\d{2})_([a-z0-9_]+)\.sql$")
+
+# Runs before any migration, on every run, in both paths. Plain SQL only.
+BOOTSTRAP_SQL = r"""
+do $preflight$
+declare
+    v_version int[];
+begin
+    if current_setting('server_version_num')::int < 150000 then
+        raise exception 'agentmem needs PostgreSQL 15 or newer; this server is %',
+            current_setting('server_version')
+            using errcode = 'AM040',
+                  hint = 'Run agentmem on PostgreSQL 15, 16, 17 or 18.';
+    end if;
+    if not exists (select from pg_catalog.pg_extension where extname = 'vector') then
+        if not exists (select from pg_catalog.pg_available_extensions where name = 'vector') then
+            raise exception 'pgvector is not installed on this server'
+                using errcode = 'AM040',
+                      detail = 'The extension "vector" is not in pg_available_extensions.',
+                      hint = 'Install pgvector 0.8 or newer on the server '
+                             '(e.g. apt install postgresql-17-pgvector), then migrate again.';
+        end if;
+        begin
+            create extension vector;
+        exception when insufficient_privilege then
+            raise exception 'role % is not allowed to create the extension "vector"', current_user
+                using errcode = 'AM041',
+                      detail = sqlerrm,
+                      hint = 'Ask a superuser to run "create extension vector;" in database '
+                             || quote_ident(current_database()) || ', then migrate again.';
+        end;
+    end if;
+    select string_to_array(split_part(extversion, '-', 1), '.')::int[] into v_version
+      from pg_catalog.pg_extension where extname = 'vector';
+    if v_version < array[0, 8] then
+        raise exception 'agentmem needs pgvector 0.8 or newer; this database has %', array_to_string(v_version, '.')
+            using errcode = 'AM040',
+                  hint = 'Install pgvector 0.8 or newer, run "alter extension vector update;", then migrate again.';
+    end if;
+end
+$preflight$;
+
+create schema if not exists agentmem;
+comment on schema agentmem is 'agentmem: memory and answer caching for LLM agents. The API is the functions; tables are private.';
+
+create table if not exists agentmem.schema_migrations (
+    version int primary key,
+    name text not null,
+    sha256 text not null,
+    applied_by_version text not null,
+    applied_via text not null,
+    applied_at timestamptz not null default now()
+);
+comment on table agentmem.schema_migrations is
+    'Ledger of applied migrations: one row per migrations/NNNN_name.sql, written in the migration''s transaction.';
+"""
+
+# The session search_path under which migrations and definitions are created;
+# functions capture it with "set search_path from current".
+SEARCH_PATH_SQL = (
+    "select format('set search_path = pg_catalog, agentmem, %I, pg_temp', n.nspname) "
+    "from pg_catalog.pg_extension e join pg_catalog.pg_namespace n on n.oid = e.extnamespace "
+    "where e.extname = 'vector'"
+)
+
+
+@dataclass(frozen=True)
+class SqlFile:
+    number: int
+    name: str
+    path: Path
+    text: str
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.text.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Source:
+    """The migrations and definitions of one release (or one checkout)."""
+
+    root: Path
+    migrations: tuple[SqlFile, ...]
+    definitions: tuple[SqlFile, ...]
+
+    @classmethod
+    def load(cls, root: Path | str | None = None) -> "Source":
+        root = Path(root) if root is not None else default_root()
+        migrations = _load(root / "migrations", MIGRATION_RE)
+        for expected, m in enumerate(migrations, start=1):
+            if m.number != expected:
+                raise MigrationError(
+                    f"migration numbers must run 1, 2, 3, ... without gaps: found {m.path.name} "
+                    f"where {expected:04d}_*.sql was expected",
+                    hint="Number the new migration after the last one; never renumber a landed one.")
+        return cls(root, tuple(migrations), tuple(_load(root / "sql", DEFINITION_RE)))
+
+
+def _load(folder: Path, pattern: re.Pattern[str]) -> list[SqlFile]:
+    if not folder.is_dir():
+        raise MigrationError(f"no such folder: {folder}",
+                             hint="--source must point at a checkout holding migrations/ and sql/.")
+    files = []
+    for path in sorted(folder.glob("*.sql")):
+        match = pattern.match(path.name)
+        if not match:
+            raise MigrationError(f"badly named SQL file: {path}",
+                                 hint=f"Names must match {pattern.pattern}.")
+        files.append(SqlFile(int(match.group(1)), match.group(2), path, path.read_text()))
+    return files
+
+
+def default_root() -> Path:
+    """The SQL shipped in the installed package, or the checkout in development."""
+    packaged = resources.files("agentmem") / "_sql"
+    if packaged.is_dir():
+        return Path(str(packaged))
+    checkout = Path(__file__).resolve().parents[2]
+    if (checkout / "migrations").is_dir():
+        return checkout
+    raise MigrationError("agentmem's SQL files are missing from this installation",
+                         hint="Reinstall the package, or pass --source with a checkout.")
+
+
+def _version_tuple(text: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in re.findall(r"\d+", text.split("+")[0])[:3])
+
+
+@dataclass(frozen=True)
+class MigrationStatus:
+    version: int
+    name: str
+    state: str  # applied | pending | changed | unknown
+    applied_at: object = None
+    applied_by_version: str | None = None
+
+
+class Migrator:
+    def __init__(self, conninfo: str, source: Source | None = None):
+        self.conninfo = conninfo
+        self.source = source or Source.load()
+
+    def _connect(self) -> psycopg.Connection:
+        return psycopg.connect(self.conninfo, autocommit=True)
+
+    def _ledger(self, conn: psycopg.Connection) -> dict[int, tuple]:
+        exists = conn.execute("select to_regclass('agentmem.schema_migrations') is not null").fetchone()[0]
+        if not exists:
+            return {}
+        rows = conn.execute(
+            "select version, name, sha256, applied_at, applied_by_version "
+            "from agentmem.schema_migrations order by version").fetchall()
+        return {r[0]: r for r in rows}
+
+    def status(self) -> list[MigrationStatus]:
+        with self._connect() as conn:
+            ledger = self._ledger(conn)
+        out = []
+        known = {m.number: m for m in self.source.migrations}
+        for m in self.source.migrations:
+            row = ledger.get(m.number)
+            if row is None:
+                out.append(MigrationStatus(m.number, m.name, "pending"))
+            else:
+                state = "applied" if row[2] == m.sha256 else "changed"
+                out.append(MigrationStatus(m.number, m.name, state, row[3], row[4]))
+        for version, row in ledger.items():
+            if version not in known:
+                out.append(MigrationStatus(version, row[1], "unknown", row[3], row[4]))
+        return out
+
+    def _check_ledger(self, ledger: dict[int, tuple]) -> None:
+        known = {m.number: m for m in self.source.migrations}
+        newer = [r for v, r in ledger.items()
+                 if v not in known or _version_tuple(r[4]) > _version_tuple(__version__)]
+        if newer:
+            r = newer[-1]
+            raise DatabaseNewer(
+                f"the database was migrated by agentmem {r[4]} (migration {r[0]:04d}_{r[1]}), "
+                f"newer than this code ({__version__})",
+                hint="Upgrade the agentmem package; never run older code against a newer schema.")
+        for m in self.source.migrations:
+            row = ledger.get(m.number)
+            if row is not None and row[2] != m.sha256:
+                raise ChecksumMismatch(
+                    f"migration {m.path.name} changed after it was applied: "
+                    f"applied sha256 {row[2]}, file sha256 {m.sha256}",
+                    detail=f"file: {m.path}",
+                    hint="Migrations are append-only: restore the file and put the change in a new migration.")
+
+    def migrate(self) -> list[str]:
+        """Apply pending migrations, then every definition file. Returns the applied names."""
+        applied: list[str] = []
+        try:
+            with self._connect() as conn:
+                conn.execute("select pg_advisory_lock(%s)", (LOCK_KEY,))
+                try:
+                    with conn.transaction():
+                        conn.execute(BOOTSTRAP_SQL)
+                    ledger = self._ledger(conn)
+                    self._check_ledger(ledger)
+                    conn.execute(conn.execute(SEARCH_PATH_SQL).fetchone()[0])
+                    for m in self.source.migrations:
+                        if m.number in ledger:
+                            continue
+                        with conn.transaction():
+                            conn.execute(
+                                "insert into agentmem.schema_migrations "
+                                "(version, name, sha256, applied_by_version, applied_via) "
+                                "values (%s, %s, %s, %s, 'python')",
+                                (m.number, m.name, m.sha256, __version__))
+                            try:
+                                conn.execute(m.text)
+                            except psycopg.Error as exc:
+                                raise MigrationError(
+                                    f"migration {m.path.name} failed and was rolled back: "
+                                    f"{exc.diag.message_primary or exc}",
+                                    sqlstate=exc.sqlstate, detail=exc.diag.message_detail,
+                                    hint=exc.diag.message_hint) from exc
+                        applied.append(m.path.name)
+                    with conn.transaction():
+                        for d in self.source.definitions:
+                            try:
+                                conn.execute(d.text)
+                            except psycopg.Error as exc:
+                                raise MigrationError(
+                                    f"definitions file {d.path.name} failed and was rolled back: "
+                                    f"{exc.diag.message_primary or exc}",
+                                    sqlstate=exc.sqlstate, detail=exc.diag.message_detail,
+                                    hint=exc.diag.message_hint) from exc
+                finally:
+                    if not conn.closed and conn.info.transaction_status == 0:
+                        conn.execute("select pg_advisory_unlock(%s)", (LOCK_KEY,))
+        except psycopg.Error as exc:
+            raise translate(exc) from exc
+        return applied
+
+
+def render_psql(source: Source | None = None) -> str:
+    """One psql script that does what Migrator.migrate does (run with ON_ERROR_STOP=1)."""
+    source = source or Source.load()
+    known = ", ".join(str(m.number) for m in source.migrations) or "0"
+    out = [
+        f"-- agentmem {__version__}: install or upgrade with only psql. GENERATED by",
+        "-- `agentmem psql-script`; do not edit. Run it as the schema owner:",
+        "--   psql -v ON_ERROR_STOP=1 -d DATABASE -f sql/install.psql",
+        "\\set ON_ERROR_STOP 1",
+        "set client_min_messages = warning;",
+        f"do $lock$ begin perform pg_advisory_lock({LOCK_KEY}); end $lock$;",
+        "begin;",
+        BOOTSTRAP_SQL.strip(),
+        "commit;",
+        "do $check$",
+        "declare r record;",
+        "begin",
+        "    select * into r from agentmem.schema_migrations",
+        f"     where version not in ({known})",
+        "        or string_to_array(regexp_replace(split_part(applied_by_version, '+', 1), '[^0-9.]', '', 'g'), '.')::int[]",
+        f"           > string_to_array('{'.'.join(map(str, _version_tuple(__version__)))}', '.')::int[]",
+        "     order by version desc limit 1;",
+        "    if found then",
+        f"        raise exception 'the database was migrated by agentmem % (migration %), newer than this script ({__version__})',",
+        "            r.applied_by_version, r.version",
+        "            using hint = 'Use the install script of the newer release.';",
+        "    end if;",
+        "end",
+        "$check$;",
+        SEARCH_PATH_SQL + " \\gset agentmem_",
+        # \gset names the variable after the column: "format"
+        ":agentmem_format;",
+    ]
+    for m in source.migrations:
+        out += [
+            "",
+            f"-- migration {m.path.name}",
+            "begin;",
+            f"select exists (select from agentmem.schema_migrations where version = {m.number}) "
+            "as agentmem_done \\gset",
+            "\\if :agentmem_done",
+            "do $check$ begin",
+            f"    if (select sha256 from agentmem.schema_migrations where version = {m.number}) <> '{m.sha256}' then",
+            f"        raise exception 'migration {m.path.name} changed after it was applied: applied sha256 %, file sha256 {m.sha256}',",
+            f"            (select sha256 from agentmem.schema_migrations where version = {m.number})",
+            "            using hint = 'Migrations are append-only: restore the file and put the change in a new migration.';",
+            "    end if;",
+            "end $check$;",
+            "\\else",
+            "insert into agentmem.schema_migrations (version, name, sha256, applied_by_version, applied_via)",
+            f"values ({m.number}, '{m.name}', '{m.sha256}', '{__version__}', 'psql');",
+            m.text.rstrip(),
+            "\\endif",
+            "commit;",
+        ]
+    out += ["", "-- idempotent definitions, re-applied on every install and upgrade", "begin;"]
+    for d in source.definitions:
+        out += [f"-- sql/{d.path.name}", d.text.rstrip()]
+    out += ["commit;", f"do $lock$ begin perform pg_advisory_unlock({LOCK_KEY}); end $lock$;", ""]
+    return "\n".join(out)
+
+
+def format_status(rows: list[MigrationStatus]) -> str:
+    lines = [f"{'migration':<40} {'state':<8} {'applied at':<32} by"]
+    for r in rows:
+        lines.append(f"{r.version:04d}_{r.name:<35} {r.state:<8} {str(r.applied_at or ''):<32} "
+                     f"{r.applied_by_version or ''}")
+    return "\n".join(lines)

@@ -1,0 +1,98 @@
+-- Tenant context: a setting of the session or transaction, as PostgREST and
+-- Supabase carry the caller's identity. Every table's RLS policy reads it.
+
+create or replace function agentmem.set_tenant(
+    tenant_id text,
+    local boolean default false
+) returns text
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+begin
+    if tenant_id is null or tenant_id = '' then
+        raise exception 'tenant_id must be a non-empty text'
+        using
+            errcode = 'AM002',
+            hint = 'Pass the id of the tenant whose data this session works on.';
+    end if;
+    if length(tenant_id) > 128 or tenant_id <> btrim(tenant_id) or tenant_id ~ '[[:cntrl:]]' then
+        raise exception 'tenant_id is not acceptable: %', left(tenant_id, 40)
+        using
+            errcode = 'AM002',
+            detail = 'A tenant id has 1 to 128 characters, no leading or trailing blanks '
+            || 'and no control characters.',
+            hint = 'Use a stable identifier such as an organisation id or slug.';
+    end if;
+    perform pg_catalog.set_config('agentmem.tenant_id', tenant_id, local);
+    return tenant_id;
+end
+$$;
+
+comment on function agentmem.set_tenant(text, boolean) is
+'Set the tenant that every following agentmem call works on.
+With local => true the setting lasts until the end of the current transaction
+(what pooled connections should use); otherwise until the end of the session.
+Raises AM002 for an empty or malformed tenant id.';
+
+create or replace function agentmem.current_tenant()
+returns text
+language plpgsql
+stable
+security invoker
+set search_path from current
+as $$
+declare
+    v_tenant text := nullif(pg_catalog.current_setting('agentmem.tenant_id', true), '');
+begin
+    if v_tenant is null then
+        raise exception 'no agentmem tenant is set'
+        using
+            errcode = 'AM001',
+            detail = 'agentmem never reads or writes across tenants.',
+            hint = 'Call agentmem.set_tenant(tenant_id => ...) first '
+            || '(local => true inside a transaction on a pooled connection).';
+    end if;
+    return v_tenant;
+end
+$$;
+
+comment on function agentmem.current_tenant() is
+'The tenant set by agentmem.set_tenant for this session or transaction.
+Raises AM001 when none is set: no agentmem call ever falls back to all tenants.
+Row-level security policies on every agentmem table compare tenant_id with it.';
+
+create or replace function agentmem.grant_app_role(role_name text)
+returns void
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+begin
+    if role_name is null or not exists (select from pg_catalog.pg_roles where rolname = role_name) then
+        raise exception 'no such role: %', coalesce(role_name, 'NULL')
+        using
+            errcode = 'AM030',
+            hint = 'Create the login role first, e.g. create role app login password ''...'';';
+    end if;
+    if exists (
+        select from pg_catalog.pg_roles
+        where rolname = role_name and (rolsuper or rolbypassrls)
+    ) then
+        raise exception 'role % bypasses row-level security and cannot be an agentmem application role',
+            role_name
+        using
+            errcode = 'AM020',
+            detail = 'Superusers and BYPASSRLS roles would see every tenant''s rows.',
+            hint = 'Use an ordinary login role for the application.';
+    end if;
+    execute pg_catalog.format('grant agentmem_app to %I', role_name);
+end
+$$;
+
+comment on function agentmem.grant_app_role(text) is
+'Make an existing login role an agentmem application role (member of agentmem_app).
+Refuses superusers and BYPASSRLS roles, which row-level security would not confine.
+For the DBA; not executable by the application role.';

@@ -1,0 +1,15 @@
+-- Grants last: re-applied on every install and upgrade, so a function or
+-- table added by a later release is covered without another statement.
+
+revoke all on schema agentmem from public;
+grant usage on schema agentmem to agentmem_app;
+
+revoke execute on all functions in schema agentmem from public;
+grant execute on all functions in schema agentmem to agentmem_app;
+revoke execute on function agentmem.grant_app_role(text) from agentmem_app;
+
+-- The functions are security invoker, so the application role needs the
+-- table privileges; row-level security confines them to the current tenant.
+grant select, insert, update, delete on all tables in schema agentmem to agentmem_app;
+grant usage, select on all sequences in schema agentmem to agentmem_app;
+revoke all on agentmem.schema_migrations from agentmem_app;

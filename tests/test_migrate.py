@@ -1,0 +1,251 @@
+"""The migration guarantees: ledger, lock, checksums, newer-database refusal,
+all-or-nothing migrations, prerequisites, and psql path == Python path."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import threading
+import uuid
+from pathlib import Path
+
+import psycopg
+import pytest
+
+import agentmem
+from agentmem import migrate as m
+from agentmem.cli import main as cli
+from conftest import ROOT
+
+
+@pytest.fixture
+def empty_db(server):
+    """A database with nothing in it (not cloned from the migrated template)."""
+    name = "agentmem_empty_" + uuid.uuid4().hex[:10]
+    with psycopg.connect(server.url, autocommit=True) as conn:
+        conn.execute(f'create database "{name}"')
+    yield server.db_url(name)
+    with psycopg.connect(server.url, autocommit=True) as conn:
+        conn.execute(f'drop database if exists "{name}" with (force)')
+
+
+@pytest.fixture
+def checkout(tmp_path) -> Path:
+    """A copy of the checkout's SQL, for a DBA testing a change with --source."""
+    for folder in ("migrations", "sql"):
+        shutil.copytree(ROOT / folder, tmp_path / folder)
+    return tmp_path
+
+
+def ledger(url: str) -> list[tuple]:
+    with psycopg.connect(url) as conn:
+        return conn.execute("select version, name, sha256, applied_by_version, applied_via "
+                            "from agentmem.schema_migrations order by version").fetchall()
+
+
+def test_fresh_install_records_each_migration_with_checksum_and_version(empty_db):
+    source = m.Source.load(ROOT)
+    applied = m.Migrator(empty_db, source).migrate()
+    assert applied == [f.path.name for f in source.migrations]
+    assert ledger(empty_db) == [(f.number, f.name, f.sha256, agentmem.__version__, "python")
+                                for f in source.migrations]
+
+
+def test_rerun_is_a_noop(empty_db):
+    m.Migrator(empty_db).migrate()
+    before = ledger(empty_db)
+    assert m.Migrator(empty_db).migrate() == []
+    assert ledger(empty_db) == before
+
+
+def test_eight_concurrent_migrators_apply_each_migration_once(empty_db):
+    results, errors = [], []
+
+    def run():
+        try:
+            results.append(m.Migrator(empty_db).migrate())
+        except Exception as exc:  # noqa: BLE001 - collected and asserted below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    names = [f.path.name for f in m.Source.load(ROOT).migrations]
+    # exactly one migrator applied everything; the seven others found nothing to do
+    assert sorted(results, key=len) == [[]] * 7 + [names]
+    assert [row[0] for row in ledger(empty_db)] == list(range(1, len(names) + 1))
+
+
+def test_changed_migration_stops_the_run_naming_file_and_both_checksums(empty_db, checkout):
+    m.Migrator(empty_db, m.Source.load(checkout)).migrate()
+    path = checkout / "migrations" / "0001_foundation.sql"
+    old = m.Source.load(checkout).migrations[0].sha256
+    path.write_text(path.read_text() + "\n-- an innocent-looking edit\n")
+    new = m.Source.load(checkout).migrations[0].sha256
+    with pytest.raises(agentmem.ChecksumMismatch) as info:
+        m.Migrator(empty_db, m.Source.load(checkout)).migrate()
+    text = str(info.value)
+    assert "0001_foundation.sql" in text and old in text and new in text
+    assert [r.state for r in m.Migrator(empty_db, m.Source.load(checkout)).status()][0] == "changed"
+
+
+def test_database_migrated_by_newer_code_is_refused(empty_db, checkout):
+    m.Migrator(empty_db).migrate()
+    with psycopg.connect(empty_db) as conn:
+        conn.execute("insert into agentmem.schema_migrations values "
+                     "(9999, 'from_the_future', 'x', '99.0.0', 'python')")
+    with pytest.raises(agentmem.DatabaseNewer, match="99.0.0"):
+        m.Migrator(empty_db).migrate()
+    assert "unknown" in [r.state for r in m.Migrator(empty_db).status()]
+
+
+def test_newer_version_number_alone_is_refused(empty_db):
+    m.Migrator(empty_db).migrate()
+    with psycopg.connect(empty_db) as conn:
+        conn.execute("update agentmem.schema_migrations set applied_by_version = '0.99.0' where version = 1")
+    with pytest.raises(agentmem.DatabaseNewer):
+        m.Migrator(empty_db).migrate()
+
+
+def test_migration_failing_half_way_leaves_no_object_and_no_ledger_row(empty_db, checkout):
+    n = len(m.Source.load(checkout).migrations) + 1
+    (checkout / "migrations" / f"{n:04d}_broken.sql").write_text(
+        "create table agentmem.half_way (id int);\n"
+        "insert into agentmem.half_way values (1);\n"
+        "select 1 / 0;\n")
+    with pytest.raises(agentmem.MigrationError, match=f"{n:04d}_broken.sql") as info:
+        m.Migrator(empty_db, m.Source.load(checkout)).migrate()
+    assert info.value.sqlstate == "22012"
+    with psycopg.connect(empty_db) as conn:
+        assert conn.execute("select to_regclass('agentmem.half_way')").fetchone()[0] is None
+    assert [r[0] for r in ledger(empty_db)] == list(range(1, n))
+    states = {r.version: r.state for r in m.Migrator(empty_db, m.Source.load(checkout)).status()}
+    assert states[n] == "pending"
+
+
+def test_badly_named_or_gapped_migrations_are_refused(checkout):
+    (checkout / "migrations" / "0042_gap.sql").write_text("select 1;")
+    with pytest.raises(agentmem.MigrationError, match="without gaps"):
+        m.Source.load(checkout)
+    (checkout / "migrations" / "0042_gap.sql").rename(checkout / "migrations" / "Oops.sql")
+    with pytest.raises(agentmem.MigrationError, match="badly named"):
+        m.Source.load(checkout)
+
+
+def test_status_lists_pending_then_applied(empty_db, capsys):
+    assert cli(["status", "--database-url", empty_db]) == 0
+    assert "pending" in capsys.readouterr().out
+    assert cli(["migrate", "--database-url", empty_db]) == 0
+    assert "applied" in capsys.readouterr().out
+    cli(["status", "--database-url", empty_db])
+    out = capsys.readouterr().out
+    assert "pending" not in out and "0001_foundation" in out
+
+
+def test_cli_reports_errors_with_sqlstate_and_exit_code(empty_db, capsys):
+    m.Migrator(empty_db).migrate()
+    with psycopg.connect(empty_db) as conn:
+        conn.execute("update agentmem.schema_migrations set sha256 = 'tampered' where version = 1")
+    assert cli(["migrate", "--database-url", empty_db]) == 1
+    assert "tampered" in capsys.readouterr().err
+
+
+# -- prerequisites -----------------------------------------------------------
+
+def test_role_not_allowed_to_create_vector_gets_a_hint(empty_db, server):
+    role = "agentmem_weak_" + uuid.uuid4().hex[:6]
+    with psycopg.connect(empty_db, autocommit=True) as conn:
+        conn.execute(f"create role {role} login")
+        conn.execute(f"grant create on database {empty_db.rsplit('/', 1)[1]} to {role}")
+    try:
+        with pytest.raises(agentmem.InsufficientPrivilege) as info:
+            m.Migrator(server.db_url(empty_db.rsplit('/', 1)[1], role)).migrate()
+        assert info.value.sqlstate == "AM041"
+        assert "create extension vector" in info.value.hint
+        with psycopg.connect(empty_db) as conn:  # nothing was left behind
+            assert conn.execute("select to_regnamespace('agentmem')").fetchone()[0] is None
+    finally:
+        with psycopg.connect(server.url, autocommit=True) as conn:
+            conn.execute(f"drop database if exists \"{empty_db.rsplit('/', 1)[1]}\" with (force)")
+            conn.execute(f"drop role {role}")
+
+
+@pytest.mark.parametrize("replace, expected", [
+    # the same preflight, pointed at an extension this server does not have
+    ("'vector'", "pgvector is not installed"),
+    # and at a minimum server version this server does not meet
+    ("< 150000", "needs PostgreSQL 15 or newer"),
+])
+def test_missing_prerequisites_raise_am040_with_hint(empty_db, replace, expected):
+    preflight = m.BOOTSTRAP_SQL.split("create schema")[0]
+    doctored = preflight.replace(replace, "'agentmem_no_such_extension'" if replace == "'vector'"
+                                 else "< 9990000")
+    with psycopg.connect(empty_db, autocommit=True) as conn:
+        with pytest.raises(psycopg.Error) as info:
+            conn.execute(doctored)
+    err = agentmem.errors.translate(info.value)
+    assert isinstance(err, agentmem.PrerequisiteMissing) and err.sqlstate == "AM040"
+    assert expected in str(err) and err.hint
+
+
+# -- the psql path -----------------------------------------------------------
+
+def schema_dump(server, url: str) -> str:
+    out = subprocess.run([server.bin("pg_dump"), "--schema-only", "--no-owner", "-d", url],
+                         check=True, capture_output=True, text=True).stdout
+    return "\n".join(line for line in out.splitlines()
+                     if not line.startswith(("-- Dumped", "\\restrict", "\\unrestrict")))
+
+
+def test_committed_psql_script_is_generated_from_the_sources():
+    assert (ROOT / "sql" / "install.psql").read_text() == m.render_psql(m.Source.load(ROOT)), \
+        "sql/install.psql is stale: run `make psql-script`"
+
+
+def test_psql_path_and_python_path_give_identical_schemas(server, empty_db, tmp_path):
+    with psycopg.connect(server.url, autocommit=True) as conn:
+        conn.execute('create database "%s"' % (empty_db.rsplit("/", 1)[1] + "_psql"))
+    psql_url = empty_db + "_psql"
+    try:
+        m.Migrator(empty_db).migrate()
+        script = ROOT / "sql" / "install.psql"
+        for _ in range(2):  # install, then a no-op upgrade
+            subprocess.run([server.bin("psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", psql_url,
+                            "-f", str(script)], check=True, capture_output=True, text=True)
+        assert schema_dump(server, psql_url) == schema_dump(server, empty_db)
+        assert [r[:4] for r in ledger(psql_url)] == [r[:4] for r in ledger(empty_db)]
+        assert {r[4] for r in ledger(psql_url)} == {"psql"}
+        # and the Python path accepts a psql-installed database as up to date
+        assert m.Migrator(psql_url).migrate() == []
+    finally:
+        with psycopg.connect(server.url, autocommit=True) as conn:
+            conn.execute('drop database if exists "%s" with (force)' % psql_url.rsplit("/", 1)[1])
+
+
+def test_psql_script_refuses_a_changed_migration(server, empty_db, checkout):
+    m.Migrator(empty_db, m.Source.load(checkout)).migrate()
+    path = checkout / "migrations" / "0001_foundation.sql"
+    path.write_text(path.read_text() + "\n-- edited\n")
+    script = tmp = checkout / "install.psql"
+    tmp.write_text(m.render_psql(m.Source.load(checkout)))
+    run = subprocess.run([server.bin("psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", empty_db,
+                          "-f", str(script)], capture_output=True, text=True)
+    assert run.returncode != 0
+    assert "0001_foundation.sql changed after it was applied" in run.stderr
+
+
+def test_wheel_ships_the_sql_from_the_checkout(tmp_path):
+    import sys
+    import zipfile
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                    "-w", str(tmp_path), str(ROOT / "python")], check=True, capture_output=True)
+    wheel = next(tmp_path.glob("agentmem-*.whl"))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    source = m.Source.load(ROOT)
+    for f in source.migrations:
+        assert f"agentmem/_sql/migrations/{f.path.name}" in names
+    for f in source.definitions:
+        assert f"agentmem/_sql/sql/{f.path.name}" in names
