@@ -13,3 +13,5 @@ revoke execute on function agentmem.grant_app_role(text) from agentmem_app;
 grant select, insert, update, delete on all tables in schema agentmem to agentmem_app;
 grant usage, select on all sequences in schema agentmem to agentmem_app;
 revoke all on agentmem.schema_migrations from agentmem_app;
+revoke execute on function agentmem.register_model(text, int, text, text) from agentmem_app;
+revoke execute on function agentmem._ensure_model_indexes(text) from agentmem_app;

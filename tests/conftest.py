@@ -75,7 +75,7 @@ def pytest_configure(config):
     config.option.postgresql_host = SERVER.host
     config.option.postgresql_port = SERVER.port
     config.option.postgresql_user = SERVER.user
-    config.option.postgresql_dbname = "agentmem_test"
+    config.option.postgresql_dbname = os.environ.get("AGENTMEM_TEST_DBNAME", "agentmem_test")
 
 
 def pytest_report_header(config):

@@ -99,6 +99,9 @@ SQLSTATES: dict[str, type[AgentmemError]] = {
     "AM040": PrerequisiteMissing,
     "AM041": InsufficientPrivilege,
     "AM050": PrerequisiteMissing,  # pg_cron missing
+    # pgvector refuses NaN and infinite components (and malformed vectors) on
+    # input with a plain data_exception, before any agentmem code runs.
+    "22000": InvalidEmbedding,
 }
 
 

@@ -1,0 +1,187 @@
+-- The model registry's functions and the embedding checks every table shares.
+
+create or replace function agentmem._model_index_name(p_table text, p_model text)
+returns text
+language sql
+immutable
+security invoker
+set search_path from current
+as $$
+    select left(p_table || '_' || regexp_replace(lower(p_model), '[^a-z0-9]+', '_', 'g'), 50)
+        || '_' || left(md5(p_model), 6) || '_hnsw'
+$$;
+
+comment on function agentmem._model_index_name(text, text) is
+'Internal: the name of the per-model HNSW index of one table.';
+
+create or replace function agentmem._ensure_model_indexes(p_model text)
+returns int
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+declare
+    v_dim int;
+    v_table text;
+    v_made int := 0;
+begin
+    select dimension into v_dim from agentmem.models where model = p_model;
+    for v_table in
+        select c.relname
+        from pg_catalog.pg_class as c
+        where
+            c.relnamespace = 'agentmem'::regnamespace and c.relkind = 'r'
+            and exists (
+                select from pg_catalog.pg_attribute as a
+                where a.attrelid = c.oid and a.attname = 'embedding' and not a.attisdropped
+                    and a.atttypid = 'vector'::regtype
+            )
+            and exists (
+                select from pg_catalog.pg_attribute as a
+                where a.attrelid = c.oid and a.attname = 'model' and not a.attisdropped
+            )
+        order by c.relname
+    loop
+        if to_regclass(pg_catalog.format('agentmem.%I', agentmem._model_index_name(v_table, p_model))) is null then
+            execute pg_catalog.format(
+                'create index %I on agentmem.%I using hnsw ((embedding::vector(%s)) vector_cosine_ops) '
+                'where model = %L',
+                agentmem._model_index_name(v_table, p_model), v_table, v_dim, p_model
+            );
+            v_made := v_made + 1;
+        end if;
+    end loop;
+    return v_made;
+end
+$$;
+
+comment on function agentmem._ensure_model_indexes(text) is
+'Internal: create the missing per-model HNSW indexes (cosine, partial on model) of every agentmem table '
+'that has model and embedding columns. Returns how many it created.';
+
+create or replace function agentmem.register_model(
+    model text,
+    dimension int,
+    document_prefix text default '',
+    query_prefix text default ''
+) returns agentmem.models
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+declare
+    v_row agentmem.models;
+begin
+    if model is null or model !~ '^[A-Za-z0-9][A-Za-z0-9._:/-]{0,99}$' then
+        raise exception 'model name is not acceptable: %', coalesce(model, 'NULL')
+        using
+            errcode = 'AM020',
+            hint = 'Use the name the embedding service knows the model by, e.g. nomic-embed-text.';
+    end if;
+    if dimension is null or dimension not between 1 and 2000 then
+        raise exception 'dimension must be between 1 and 2000, got %', coalesce(dimension::text, 'NULL')
+        using
+            errcode = 'AM020',
+            detail = 'pgvector''s HNSW index on type vector supports up to 2,000 dimensions.';
+    end if;
+    select * into v_row from agentmem.models as m where m.model = register_model.model;
+    if found and v_row.dimension <> register_model.dimension then
+        raise exception 'model % is registered with % dimensions, not %', model, v_row.dimension, dimension
+        using
+            errcode = 'AM031',
+            hint = 'Register the new version under another name and re-embed into it.';
+    end if;
+    insert into agentmem.models as m (model, dimension, document_prefix, query_prefix)
+    values (
+        register_model.model, register_model.dimension,
+        coalesce(register_model.document_prefix, ''), coalesce(register_model.query_prefix, '')
+    )
+    on conflict on constraint models_pkey do update
+        set document_prefix = excluded.document_prefix, query_prefix = excluded.query_prefix
+    returning * into v_row;
+    perform agentmem._ensure_model_indexes(v_row.model);
+    return v_row;
+end
+$$;
+
+comment on function agentmem.register_model(text, int, text, text) is
+'Register an embedding model (or update its prefixes) and build its HNSW indexes.
+Two models may coexist while a store is re-embedded: each has its own partial
+HNSW index per table. For the DBA (it creates indexes); not granted to agentmem_app.';
+
+create or replace function agentmem.get_model(model text)
+returns agentmem.models
+language plpgsql
+stable
+security invoker
+set search_path from current
+as $$
+declare
+    v_row agentmem.models;
+begin
+    select * into v_row from agentmem.models as m where m.model = get_model.model;
+    if not found then
+        raise exception 'unknown embedding model: %', coalesce(model, 'NULL')
+        using
+            errcode = 'AM011',
+            detail = 'Registered models: ' || (select string_agg(m.model, ', ' order by m.model) from agentmem.models as m),
+            hint = 'A DBA registers it with agentmem.register_model(model => ..., dimension => ...).';
+    end if;
+    return v_row;
+end
+$$;
+
+comment on function agentmem.get_model(text) is
+'The registry entry of one embedding model: dimension and document/query prefixes.
+Raises AM011 for a model that is not registered.';
+
+create or replace function agentmem._check_embedding(p_model text, p_embedding vector)
+returns int
+language plpgsql
+stable
+security invoker
+set search_path from current
+as $$
+declare
+    v_dim int := (agentmem.get_model(p_model)).dimension;
+begin
+    if p_embedding is null then
+        raise exception 'embedding is missing'
+        using errcode = 'AM010', hint = 'Pass the embedding of the text, made with model ' || p_model || '.';
+    end if;
+    if vector_dims(p_embedding) <> v_dim then
+        raise exception 'embedding has % dimensions; model % has %', vector_dims(p_embedding), p_model, v_dim
+        using
+            errcode = 'AM010',
+            hint = 'Embed with the model named in the call, or name the model the vector came from.';
+    end if;
+    if vector_norm(p_embedding) = 0 then
+        raise exception 'embedding is the zero vector'
+        using
+            errcode = 'AM010',
+            detail = 'Cosine similarity is undefined for a zero vector.',
+            hint = 'Check the embedding service: it returned no signal for this text.';
+    end if;
+    return v_dim;
+end
+$$;
+
+comment on function agentmem._check_embedding(text, vector) is
+'Internal: raise AM011 for an unknown model, AM010 for a missing, wrong-dimension or zero embedding; '
+'return the model''s dimension. NaN and infinite components never get here: pgvector refuses them '
+'on input (SQLSTATE 22000).';
+
+create or replace function agentmem._default_model()
+returns text
+language sql
+stable
+security invoker
+set search_path from current
+as $$
+    select coalesce(nullif(pg_catalog.current_setting('agentmem.default_model', true), ''), 'nomic-embed-text')
+$$;
+
+comment on function agentmem._default_model() is
+'Internal: the model a call uses when it names none: setting agentmem.default_model, else nomic-embed-text.';
