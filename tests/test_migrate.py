@@ -249,3 +249,18 @@ def test_wheel_ships_the_sql_from_the_checkout(tmp_path):
         assert f"agentmem/_sql/migrations/{f.path.name}" in names
     for f in source.definitions:
         assert f"agentmem/_sql/sql/{f.path.name}" in names
+
+
+def test_migrate_can_grant_the_app_role_to_an_existing_login(empty_db, capsys):
+    role = "agentmem_cli_app_" + uuid.uuid4().hex[:6]
+    with psycopg.connect(empty_db, autocommit=True) as conn:
+        conn.execute(f"create role {role} login")
+    try:
+        assert cli(["migrate", "--database-url", empty_db, "--grant-app-role", role]) == 0
+        with psycopg.connect(empty_db) as conn:
+            assert conn.execute("select pg_has_role(%s, 'agentmem_app', 'member')", (role,)).fetchone()[0]
+        assert cli(["migrate", "--database-url", empty_db, "--grant-app-role", "no_such_role_q"]) == 1
+        assert "[AM030]" in capsys.readouterr().err
+    finally:
+        with psycopg.connect(empty_db, autocommit=True) as conn:
+            conn.execute(f"drop role {role}")

@@ -30,7 +30,9 @@ def main(argv: list[str] | None = None) -> int:
                        help="a checkout holding migrations/ and sql/ (default: the SQL shipped in the package)")
         return p
 
-    db_command("migrate", "apply pending migrations and re-apply the definitions")
+    p = db_command("migrate", "apply pending migrations and re-apply the definitions")
+    p.add_argument("--grant-app-role", action="append", default=[], metavar="ROLE",
+                   help="then make this existing login role an application role (repeatable)")
     db_command("status", "list applied and pending migrations")
     p = sub.add_parser("psql-script", help="print the psql install/upgrade script")
     p.add_argument("--source", type=Path)
@@ -50,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
                 applied = migrator.migrate()
                 print(f"applied {len(applied)} migration(s)" + (": " + ", ".join(applied) if applied else "")
                       + f"; definitions re-applied ({len(migrator.source.definitions)} files)")
+                for role in args.grant_app_role:
+                    migrator.grant_app_role(role)
+                    print(f"role {role} may now use agentmem as an application role")
             else:
                 print(format_status(migrator.status()))
         elif args.command == "psql-script":

@@ -218,6 +218,14 @@ class Migrator:
                     detail=f"file: {m.path}",
                     hint="Migrations are append-only: restore the file and put the change in a new migration.")
 
+    def grant_app_role(self, role: str) -> None:
+        """Make an existing login role a member of agentmem_app (agentmem.grant_app_role)."""
+        try:
+            with self._connect() as conn:
+                conn.execute("select agentmem.grant_app_role(role_name => %s)", (role,))
+        except psycopg.Error as exc:
+            raise translate(exc) from exc
+
     def migrate(self) -> list[str]:
         """Apply pending migrations, then every definition file. Returns the applied names."""
         applied: list[str] = []
