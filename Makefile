@@ -51,7 +51,7 @@ psql-script: venv
 	$(BIN)/agentmem psql-script --source . -o sql/install.psql
 
 bench: venv
-	$(PY) bench/run.py
+	$(PY) bench/run.py $(BENCH_ARGS)
 
 clean:
 	-$(BIN)/agentmem dev-server stop --data-dir $(DATA)

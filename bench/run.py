@@ -1,0 +1,46 @@
+"""`make bench`: run every bench/bench_*.py and gather their reports in bench/REPORT.md.
+
+Each benchmark script is standalone (``python bench/bench_X.py --out FILE [--quick]``),
+starts or reuses the embedded server, and writes a markdown report with its figures
+and the command that reproduces them. Pass --quick for smaller sizes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--only", help="run only bench_<ONLY>.py")
+    args = parser.parse_args()
+    scripts = sorted(HERE.glob("bench_*.py"))
+    if args.only:
+        scripts = [s for s in scripts if s.stem == f"bench_{args.only}"]
+    parts, failed = [], []
+    for script in scripts:
+        out = HERE / "results" / f"{script.stem.removeprefix('bench_')}.md"
+        cmd = [sys.executable, str(script), "--out", str(out)] + (["--quick"] if args.quick else [])
+        print("===", " ".join(cmd), flush=True)
+        if subprocess.run(cmd).returncode != 0:
+            failed.append(script.name)
+            continue
+        parts.append(out.read_text())
+    header = (f"# agentmem benchmarks\n\n{datetime.date.today()}, {os.cpu_count()} cores. "
+              f"Command: `make bench`{' (--quick)' if args.quick else ''}; each section names its own.\n")
+    (HERE / "REPORT.md").write_text(header + "\n" + "\n\n".join(parts))
+    if failed:
+        print("failed:", ", ".join(failed), file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
