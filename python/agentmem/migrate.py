@@ -165,6 +165,16 @@ class MigrationStatus:
     applied_by_version: str | None = None
 
 
+def _run_file(conn: psycopg.Connection, f: SqlFile, kind: str) -> None:
+    """Run one SQL file inside the caller's transaction; a failure names the file."""
+    try:
+        conn.execute(f.text)
+    except psycopg.Error as exc:
+        raise MigrationError(
+            f"{kind} {f.path.name} failed and was rolled back: {exc.diag.message_primary or exc}",
+            sqlstate=exc.sqlstate, detail=exc.diag.message_detail, hint=exc.diag.message_hint) from exc
+
+
 class Migrator:
     def __init__(self, conninfo: str, source: Source | None = None):
         self.conninfo = conninfo
@@ -247,25 +257,11 @@ class Migrator:
                                 "(version, name, sha256, applied_by_version, applied_via) "
                                 "values (%s, %s, %s, %s, 'python')",
                                 (m.number, m.name, m.sha256, __version__))
-                            try:
-                                conn.execute(m.text)
-                            except psycopg.Error as exc:
-                                raise MigrationError(
-                                    f"migration {m.path.name} failed and was rolled back: "
-                                    f"{exc.diag.message_primary or exc}",
-                                    sqlstate=exc.sqlstate, detail=exc.diag.message_detail,
-                                    hint=exc.diag.message_hint) from exc
+                            _run_file(conn, m, "migration")
                         applied.append(m.path.name)
                     with conn.transaction():
                         for d in self.source.definitions:
-                            try:
-                                conn.execute(d.text)
-                            except psycopg.Error as exc:
-                                raise MigrationError(
-                                    f"definitions file {d.path.name} failed and was rolled back: "
-                                    f"{exc.diag.message_primary or exc}",
-                                    sqlstate=exc.sqlstate, detail=exc.diag.message_detail,
-                                    hint=exc.diag.message_hint) from exc
+                            _run_file(conn, d, "definitions file")
                 finally:
                     if not conn.closed and conn.info.transaction_status == 0:
                         conn.execute("select pg_advisory_unlock(%s)", (LOCK_KEY,))
