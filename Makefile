@@ -19,8 +19,7 @@ $(VENV)/.installed: python/pyproject.toml
 venv: $(VENV)/.installed
 
 demo: venv
-	$(BIN)/agentmem dev-server start --data-dir $(DATA)
-	$(BIN)/agentmem migrate --database-url "$$($(BIN)/agentmem dev-server url)"
+	$(BIN)/agentmem dev-server start --data-dir $(DATA) >/dev/null
 	$(BIN)/agentmem demo --database-url "$$($(BIN)/agentmem dev-server url)"
 
 test: venv
