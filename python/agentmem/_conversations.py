@@ -1,11 +1,201 @@
 """Conversation memory (issue 3): driver methods, one literal call per SQL function.
 
 Each method returns ``self._call(...)``, which the sync client runs at once and the
-async client returns as a coroutine; see client.py.
+async client returns as a coroutine; see client.py. ``remember`` and ``recall``
+embed first (with ``self.embedder``), so they have a sync and an async body.
 """
 
 from __future__ import annotations
 
+import inspect
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Sequence
+from uuid import UUID
+
+from .errors import EmbedderError
+
+
+@dataclass(frozen=True)
+class StoredMessage:
+    message_id: UUID
+    message_index: int
+
+
+@dataclass(frozen=True)
+class Message:
+    message_id: UUID
+    conversation_id: UUID
+    message_index: int
+    role: str
+    content: str
+    metadata: dict
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class MessageHit(Message):
+    similarity: float
+
+
+@dataclass(frozen=True)
+class WindowMessage:
+    window_rank: int
+    conversation_id: UUID
+    message_id: UUID
+    message_index: int
+    role: str
+    content: str
+    metadata: dict
+    created_at: datetime
+    is_hit: bool
+    similarity: float | None
+    window_similarity: float
+
+
+@dataclass(frozen=True)
+class ContextItem:
+    kind: str  # 'summary' or 'message'
+    message_id: UUID | None
+    message_index: int
+    role: str
+    content: str
+    metadata: dict
+    created_at: datetime
+
+
+def _as_json(value: Any):
+    from psycopg.types.json import Jsonb
+    return None if value is None else Jsonb(value)
+
+
+def _cache_rows(rows):
+    """cached_embeddings rows -> one numpy embedding (or None for a miss) per text, in order."""
+    return [None if r["embedding"] is None else r["embedding"].to_numpy() for r in rows]
+
 
 class ConversationAPI:
-    pass
+    # -- one literal call per SQL function -------------------------------------------------
+
+    def start_conversation(self, user_id: str, title: str | None = None, metadata: dict | None = None,
+                           *, conn=None):
+        return self._call("select agentmem.start_conversation(user_id => %s, title => %s, metadata => %s)",
+                          (user_id, title, _as_json(metadata or {})), fetch="scalar", conn=conn)
+
+    def store_message(self, conversation_id: UUID, role: str, content: str, embedding, *,
+                      model: str | None = None, metadata: dict | None = None, conn=None):
+        return self._call("select * from agentmem.store_message(conversation_id => %s, role => %s, "
+                          "content => %s, embedding => %s, model => %s, metadata => %s)",
+                          (conversation_id, role, content, embedding, model, _as_json(metadata or {})),
+                          fetch="one", row=StoredMessage, conn=conn)
+
+    def store_messages(self, conversation_id: UUID, roles: Sequence[str], contents: Sequence[str],
+                       embeddings: Sequence, *, model: str | None = None,
+                       metadata: Sequence[dict] | None = None, conn=None):
+        return self._call("select * from agentmem.store_messages(conversation_id => %s, roles => %s, "
+                          "contents => %s, embeddings => %s, model => %s, metadata => %s::jsonb[])",
+                          (conversation_id, list(roles), list(contents), list(embeddings), model,
+                           None if metadata is None else [_as_json(m) for m in metadata]),
+                          fetch="all", row=StoredMessage, conn=conn)
+
+    def recent_messages(self, conversation_id: UUID, n: int = 20, *, conn=None):
+        return self._call("select * from agentmem.recent_messages(conversation_id => %s, n => %s)",
+                          (conversation_id, n), fetch="all", row=Message, conn=conn)
+
+    def search_messages(self, user_id: str, query_embedding, k: int = 5, *,
+                        conversation_id: UUID | None = None, min_similarity: float | None = None,
+                        model: str | None = None, conn=None):
+        return self._call("select * from agentmem.search_messages(user_id => %s, query_embedding => %s, "
+                          "k => %s, conversation_id => %s, min_similarity => %s::real, model => %s)",
+                          (user_id, query_embedding, k, conversation_id, min_similarity, model),
+                          fetch="all", row=MessageHit, conn=conn)
+
+    def context_window(self, message_id: UUID, before: int = 3, after: int = 3, *, conn=None):
+        return self._call("select * from agentmem.context_window(message_id => %s, before => %s, after => %s)",
+                          (message_id, before, after), fetch="all", row=Message, conn=conn)
+
+    def search_with_context(self, user_id: str, query_embedding, k: int = 3, radius: int = 3, *,
+                            model: str | None = None, conversation_id: UUID | None = None,
+                            min_similarity: float | None = None, conn=None):
+        return self._call("select * from agentmem.search_with_context(user_id => %s, query_embedding => %s, "
+                          "k => %s, radius => %s, model => %s, conversation_id => %s, min_similarity => %s::real)",
+                          (user_id, query_embedding, k, radius, model, conversation_id, min_similarity),
+                          fetch="all", row=WindowMessage, conn=conn)
+
+    def set_summary(self, conversation_id: UUID, summary: str, through_index: int, *, conn=None):
+        return self._call("select agentmem.set_summary(conversation_id => %s, summary => %s, through_index => %s)",
+                          (conversation_id, summary, through_index), fetch="none", conn=conn)
+
+    def short_term_context(self, conversation_id: UUID, keep_last: int = 6, *, conn=None):
+        return self._call("select * from agentmem.short_term_context(conversation_id => %s, keep_last => %s)",
+                          (conversation_id, keep_last), fetch="all", row=ContextItem, conn=conn)
+
+    def cached_embeddings(self, model: str | None, texts: Sequence[str], *, conn=None):
+        """One embedding per text (None for a miss), in order."""
+        return self._call("select * from agentmem.cached_embeddings(model => %s, texts => %s)",
+                          (model, list(texts)), fetch="all", conn=conn, post=_cache_rows)
+
+    def cache_embeddings(self, model: str | None, texts: Sequence[str], embeddings: Sequence, *, conn=None):
+        """Store embeddings in the tenant's cache; returns how many were new."""
+        return self._call("select agentmem.cache_embeddings(model => %s, texts => %s, embeddings => %s)",
+                          (model, list(texts), list(embeddings)), fetch="scalar", conn=conn)
+
+    def get_model(self, model: str, *, conn=None):
+        return self._call("select * from agentmem.get_model(model => %s)", (model,), fetch="one", conn=conn)
+
+    # -- embed, then call ---------------------------------------------------------------------
+
+    def _require_embedder(self):
+        if self.embedder is None:
+            raise EmbedderError("this client has no embedder",
+                                hint="Pass embedder=OllamaEmbedder(...) to Memory.connect, or call "
+                                     "store_message/search_messages with your own vectors.")
+        return self.embedder
+
+    def _is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self._call)
+
+    def remember(self, conversation_id: UUID, role: str, content: str, *, metadata: dict | None = None,
+                 conn=None):
+        """Embed `content` with self.embedder (document prefix, cache first) and store the message."""
+        embedder = self._require_embedder()
+        if self._is_async():
+            return self._aremember(embedder, conversation_id, role, content, metadata, conn)
+        vector = _embed(embedder, "embed_documents", [content], self)[0]
+        return self.store_message(conversation_id, role, content, vector, model=embedder.model,
+                                  metadata=metadata, conn=conn)
+
+    async def _aremember(self, embedder, conversation_id, role, content, metadata, conn):
+        vector = (await _aembed(embedder, "embed_documents", [content], self))[0]
+        return await self.store_message(conversation_id, role, content, vector, model=embedder.model,
+                                        metadata=metadata, conn=conn)
+
+    def recall(self, user_id: str, query: str, k: int = 5, *, conversation_id: UUID | None = None,
+               min_similarity: float | None = None, conn=None):
+        """Embed `query` with self.embedder (query prefix) and search the user's past messages."""
+        embedder = self._require_embedder()
+        if self._is_async():
+            return self._arecall(embedder, user_id, query, k, conversation_id, min_similarity, conn)
+        vector = _embed(embedder, "embed_queries", [query], self)[0]
+        return self.search_messages(user_id, vector, k, conversation_id=conversation_id,
+                                    min_similarity=min_similarity, model=embedder.model, conn=conn)
+
+    async def _arecall(self, embedder, user_id, query, k, conversation_id, min_similarity, conn):
+        vector = (await _aembed(embedder, "embed_queries", [query], self))[0]
+        return await self.search_messages(user_id, vector, k, conversation_id=conversation_id,
+                                          min_similarity=min_similarity, model=embedder.model, conn=conn)
+
+
+def _embed(embedder, method: str, texts: list[str], memory):
+    """Call an embedder: OllamaEmbedder takes the client (for prefixes and the cache); others do not."""
+    if getattr(embedder, "uses_memory", False):
+        return getattr(embedder, method)(texts, memory=memory)
+    if method == "embed_queries":
+        return [embedder.embed_query(t) for t in texts]
+    return embedder.embed_documents(texts)
+
+
+async def _aembed(embedder, method: str, texts: list[str], memory):
+    if getattr(embedder, "uses_memory", False):
+        return await getattr(embedder, "a" + method)(texts, memory=memory)
+    return _embed(embedder, method, texts, memory)
