@@ -1,0 +1,469 @@
+-- Conversation memory: conversations, messages written with their embedding in
+-- one statement, tenant-scoped vector search, context windows, the short-term
+-- window with a running summary.
+--
+-- Documented limits (checked by every function, AM020 out of range, AM021 too large):
+--   user_id             1 .. 256 characters
+--   title               at most 1,000 characters (AM021)
+--   content, summary    1 .. 100,000 characters, not blank (AM021 above)
+--   metadata            a JSON object of at most 100,000 characters as text (AM021)
+--   messages per batch  1 .. 10,000
+--   k, n                1 .. 1,000
+--   before, after, radius  0 .. 100
+--   keep_last           0 .. 1,000
+--   min_similarity      -1 .. 1 (cosine similarity)
+
+-- Row-level security policies of the tables of migration 0003 (re-created on
+-- every install: the migration cannot, see there).
+drop policy if exists tenant_isolation on agentmem.conversations;
+create policy tenant_isolation on agentmem.conversations
+using (tenant_id = agentmem.current_tenant())
+with check (tenant_id = agentmem.current_tenant());
+
+drop policy if exists tenant_isolation on agentmem.messages;
+create policy tenant_isolation on agentmem.messages
+using (tenant_id = agentmem.current_tenant())
+with check (tenant_id = agentmem.current_tenant());
+
+drop policy if exists tenant_isolation on agentmem.message_embeddings;
+create policy tenant_isolation on agentmem.message_embeddings
+using (tenant_id = agentmem.current_tenant())
+with check (tenant_id = agentmem.current_tenant());
+
+drop policy if exists tenant_isolation on agentmem.embedding_cache;
+create policy tenant_isolation on agentmem.embedding_cache
+using (tenant_id = agentmem.current_tenant())
+with check (tenant_id = agentmem.current_tenant());
+
+create or replace function agentmem._conv_check_text(p_what text, p_value text, p_max int)
+returns void
+language plpgsql
+immutable
+security invoker
+set search_path from current
+as $$
+begin
+    if p_value is null or btrim(p_value) = '' then
+        raise exception '% must be a non-empty text', p_what
+        using
+            errcode = 'AM020',
+            hint = 'Pass the text itself; NULL, empty and blank texts are refused.';
+    end if;
+    if length(p_value) > p_max then
+        raise exception '% is too large: % characters, the limit is %', p_what, length(p_value), p_max
+        using
+            errcode = 'AM021',
+            hint = 'Split the text or store a shorter version of it.';
+    end if;
+end
+$$;
+
+comment on function agentmem._conv_check_text(text, text, int) is
+'Internal: AM020 for a NULL or blank text, AM021 for one longer than p_max characters.';
+
+create or replace function agentmem._conv_check_user_id(p_user_id text)
+returns void
+language plpgsql
+immutable
+security invoker
+set search_path from current
+as $$
+begin
+    if p_user_id is null or p_user_id = '' or length(p_user_id) > 256 then
+        raise exception 'user_id must be a text of 1 to 256 characters'
+        using
+            errcode = 'AM020',
+            hint = 'Pass the id your application knows the user by.';
+    end if;
+end
+$$;
+
+comment on function agentmem._conv_check_user_id(text) is
+'Internal: AM020 unless user_id has 1 to 256 characters.';
+
+create or replace function agentmem._conv_check_metadata(p_what text, p_metadata jsonb)
+returns jsonb
+language plpgsql
+immutable
+security invoker
+set search_path from current
+as $$
+begin
+    if p_metadata is null then
+        return '{}'::jsonb;
+    end if;
+    if jsonb_typeof(p_metadata) <> 'object' then
+        raise exception '% must be a JSON object, not %', p_what, jsonb_typeof(p_metadata)
+        using errcode = 'AM020', hint = 'Pass e.g. ''{"source": "import"}''::jsonb.';
+    end if;
+    if length(p_metadata::text) > 100000 then
+        raise exception '% is too large: % characters, the limit is 100000', p_what, length(p_metadata::text)
+        using errcode = 'AM021', hint = 'Keep large payloads outside agentmem and store a reference.';
+    end if;
+    return p_metadata;
+end
+$$;
+
+comment on function agentmem._conv_check_metadata(text, jsonb) is
+'Internal: NULL becomes {}; AM020 unless a JSON object, AM021 above 100,000 characters.';
+
+create or replace function agentmem._conv_check_range(p_what text, p_value int, p_min int, p_max int)
+returns void
+language plpgsql
+immutable
+security invoker
+set search_path from current
+as $$
+begin
+    if p_value is null or p_value not between p_min and p_max then
+        raise exception '% must be between % and %, got %', p_what, p_min, p_max, coalesce(p_value::text, 'NULL')
+        using errcode = 'AM020';
+    end if;
+end
+$$;
+
+comment on function agentmem._conv_check_range(text, int, int, int) is
+'Internal: AM020 unless p_min <= p_value <= p_max.';
+
+create or replace function agentmem._conv_not_found(p_conversation_id uuid)
+returns void
+language plpgsql
+immutable
+security invoker
+set search_path from current
+as $$
+begin
+    raise exception 'conversation % not found', coalesce(p_conversation_id::text, 'NULL')
+    using
+        errcode = 'AM030',
+        detail = 'It does not exist in the current tenant.',
+        hint = 'Start one with agentmem.start_conversation(user_id => ...), and check the tenant.';
+end
+$$;
+
+comment on function agentmem._conv_not_found(uuid) is
+'Internal: raise AM030 for a conversation that is not in the current tenant (never saying whether '
+'it exists elsewhere).';
+
+create or replace function agentmem.start_conversation(
+    user_id text,
+    title text default null,
+    metadata jsonb default '{}'
+) returns uuid
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+declare
+    v_tenant text := agentmem.current_tenant();
+    v_id uuid;
+begin
+    perform agentmem._conv_check_user_id(start_conversation.user_id);
+    if length(start_conversation.title) > 1000 then
+        raise exception 'title is too large: % characters, the limit is 1000', length(start_conversation.title)
+        using errcode = 'AM021';
+    end if;
+    insert into agentmem.conversations as c (tenant_id, user_id, title, metadata)
+    values (
+        v_tenant, start_conversation.user_id, start_conversation.title,
+        agentmem._conv_check_metadata('metadata', start_conversation.metadata)
+    )
+    returning c.conversation_id into v_id;
+    return v_id;
+end
+$$;
+
+comment on function agentmem.start_conversation(text, text, jsonb) is
+'Start a conversation of a user in the current tenant; returns its id.
+user_id: 1 to 256 characters (AM020); title: at most 1,000 characters (AM021);
+metadata: a JSON object (AM020) of at most 100,000 characters (AM021).';
+
+create or replace function agentmem.store_messages(
+    conversation_id uuid,
+    roles text[],
+    contents text[],
+    embeddings vector[],
+    model text default null,
+    metadata jsonb[] default null
+) returns table (message_id uuid, message_index int)
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+#variable_conflict use_column
+declare
+    v_tenant text := agentmem.current_tenant();
+    v_model text := coalesce(store_messages.model, agentmem._default_model());
+    v_n int := coalesce(cardinality(store_messages.roles), 0);
+    v_what text;
+    v_first int;
+    v_user text;
+begin
+    if store_messages.conversation_id is null then
+        perform agentmem._conv_not_found(null);
+    end if;
+    if v_n not between 1 and 10000 or array_ndims(store_messages.roles) <> 1 then
+        raise exception 'a batch holds 1 to 10000 messages, got %', v_n
+        using errcode = 'AM020', hint = 'Split a larger import into several calls.';
+    end if;
+    if coalesce(cardinality(store_messages.contents), 0) <> v_n
+        or coalesce(cardinality(store_messages.embeddings), 0) <> v_n
+        or coalesce(cardinality(store_messages.metadata), v_n) <> v_n
+        or array_ndims(store_messages.contents) <> 1
+        or array_ndims(store_messages.embeddings) <> 1 then
+        raise exception 'roles, contents, embeddings (and metadata if given) must be arrays of the same length'
+        using
+            errcode = 'AM020',
+            detail = pg_catalog.format(
+                'roles: %s, contents: %s, embeddings: %s, metadata: %s', v_n,
+                coalesce(cardinality(store_messages.contents), 0),
+                coalesce(cardinality(store_messages.embeddings), 0),
+                coalesce(cardinality(store_messages.metadata)::text, 'NULL')
+            );
+    end if;
+    perform agentmem.get_model(v_model);
+    for i in 1..v_n loop
+        v_what := case when v_n = 1 then '' else pg_catalog.format('message %s: ', i) end;
+        if store_messages.roles[i] is null
+            or store_messages.roles[i] not in ('user', 'assistant', 'tool', 'system') then
+            raise exception '%unknown role %', v_what, coalesce(quote_literal(store_messages.roles[i]), 'NULL')
+            using errcode = 'AM020', hint = 'role is one of user, assistant, tool, system.';
+        end if;
+        perform agentmem._conv_check_text(v_what || 'content', store_messages.contents[i], 100000);
+        perform agentmem._check_embedding(v_model, store_messages.embeddings[i]);
+        perform agentmem._conv_check_metadata(v_what || 'metadata', store_messages.metadata[i]);
+    end loop;
+
+    -- The row lock on the conversation serialises writers of one conversation
+    -- until commit; a rolled-back insert rolls next_index back with it: no gap.
+    update agentmem.conversations as c
+    set next_index = c.next_index + v_n, updated_at = now()
+    where c.tenant_id = v_tenant and c.conversation_id = store_messages.conversation_id
+    returning c.next_index - v_n, c.user_id into v_first, v_user;
+    if not found then
+        perform agentmem._conv_not_found(store_messages.conversation_id);
+    end if;
+
+    return query
+    with input as materialized (
+        select
+            u.ord,
+            u.role,
+            u.content,
+            u.vec,
+            coalesce(u.meta, '{}'::jsonb) as meta,
+            gen_random_uuid() as new_id
+        from unnest(
+            store_messages.roles, store_messages.contents, store_messages.embeddings,
+            coalesce(store_messages.metadata, array_fill(null::jsonb, array[v_n]))
+        ) with ordinality as u (role, content, vec, meta, ord)
+    ),
+
+    ins as (
+        insert into agentmem.messages as m (
+            tenant_id, message_id, conversation_id, user_id, message_index, role, content, metadata
+        )
+        select
+            v_tenant,
+            i.new_id,
+            store_messages.conversation_id,
+            v_user,
+            v_first + i.ord::int - 1,
+            i.role,
+            i.content,
+            i.meta
+        from input as i
+        returning m.message_id as new_id, m.message_index as new_index
+    ),
+
+    emb as (
+        insert into agentmem.message_embeddings (tenant_id, message_id, model, user_id, conversation_id, embedding)
+        select v_tenant, i.new_id, v_model, v_user, store_messages.conversation_id, i.vec
+        from input as i
+    )
+
+    select ins.new_id, ins.new_index from ins
+    order by ins.new_index;
+end
+$$;
+
+comment on function agentmem.store_messages(uuid, text[], text[], vector[], text, jsonb[]) is
+'Store a batch of messages (an import) at the end of a conversation, each with its embedding.
+roles[i], contents[i], embeddings[i] and metadata[i] (optional) describe message i; the messages get
+consecutive message_index values in array order. All or nothing: one bad message stores none.
+Returns (message_id, message_index) per message, in order. 1 to 10,000 messages per call (AM020);
+see store_message for the checks of each message. AM030 for a conversation not in the current tenant.';
+
+create or replace function agentmem.store_message(
+    conversation_id uuid,
+    role text,
+    content text,
+    embedding vector,
+    model text default null,
+    metadata jsonb default '{}'
+) returns table (message_id uuid, message_index int)
+language sql
+volatile
+security invoker
+set search_path from current
+as $$
+    select s.message_id, s.message_index
+    from agentmem.store_messages(
+        conversation_id => store_message.conversation_id,
+        roles => array[store_message.role],
+        contents => array[store_message.content],
+        embeddings => array[store_message.embedding],
+        model => store_message.model,
+        metadata => array[store_message.metadata]
+    ) as s
+$$;
+
+comment on function agentmem.store_message(uuid, text, text, vector, text, jsonb) is
+'Append a message and its embedding to a conversation, in one statement; returns its id and index.
+A message is never searchable half-written, and a rejected message stores nothing.
+message_index is gap-free per conversation (0, 1, 2, ...) under concurrent writers.
+Errors: AM030 conversation not in the current tenant; AM020 role not one of user, assistant, tool,
+system, or NULL/blank content; AM021 content over 100,000 characters or metadata over 100,000;
+AM011 unknown model (default: agentmem._default_model()); AM010 missing, wrong-dimension or zero
+embedding; 22000 (from pgvector) NaN or infinite components.';
+
+create or replace function agentmem.recent_messages(
+    conversation_id uuid,
+    n int default 20
+) returns setof agentmem.message_row
+language plpgsql
+stable
+security invoker
+set search_path from current
+as $$
+#variable_conflict use_column
+declare
+    v_tenant text := agentmem.current_tenant();
+begin
+    perform agentmem._conv_check_range('n', recent_messages.n, 1, 1000);
+    if not exists (
+        select from agentmem.conversations as c
+        where c.tenant_id = v_tenant and c.conversation_id = recent_messages.conversation_id
+    ) then
+        perform agentmem._conv_not_found(recent_messages.conversation_id);
+    end if;
+    return query
+    select r.message_id, r.conversation_id, r.message_index, r.role, r.content, r.metadata, r.created_at
+    from (
+        select m.*
+        from agentmem.messages as m
+        where m.tenant_id = v_tenant and m.conversation_id = recent_messages.conversation_id
+        order by m.message_index desc
+        limit recent_messages.n
+    ) as r
+    order by r.message_index;
+end
+$$;
+
+comment on function agentmem.recent_messages(uuid, int) is
+'The last n messages of a conversation (the short-term window), oldest first.
+n: 1 to 1,000 (AM020). AM030 for a conversation not in the current tenant.';
+
+create or replace function agentmem.set_summary(
+    conversation_id uuid,
+    summary text,
+    through_index int
+) returns void
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+declare
+    v_tenant text := agentmem.current_tenant();
+    v_row agentmem.conversations;
+begin
+    perform agentmem._conv_check_text('summary', set_summary.summary, 100000);
+    select * into v_row
+    from agentmem.conversations as c
+    where c.tenant_id = v_tenant and c.conversation_id = set_summary.conversation_id
+    for update;
+    if not found then
+        perform agentmem._conv_not_found(set_summary.conversation_id);
+    end if;
+    if set_summary.through_index is null or set_summary.through_index not between 0 and v_row.next_index - 1 then
+        raise exception 'through_index must be the index of a message of the conversation (0 to %), got %',
+            v_row.next_index - 1, coalesce(set_summary.through_index::text, 'NULL')
+        using errcode = 'AM020', hint = 'Pass the message_index of the last message the summary covers.';
+    end if;
+    if set_summary.through_index < v_row.summary_through then
+        raise exception 'the stored summary already covers messages through %; this one only through %',
+            v_row.summary_through, set_summary.through_index
+        using
+            errcode = 'AM031',
+            detail = 'A running summary only moves forward, so a slow summariser cannot overwrite a newer one.',
+            hint = 'Summarise again from the stored summary (short_term_context returns it).';
+    end if;
+    update agentmem.conversations as c
+    set summary = set_summary.summary, summary_through = set_summary.through_index, updated_at = now()
+    where c.tenant_id = v_tenant and c.conversation_id = set_summary.conversation_id;
+end
+$$;
+
+comment on function agentmem.set_summary(uuid, text, int) is
+'Store the running summary of a conversation: it covers the messages with message_index <= through_index.
+summary: 1 to 100,000 characters (AM020/AM021); through_index: an index the conversation has (AM020),
+not below the stored summary''s (AM031: a summary only moves forward). AM030 for a conversation not
+in the current tenant.';
+
+create or replace function agentmem.short_term_context(
+    conversation_id uuid,
+    keep_last int default 6
+) returns table (
+    kind text,
+    message_id uuid,
+    message_index int,
+    role text,
+    content text,
+    metadata jsonb,
+    created_at timestamptz
+)
+language plpgsql
+stable
+security invoker
+set search_path from current
+as $$
+#variable_conflict use_column
+declare
+    v_tenant text := agentmem.current_tenant();
+    v_row agentmem.conversations;
+begin
+    perform agentmem._conv_check_range('keep_last', short_term_context.keep_last, 0, 1000);
+    select * into v_row
+    from agentmem.conversations as c
+    where c.tenant_id = v_tenant and c.conversation_id = short_term_context.conversation_id;
+    if not found then
+        perform agentmem._conv_not_found(short_term_context.conversation_id);
+    end if;
+    return query
+    select x.kind, x.message_id, x.message_index, x.role, x.content, x.metadata, x.created_at
+    from (
+        select
+            0 as part, 'summary'::text as kind, null::uuid as message_id, v_row.summary_through as message_index,
+            'system'::text as role, v_row.summary as content, '{}'::jsonb as metadata,
+            v_row.updated_at as created_at
+        where v_row.summary is not null
+        union all
+        select 1, 'message', m.message_id, m.message_index, m.role, m.content, m.metadata, m.created_at
+        from agentmem.messages as m
+        where
+            m.tenant_id = v_tenant and m.conversation_id = short_term_context.conversation_id
+            and m.message_index >= v_row.next_index - short_term_context.keep_last
+    ) as x
+    order by x.part, x.message_index;
+end
+$$;
+
+comment on function agentmem.short_term_context(uuid, int) is
+'What to put in the prompt: the running summary (a first row of kind ''summary'', role system,
+message_index = the last index it covers) followed by the last keep_last messages verbatim (kind
+''message'', oldest first). The summary row is absent until set_summary is called. When the summary''s
+message_index + 1 is below the first message''s index, the messages between are in neither: time
+to summarise again. keep_last: 0 to 1,000 (AM020). AM030 for a conversation not in the current tenant.';
