@@ -15,3 +15,5 @@ grant usage, select on all sequences in schema agentmem to agentmem_app;
 revoke all on agentmem.schema_migrations from agentmem_app;
 revoke execute on function agentmem.register_model(text, int, text, text) from agentmem_app;
 revoke execute on function agentmem._ensure_model_indexes(text) from agentmem_app;
+-- The cache intents are the DBA's catalogue: the application reads them only.
+revoke insert, update, delete on agentmem.cache_intents from agentmem_app;
