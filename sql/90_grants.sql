@@ -25,3 +25,5 @@ revoke execute on function agentmem._retention_delete(text, text, text, text, in
 revoke execute on function agentmem._retention_kind(text, int) from agentmem_app;
 revoke all on agentmem.retention_health from agentmem_app;
 revoke all on agentmem.job_runs from agentmem_app;
+-- The cache intents are the DBA's catalogue: the application reads them only.
+revoke insert, update, delete on agentmem.cache_intents from agentmem_app;
