@@ -128,3 +128,8 @@ create index job_runs_job_idx on agentmem.job_runs (job, started_at desc);
 
 alter table agentmem.job_runs enable row level security;
 alter table agentmem.job_runs force row level security;
+
+-- Retention deletes the oldest rows first across tenants: these serve its
+-- default-policy cutoffs (per-tenant policies use the (tenant_id, ...) indexes).
+create index messages_created_at_idx on agentmem.messages (created_at);
+create index cache_entries_created_at_idx on agentmem.cache_entries (created_at);

@@ -178,6 +178,7 @@ declare
     v_count bigint := 0;
     v_tenant text;
     v_ids uuid[];
+    v_texts text[];
 begin
     case p_kind
         when 'messages' then
@@ -187,15 +188,18 @@ begin
             -- Their embeddings go by cascade; fact history whose every source
             -- expired goes too, and facts lose the dangling links (facts
             -- themselves have their own policy).
-            for v_tenant, v_ids in
+            -- Their embedding-cache rows go as well.
+            for v_tenant, v_ids, v_texts in
                 with gone as (
-                    select g.tenant_id, g.key
+                    select g.tenant_id, g.key, g.detail
                     from agentmem._retention_delete('messages', 'messages', 'message_id', 'created_at', p_batch) as g
                 )
-                select gone.tenant_id, array_agg(gone.key::uuid) from gone group by gone.tenant_id
+                select gone.tenant_id, array_agg(gone.key::uuid), array_agg(gone.detail)
+                from gone group by gone.tenant_id
             loop
                 v_count := v_count + cardinality(v_ids);
                 perform agentmem._prune_fact_sources(v_tenant, v_ids, false);
+                perform agentmem._forget_text_hashes(v_tenant, v_texts);
             end loop;
         when 'cached_answers' then
             if to_regclass('agentmem.cache_entries') is null then
