@@ -295,7 +295,7 @@ begin
                 exit when v_count >= apply_retention.batch_size;
                 perform pg_catalog.set_config('agentmem.tenant_id', v_tenant, true);
                 execute 'select agentmem.sweep_cache(batch_size => $1)' into v_n
-                using least(apply_retention.batch_size - v_count, 100000);
+                using least(apply_retention.batch_size - v_count, 100000)::int;
                 v_count := v_count + v_n;
             end loop;
             perform pg_catalog.set_config('agentmem.tenant_id', coalesce(v_prev_tenant, ''), true);

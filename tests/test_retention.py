@@ -323,3 +323,51 @@ def test_the_scheduled_job_really_runs_and_a_failing_run_shows_in_health(cron_db
                            ).fetchone()
     assert health[0] == "failing" and health[1] == "failed" and "lock" in health[2]
     assert admin.execute("select agentmem.unschedule_retention()").fetchone() == (True,)
+
+
+# -- messages, cached answers and the hit log (issues 3 and 4's tables) -------------
+
+def test_message_retention_takes_embeddings_cache_rows_and_fact_history_with_it(app, admin):
+    conv = app.execute("select agentmem.start_conversation(user_id => 'u1')").fetchone()[0]
+    ids = [app.execute("select message_id from agentmem.store_message(conversation_id => %s, role => 'user', "
+                       "content => %s, embedding => %s)", (conv, f"msg {i}", vec(f"msg {i}"))).fetchone()[0]
+           for i in range(5)]
+    app.execute("select agentmem.cache_embeddings(model => 'nomic-embed-text', texts => %s, embeddings => %s)",
+                (["msg 0", "msg 4"], [vec("msg 0"), vec("msg 4")]))
+    app.execute("select * from agentmem.upsert_fact(user_id => 'u1', subject => 'x', fact => 'The user is vegan', "
+                "embedding => %s, source_message_ids => %s)", (vec("The user is vegan"), [ids[0]]))
+    app.execute("select * from agentmem.upsert_fact(user_id => 'u1', subject => 'x', fact => 'The user eats fish', "
+                "embedding => %s, source_message_ids => %s)", (vec("The user eats fish"), [ids[0], ids[4]]))
+    admin.execute("update agentmem.messages set created_at = now() - interval '100 days' where message_id = any(%s)",
+                  (ids[:3],))
+    app.execute("select agentmem.set_retention_policy(kind => 'messages', max_age => '90 days')")
+    assert removed(run(admin))["messages"] == 3
+    assert sorted(r[0] for r in admin.execute("select message_id from agentmem.messages")) == sorted(ids[3:])
+    assert count(admin, "message_embeddings") == 2
+    assert count(admin, "embedding_cache") == 1  # "msg 0" went with its message, "msg 4" stays
+    assert count(admin, "fact_history") == 0  # "vegan" came only from an expired message
+    assert admin.execute("select source_message_ids from agentmem.facts").fetchone() == ([ids[4]],)
+    assert removed(run(admin))["messages"] == 0
+
+
+def test_cached_answers_and_hit_log_retention_and_the_cache_sweep(app, admin):
+    for i in range(3):
+        q = f"question number {i}"
+        app.execute("select * from agentmem.cache_store(question => %s, question_embedding => %s, answer => 'a', "
+                    "safe_to_share => true)", (q, vec(q)))
+        app.execute("select * from agentmem.cache_lookup(question => %s, question_embedding => %s)", (q, vec(q)))
+    admin.execute("update agentmem.cache_entries set created_at = now() - interval '10 days' "
+                  "where question = 'question number 0'")
+    admin.execute("update agentmem.cache_entries set expires_at = now() - interval '1 second' "
+                  "where question = 'question number 1'")  # expired: the cache's own sweep takes it
+    admin.execute("update agentmem.cache_hits set created_at = now() - interval '100 days' "
+                  "where question_asked = 'question number 2'")  # default hit_log policy: 90 days
+    app.execute("select agentmem.set_retention_policy(kind => 'cached_answers', max_age => '7 days')")
+    row = run(admin)
+    out = removed(row)
+    assert row[7] is None
+    assert out["cached_answers"] == 1 and out["cache_sweep"] == 1 and out["hit_log"] == 1
+    assert [r[0] for r in admin.execute("select question from agentmem.cache_entries")] == ["question number 2"]
+    assert count(admin, "cache_hits") == 2
+    again = removed(run(admin))
+    assert again["cached_answers"] == again["cache_sweep"] == again["hit_log"] == 0
