@@ -90,7 +90,7 @@ def test_every_table_carries_tenant_id_with_forced_rls(admin):
          where c.relnamespace = 'agentmem'::regnamespace and c.relkind in ('r', 'p')
            and c.relname not in ('schema_migrations')
     """).fetchall()
-    exempt = {"models", "cache_intents_default"}  # installation-wide catalogues, no tenant data
+    exempt = {"models", "cache_intents_default", "cache_intents"}  # installation-wide catalogues, no tenant data
     for name, rls, forced, has_tenant in rows:
         if name in exempt:
             continue

@@ -1,0 +1,261 @@
+-- Answer cache, text functions: the normalised question (the exact key), the
+-- guard features two questions must share for a semantic hit, and the markers
+-- that make an answer look personalised. All immutable: they read only text.
+
+create or replace function agentmem.normalize_question(question text)
+returns text
+language sql
+immutable
+parallel safe
+security invoker
+set search_path from current
+as $$
+    select btrim(regexp_replace(
+        regexp_replace(
+            regexp_replace(
+                regexp_replace(lower(question), '([[:alpha:]])[''’]([[:alpha:]])', '\1\2', 'g'),
+                '([$€£¥%])', ' \1 ', 'g'
+            ),
+            '[^[:alnum:][:space:]$€£¥%]+', ' ', 'g'
+        ),
+        '[[:space:]]+', ' ', 'g'
+    ))
+$$;
+
+comment on function agentmem.normalize_question(text) is
+'The normalised form of a question, the exact-match key of the answer cache.
+Lower case; apostrophes inside words dropped (what''s = whats); currency signs and % kept as words;
+other punctuation becomes a blank (so 3.5 and 35 stay different); whitespace collapsed and trimmed.';
+
+create or replace function agentmem.question_guard_features(question text)
+returns text[]
+language plpgsql
+immutable
+parallel safe
+security invoker
+set search_path from current
+as $$
+declare
+    v text := lower(question);
+    v_tokens text[];
+    v_out text[] := '{}';
+    v_tok text;
+    v_prev text := '';
+    v_next text;
+    v_next2 text;
+    v_i int;
+    v_j int;
+    v_val numeric;
+    v_cur numeric;           -- the number phrase being read (words and digits)
+    v_total numeric := 0;
+    v_in_number boolean := false;
+    v_units constant text[] := array[
+        'zero', 'one', 'two', 'three', 'four', 'five', 'six', 'seven', 'eight', 'nine', 'ten',
+        'eleven', 'twelve', 'thirteen', 'fourteen', 'fifteen', 'sixteen', 'seventeen', 'eighteen',
+        'nineteen'
+    ];
+    v_tens constant text[] := array[
+        'twenty', 'thirty', 'forty', 'fifty', 'sixty', 'seventy', 'eighty', 'ninety'
+    ];
+    v_ordinals constant text[] := array[
+        'first', 'second', 'third', 'fourth', 'fifth', 'sixth', 'seventh', 'eighth', 'ninth', 'tenth',
+        'eleventh', 'twelfth', 'thirteenth', 'fourteenth', 'fifteenth', 'sixteenth', 'seventeenth',
+        'eighteenth', 'nineteenth', 'twentieth'
+    ];
+    v_months constant text[] := array[
+        'january', 'february', 'march', 'april', 'may', 'june', 'july', 'august', 'september',
+        'october', 'november', 'december'
+    ];
+begin
+    if question is null then
+        return null;
+    end if;
+    -- contractions: can't, won't, isn't ... read as "not"
+    v := replace(v, '’', '''');
+    v := regexp_replace(v, 'n''t\M', ' not', 'g');
+    -- thousands separators and decimal points between digits survive tokenising
+    v := regexp_replace(v, '(\d),(\d\d\d)', '\1\2', 'g');
+    v := regexp_replace(v, '(\d),(\d\d\d)', '\1\2', 'g');
+    v := regexp_replace(v, '(\d)\.(\d)', '\1d\2', 'g');
+    v := regexp_replace(v, '([$€£¥%])', ' \1 ', 'g');
+    v_tokens := regexp_split_to_array(btrim(regexp_replace(v, '[^a-z0-9$€£¥%]+', ' ', 'g')), ' ');
+    v_tokens := v_tokens || array['']::text[];   -- sentinel: ends a trailing number phrase
+    for v_i in 1 .. cardinality(v_tokens) loop
+        v_tok := v_tokens[v_i];
+        v_next := coalesce(v_tokens[v_i + 1], '');
+        v_next2 := coalesce(v_tokens[v_i + 2], '');
+        v_val := null;
+        -- digits, decimals (3d5 = 3.5), digits glued to a word (30days, 5pm, 1st)
+        if v_tok ~ '^\d+(d\d+)?$' then
+            v_val := replace(v_tok, 'd', '.')::numeric;
+        elsif v_tok ~ '^\d+(st|nd|rd|th)$' then
+            v_out := v_out || ('ord:' || (substring(v_tok from '^\d+'))::numeric::text);
+        elsif v_tok ~ '^\d+[a-z]+$' then
+            v_val := substring(v_tok from '^\d+')::numeric;
+            v_tok := substring(v_tok from '[a-z]+$');
+            if v_tok = 'k' then
+                v_val := v_val * 1000;
+            end if;
+        elsif v_tok = any(v_units) then
+            v_val := array_position(v_units, v_tok) - 1;
+        elsif v_tok = any(v_tens) then
+            v_val := (array_position(v_tens, v_tok) + 1) * 10;
+        end if;
+        if v_tok = 'one' and (
+            v_prev in (
+                'which', 'the', 'this', 'that', 'every', 'any', 'no', 'each', 'some', 'does', 'do', 'can',
+                'should', 'would', 'could', 'will', 'must', 'might', 'if', 'how', 'what', 'where', 'when',
+                'why', 'someone', 'anyone', 'no', 'favorite', 'favourite', 'best', 'good', 'right', 'new'
+            )
+            or v_next in ('of', 'day', 'can', 'should', 'must', 'could', 'would', 'will', 'may', 'do', 'does',
+                'is', 'has', 'have', 'get', 'become', 'make', 'find', 'learn', 'another', 'or', '')
+        ) then
+            v_val := null;          -- "which one", "how does one", "one of": a pronoun, not the number
+        end if;
+        -- read number phrases: twenty five = 25, two hundred = 200, 5 million = 5000000
+        if v_val is not null then
+            if v_in_number and v_cur is not null and v_cur >= 20 and v_cur % 10 = 0 and v_val < 10
+                and v_tok !~ '^\d' then
+                v_cur := v_cur + v_val;
+            else
+                if v_in_number and v_cur is not null then
+                    v_out := v_out || ('num:' || trim_scale(v_total + v_cur)::text);
+                    v_total := 0;
+                end if;
+                v_cur := v_val;
+            end if;
+            v_in_number := true;
+        elsif v_tok in ('hundred', 'thousand', 'million', 'billion', 'k') and (v_in_number or v_tok <> 'k') then
+            v_cur := coalesce(v_cur, 1);
+            if v_tok = 'hundred' then
+                v_cur := v_cur * 100;
+            else
+                v_total := v_total + v_cur * case v_tok when 'thousand' then 1000 when 'k' then 1000
+                    when 'million' then 1000000 else 1000000000 end;
+                v_cur := 0;
+            end if;
+            v_in_number := true;
+        else
+            if v_in_number then
+                v_out := v_out || ('num:' || trim_scale(v_total + coalesce(v_cur, 0))::text);
+                v_total := 0;
+                v_cur := null;
+                v_in_number := false;
+            end if;
+        end if;
+        -- words with a meaning a paraphrase must keep
+        if v_tok = any(v_ordinals) then
+            v_out := v_out || ('ord:' || array_position(v_ordinals, v_tok)::text);
+        elsif v_tok in ('$', 'dollar', 'dollars', 'usd', 'bucks') then
+            v_out := v_out || 'cur:usd'::text;
+        elsif v_tok in ('€', 'euro', 'euros', 'eur') then
+            v_out := v_out || 'cur:eur'::text;
+        elsif v_tok in ('£', 'pound', 'pounds', 'gbp', 'sterling') then
+            v_out := v_out || 'cur:gbp'::text;
+        elsif v_tok in ('¥', 'yen', 'jpy', 'yuan', 'rmb') then
+            v_out := v_out || 'cur:yen'::text;
+        elsif v_tok in ('rupee', 'rupees', 'inr', 'rs') then
+            v_out := v_out || 'cur:inr'::text;
+        elsif v_tok in ('%', 'percent', 'percentage') then
+            v_out := v_out || 'pct'::text;
+        elsif v_tok = any(v_months) and not (v_tok = 'may' and v_prev !~ '^\d+$' and v_prev <> 'of') then
+            v_out := v_out || ('month:' || array_position(v_months, v_tok)::text);
+        elsif v_tok in ('today', 'tonight', 'tomorrow', 'yesterday') then
+            v_out := v_out || ('day:' || v_tok);
+        elsif v_tok in (
+            'not', 'no', 'never', 'none', 'nobody', 'nothing', 'neither', 'nor', 'nowhere', 'without',
+            'cannot', 'dont', 'doesnt', 'didnt', 'isnt', 'arent', 'wasnt', 'werent', 'cant', 'couldnt',
+            'shouldnt', 'wouldnt', 'havent', 'hasnt', 'hadnt', 'aint', 'mustnt', 'neednt', 'wont'
+        ) then
+            if not (v_prev = 'or' and v_tok in ('not', 'no')) then      -- "... or not?" asks, not negates
+                v_out := v_out || 'neg'::text;
+            end if;
+            -- the scope of not/never/no: what is negated (not on Friday <> not on Saturday)
+            if v_tok not in ('without', 'none', 'nobody', 'nothing', 'neither', 'nor', 'nowhere')
+                and not (v_prev = 'or' and v_tok in ('not', 'no'))
+                and not (v_tok = 'no' and v_next = 'one') then      -- "no one" = nobody
+                v_j := v_i + 1;
+                while v_tokens[v_j] in ('a', 'an', 'the', 'to', 'be', 'been', 'on', 'in', 'at', 'of', 'by')
+                    loop
+                    v_j := v_j + 1;
+                end loop;
+                if coalesce(v_tokens[v_j], '') <> '' then
+                    v_out := v_out || ('neg:' || v_tokens[v_j]);
+                end if;
+            end if;
+        elsif v_tok = 'all' and (v_prev in ('of', 'at') or v_next = 'time' or (v_next = 'the' and v_next2 = 'time'))
+            then
+            null;                   -- "of all time", "at all", "all the time": emphasis, not a quantifier
+        elsif v_tok = 'every' and v_next = 'time' then
+            null;                   -- "every time": when, not how many
+        elsif v_tok in ('all', 'every', 'everyone', 'everybody', 'everything', 'each') then
+            v_out := v_out || 'q:all'::text;
+        elsif v_tok in ('most', 'majority') and v_prev not in (
+            'the', 'is', 'are', 'was', 'which', 'what', 'my', 'your', 'his', 'her', 'their', 'our', 'its'
+        ) then
+            v_out := v_out || 'q:most'::text;
+        elsif v_tok in ('few', 'fewer') and v_prev not in ('a', 'the') then
+            v_out := v_out || 'q:few'::text;
+        elsif v_tok = 'many' and v_prev <> 'how' then
+            v_out := v_out || 'q:many'::text;
+        elsif v_tok in ('only', 'solely') then
+            v_out := v_out || 'q:only'::text;
+        elsif v_tok = 'both' then
+            v_out := v_out || 'q:both'::text;
+        elsif v_tok in ('always', 'forever') then
+            v_out := v_out || 'q:always'::text;
+        elsif v_tok in ('sometimes', 'occasionally') then
+            v_out := v_out || 'q:sometimes'::text;
+        elsif v_tok in ('rarely', 'seldom') then
+            v_out := v_out || 'q:rarely'::text;
+        elsif v_tok in ('before', 'until', 'till', 'prior') and v_next <> '' then
+            v_out := v_out || 'time:before'::text;
+        elsif v_tok in ('after', 'since') and v_next <> '' then
+            v_out := v_out || 'time:after'::text;
+        end if;
+        v_prev := v_tok;
+    end loop;
+    return array(select distinct f from unnest(v_out) as f order by f);
+end
+$$;
+
+comment on function agentmem.question_guard_features(text) is
+'The features two questions must share for a semantic cache hit: numbers, dates, amounts, negation, quantifiers.
+A sorted set of tags: num:N for digits and number words alike (two = 2, twenty-five = 25, 5k = 5000,
+3.5 = 3.5), ord:N (2nd = second), cur:usd/eur/gbp/yen/inr ($, dollars), pct, month:N, day:today...,
+neg (not, no, never, none, nobody, nothing, neither, nor, without, cannot and every n''t contraction),
+quantifiers q:all (all, every, each, everyone), q:most, q:few, q:many (not "how many"), q:only, q:both,
+q:always, q:sometimes, q:rarely, and time:before / time:after.
+"some" and "any" are not features: questions use them for politeness ("what are some ...").';
+
+create or replace function agentmem._personal_markers(answer text, question text)
+returns text[]
+language sql
+immutable
+parallel safe
+security invoker
+set search_path from current
+as $$
+    with a as (
+        select m[1] as marker
+        from regexp_matches(
+            answer,
+            '((?:[$€£¥]\s?\d[\d,.]*)|(?:\d[\d,.]*\s?(?:dollars?|euros?|pounds?|usd|eur|gbp)\M)'
+            || '|(?:\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4})'
+            || '|(?:\m(?:jan|feb|mar|apr|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\.?\s+\d{1,2}\M)'
+            || '|(?:\m\d{1,2}(?:st|nd|rd|th)?\s+(?:of\s+)?(?:jan|feb|mar|apr|may|jun|jul|aug|sep|sept|oct|nov|dec)[a-z]*\M))',
+            'gi'
+        ) as m
+        union all
+        select n[1]
+        from regexp_matches(answer, '(?:[^.!?:\n\s]\s+)([[:upper:]][[:lower:]]+)', 'g') as n
+        where n[1] not in ('I', 'I''m', 'OK')
+    )
+    select coalesce(array_agg(distinct a.marker order by a.marker), '{}')
+    from a
+    where position(lower(regexp_replace(a.marker, '\s+', ' ', 'g')) in lower(regexp_replace(question, '\s+', ' ', 'g'))) = 0
+$$;
+
+comment on function agentmem._personal_markers(text, text) is
+'Internal: what makes an answer look personalised: currency amounts, dates and capitalised names '
+'(not at the start of a sentence) that the question does not contain.';

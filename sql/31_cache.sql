@@ -1,0 +1,351 @@
+-- Answer cache: store, lookup (exact, then semantic with the guard), corpus
+-- versions, invalidation, sweeping, the lookup log and the threshold report.
+
+create or replace function agentmem.corpus_version()
+returns bigint
+language sql
+stable
+security invoker
+set search_path from current
+as $$
+    select coalesce(
+        (select cv.version from agentmem.corpus_versions as cv where cv.tenant_id = agentmem.current_tenant()),
+        0
+    )
+$$;
+
+comment on function agentmem.corpus_version() is
+'The current tenant''s corpus version (0 until the first bump).
+Only answers cached under this version are served.';
+
+create or replace function agentmem.bump_corpus_version()
+returns bigint
+language sql
+volatile
+security invoker
+set search_path from current
+as $$
+    insert into agentmem.corpus_versions as cv (tenant_id, version)
+    values (agentmem.current_tenant(), 1)
+    on conflict on constraint corpus_versions_pkey do update
+        set version = cv.version + 1, updated_at = now()
+    returning cv.version
+$$;
+
+comment on function agentmem.bump_corpus_version() is
+'Start a new corpus version for the current tenant and return it.
+Every answer cached under an older version stops being served at once; sweep_cache removes them later.
+Call it when the documents behind the answers change as a whole (re-index, new release of the docs).';
+
+create or replace function agentmem._cache_intent(p_intent text)
+returns agentmem.cache_intents
+language plpgsql
+stable
+security invoker
+set search_path from current
+as $$
+declare
+    v_row agentmem.cache_intents;
+begin
+    select * into v_row from agentmem.cache_intents as ci where ci.intent = p_intent;
+    if not found then
+        raise exception 'unknown cache intent: %', coalesce(p_intent, 'NULL')
+        using
+            errcode = 'AM020',
+            detail = 'Known intents: '
+            || (select string_agg(ci.intent, ', ' order by ci.intent) from agentmem.cache_intents as ci),
+            hint = 'Use one of them, or ask the DBA to add a row to agentmem.cache_intents.';
+    end if;
+    return v_row;
+end
+$$;
+
+comment on function agentmem._cache_intent(text) is
+'Internal: the cache_intents row of an intent; AM020 for an unknown intent.';
+
+create or replace function agentmem._cache_check_question(p_question text, p_what text default 'question')
+returns text
+language plpgsql
+immutable
+security invoker
+set search_path from current
+as $$
+declare
+    v_norm text;
+begin
+    if p_question is null then
+        raise exception '% is missing', p_what using errcode = 'AM020';
+    end if;
+    if octet_length(p_question) > 4194304 then
+        raise exception '% is % bytes; the cache accepts up to 4 MiB', p_what, octet_length(p_question)
+        using errcode = 'AM021', hint = 'Questions that long are not worth caching.';
+    end if;
+    v_norm := agentmem.normalize_question(p_question);
+    if v_norm = '' then
+        raise exception '% is empty (nothing but blanks and punctuation)', p_what
+        using errcode = 'AM020', hint = 'Pass the text of the question as the user asked it.';
+    end if;
+    return v_norm;
+end
+$$;
+
+comment on function agentmem._cache_check_question(text, text) is
+'Internal: AM020 for a missing or empty question, AM021 over 4 MiB; returns the normalised question.';
+
+create or replace function agentmem._cache_check_scope(p_acl_hash text, p_prompt_version text, p_llm_model text)
+returns void
+language plpgsql
+immutable
+security invoker
+set search_path from current
+as $$
+begin
+    if p_acl_hash is null or p_prompt_version is null or p_llm_model is null then
+        raise exception 'acl_hash, prompt_version and llm_model may not be NULL'
+        using errcode = 'AM020', hint = 'Leave them out (default '''') for a single-scope application.';
+    end if;
+    if length(p_acl_hash) > 200 or length(p_prompt_version) > 200 or length(p_llm_model) > 200 then
+        raise exception 'acl_hash, prompt_version and llm_model are limited to 200 characters'
+        using errcode = 'AM020', hint = 'Pass a hash of the ACL, not the ACL itself.';
+    end if;
+end
+$$;
+
+comment on function agentmem._cache_check_scope(text, text, text) is
+'Internal: AM020 unless acl_hash, prompt_version and llm_model are non-NULL and at most 200 characters.';
+
+create or replace function agentmem.cache_store(
+    question text,
+    question_embedding vector,
+    answer text,
+    source_ids text[] default '{}',
+    intent text default 'general',
+    acl_hash text default '',
+    prompt_version text default '',
+    llm_model text default '',
+    model text default agentmem._default_model(),
+    user_id text default null,
+    conversation_id uuid default null,
+    safe_to_share boolean default false,
+    ttl interval default null
+) returns table (stored boolean, entry_id uuid, reason text, expires_at timestamptz)
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+declare
+    v_tenant text := agentmem.current_tenant();
+    v_norm text := agentmem._cache_check_question(cache_store.question);
+    v_intent agentmem.cache_intents := agentmem._cache_intent(cache_store.intent);
+    v_ttl interval := coalesce(cache_store.ttl, v_intent.ttl);
+    v_markers text[];
+    v_entry uuid;
+    v_expires timestamptz;
+begin
+    perform agentmem._cache_check_scope(cache_store.acl_hash, cache_store.prompt_version, cache_store.llm_model);
+    perform agentmem._check_embedding(cache_store.model, cache_store.question_embedding);
+    if cache_store.answer is null or btrim(cache_store.answer) = '' then
+        raise exception 'answer is empty' using errcode = 'AM020', hint = 'Cache the answer the LLM gave.';
+    end if;
+    if v_ttl <= interval '0' then
+        raise exception 'ttl must be positive, got %', v_ttl
+        using errcode = 'AM020', hint = 'Leave ttl out to use the intent''s TTL (' || v_intent.ttl || ').';
+    end if;
+    if cache_store.source_ids is null or array_position(cache_store.source_ids, null) is not null
+        or '' = any(cache_store.source_ids) then
+        raise exception 'source_ids may not be NULL or contain NULL or empty ids'
+        using errcode = 'AM020', hint = 'Pass the ids of the documents the answer was written from, or ''{}''.';
+    end if;
+    if not coalesce(cache_store.safe_to_share, false) then
+        v_markers := agentmem._personal_markers(cache_store.answer, cache_store.question);
+        if cardinality(v_markers) > 0 then
+            return query select
+                false, null::uuid,
+                'answer looks personalised: it contains '
+                || array_to_string(v_markers[1:5], ', ')
+                || ', not in the question; pass safe_to_share => true if it is fit for everyone',
+                null::timestamptz;
+            return;
+        end if;
+    end if;
+    v_expires := now() + v_ttl;
+    insert into agentmem.cache_entries as e (
+        tenant_id, question, question_norm, question_key, acl_hash, corpus_version, prompt_version,
+        llm_model, intent, answer, model, embedding, source_ids, user_id, conversation_id, expires_at
+    ) values (
+        v_tenant, cache_store.question, v_norm, sha256(convert_to(v_norm, 'UTF8')), cache_store.acl_hash,
+        agentmem.corpus_version(), cache_store.prompt_version, cache_store.llm_model, v_intent.intent,
+        cache_store.answer, cache_store.model, cache_store.question_embedding,
+        array(select distinct s from unnest(cache_store.source_ids) as s order by s),
+        cache_store.user_id, cache_store.conversation_id, v_expires
+    )
+    on conflict on constraint cache_entries_key_uq do update
+        set question = excluded.question, intent = excluded.intent, answer = excluded.answer,
+        embedding = excluded.embedding, source_ids = excluded.source_ids, user_id = excluded.user_id,
+        conversation_id = excluded.conversation_id, created_at = now(), expires_at = excluded.expires_at
+    returning e.entry_id into v_entry;
+    delete from agentmem.cache_entry_sources as s
+    where s.tenant_id = v_tenant and s.entry_id = v_entry and s.doc_id <> all(cache_store.source_ids);
+    insert into agentmem.cache_entry_sources (tenant_id, doc_id, entry_id)
+    select distinct v_tenant, d, v_entry from unnest(cache_store.source_ids) as d
+    on conflict on constraint cache_entry_sources_pkey do nothing;
+    return query select true, v_entry, null::text, v_expires;
+end
+$$;
+
+comment on function agentmem.cache_store(
+    text, vector, text, text[], text, text, text, text, text, text, uuid, boolean, interval
+) is
+'Cache an answer to a question; returns whether it was stored, the entry id, or the reason it was not.
+Keyed on the current tenant, acl_hash, the tenant''s corpus version, prompt_version, llm_model (the
+generating model) and the normalised question: storing the same question again in the same key
+replaces the answer (one entry, safe under concurrent stores). TTL: ttl, else the intent''s.
+Refuses (stored => false, a reason, nothing written) an answer that looks personalised: dates,
+currency amounts or capitalised names that the question does not contain; safe_to_share => true
+overrides. source_ids are the documents the answer was written from (see invalidate_source);
+user_id and conversation_id record whose conversation it came from.
+Errors: AM020 empty question or answer, unknown intent, ttl <= 0, NULL or empty source id, scope
+over 200 characters; AM021 question over 4 MiB; AM010/AM011 bad embedding or model.';
+
+create or replace function agentmem.cache_lookup(
+    question text,
+    question_embedding vector,
+    acl_hash text default '',
+    prompt_version text default '',
+    llm_model text default '',
+    intent text default 'general',
+    model text default agentmem._default_model(),
+    user_id text default null
+) returns table (
+    hit boolean, kind text, similarity real, matched_question text, entry_id uuid, answer text,
+    source_ids text[], hit_id uuid, reason text
+)
+language plpgsql
+volatile
+security invoker
+set search_path from current
+set "hnsw.iterative_scan" = 'relaxed_order'
+as $$
+declare
+    v_tenant text := agentmem.current_tenant();
+    v_norm text := agentmem._cache_check_question(cache_lookup.question);
+    v_intent agentmem.cache_intents := agentmem._cache_intent(cache_lookup.intent);
+    v_dim int;
+    v_version bigint := agentmem.corpus_version();
+    v_entry agentmem.cache_entries;
+    v_features text[];
+    v_cand record;
+    v_best_entry uuid;
+    v_best_similarity real;
+    v_best_question text;
+    v_best_guard boolean;
+    v_hit_id uuid;
+begin
+    perform agentmem._cache_check_scope(cache_lookup.acl_hash, cache_lookup.prompt_version, cache_lookup.llm_model);
+    v_dim := agentmem._check_embedding(cache_lookup.model, cache_lookup.question_embedding);
+    -- 1. exact: the normalised question in the full key
+    select e.* into v_entry
+    from agentmem.cache_entries as e
+    where
+        e.tenant_id = v_tenant and e.question_key = sha256(convert_to(v_norm, 'UTF8'))
+        and e.acl_hash = cache_lookup.acl_hash and e.corpus_version = v_version
+        and e.prompt_version = cache_lookup.prompt_version and e.llm_model = cache_lookup.llm_model
+        and e.expires_at > now() and e.question_norm = v_norm
+    order by e.created_at desc
+    limit 1;
+    if found then
+        insert into agentmem.cache_hits as h (
+            tenant_id, entry_id, kind, similarity, intent, question_asked, matched_question, user_id
+        ) values (
+            v_tenant, v_entry.entry_id, 'exact', 1, v_intent.intent, cache_lookup.question, v_entry.question,
+            cache_lookup.user_id
+        )
+        returning h.hit_id into v_hit_id;
+        return query select
+            true, 'exact'::text, 1::real, v_entry.question, v_entry.entry_id, v_entry.answer,
+            v_entry.source_ids, v_hit_id, null::text;
+        return;
+    end if;
+    -- 2. semantic: the nearest questions in the same key; the first one over the threshold that
+    --    carries the same guard features is the hit
+    if not v_intent.high_stakes then
+        v_features := agentmem.question_guard_features(cache_lookup.question);
+        for v_cand in execute pg_catalog.format(
+            'select c.* from ('
+            || ' select e.entry_id, e.question, e.answer, e.source_ids, ci.threshold, ci.high_stakes,'
+            || '   (1 - (e.embedding::vector(%s) <=> $1::vector(%s)))::real as similarity'
+            || ' from agentmem.cache_entries as e join agentmem.cache_intents as ci on ci.intent = e.intent'
+            || ' where e.model = %L and e.tenant_id = $2 and e.acl_hash = $3 and e.corpus_version = $4'
+            || '   and e.prompt_version = $5 and e.llm_model = $6 and e.expires_at > now()'
+            || ' order by e.embedding::vector(%s) <=> $1::vector(%s) limit 5) as c'
+            || ' order by c.similarity desc',
+            v_dim, v_dim, cache_lookup.model, v_dim, v_dim
+        ) using cache_lookup.question_embedding, v_tenant, cache_lookup.acl_hash, v_version,
+            cache_lookup.prompt_version, cache_lookup.llm_model
+        loop
+            if v_cand.high_stakes then
+                continue;           -- a high-stakes entry is served from an exact match only
+            end if;
+            if agentmem.question_guard_features(v_cand.question) = v_features then
+                if v_cand.similarity >= greatest(v_intent.threshold, v_cand.threshold) then
+                    insert into agentmem.cache_hits as h (
+                        tenant_id, entry_id, kind, similarity, guard_passed, threshold, intent,
+                        question_asked, matched_question, user_id
+                    ) values (
+                        v_tenant, v_cand.entry_id, 'semantic', v_cand.similarity, true, v_intent.threshold,
+                        v_intent.intent, cache_lookup.question, v_cand.question, cache_lookup.user_id
+                    )
+                    returning h.hit_id into v_hit_id;
+                    return query select
+                        true, 'semantic'::text, v_cand.similarity, v_cand.question, v_cand.entry_id,
+                        v_cand.answer, v_cand.source_ids, v_hit_id, null::text;
+                    return;
+                end if;
+                if v_best_entry is null or not v_best_guard then
+                    v_best_entry := v_cand.entry_id;
+                    v_best_similarity := v_cand.similarity;
+                    v_best_question := v_cand.question;
+                    v_best_guard := true;
+                end if;
+            elsif v_best_entry is null then
+                v_best_entry := v_cand.entry_id;
+                v_best_similarity := v_cand.similarity;
+                v_best_question := v_cand.question;
+                v_best_guard := false;
+            end if;
+        end loop;
+    end if;
+    -- 3. a miss, logged with its best candidate so that lower thresholds can be priced
+    insert into agentmem.cache_hits as h (
+        tenant_id, entry_id, kind, similarity, guard_passed, threshold, intent, question_asked,
+        matched_question, user_id
+    ) values (
+        v_tenant, v_best_entry, 'miss', v_best_similarity, v_best_guard, v_intent.threshold, v_intent.intent,
+        cache_lookup.question, v_best_question, cache_lookup.user_id
+    )
+    returning h.hit_id into v_hit_id;
+    return query select
+        false, null::text, v_best_similarity, v_best_question, null::uuid, null::text, null::text[], v_hit_id,
+        case
+            when v_intent.high_stakes then 'high-stakes intent: exact matches only'
+            when v_best_entry is null then 'no cached question in this scope'
+            when v_best_guard then 'nearest question below the threshold'
+            else 'guard: the questions differ in numbers, dates, amounts, negation or quantifiers'
+        end;
+end
+$$;
+
+comment on function agentmem.cache_lookup(text, vector, text, text, text, text, text, text) is
+'Look a question up in the answer cache: one row, hit or miss.
+1. Exact: the normalised question (normalize_question) in the full key: current tenant, acl_hash,
+   the tenant''s corpus version, prompt_version, llm_model; not expired.
+2. Semantic, only when exact misses and the intent is not high-stakes: the nearest cached questions in
+   the same key (HNSW of the model); the nearest one with cosine similarity at or above the threshold
+   (the larger of the asking and the cached intent''s) whose question_guard_features equal the
+   asked question''s is the hit. A candidate over the threshold with other numbers, dates, amounts,
+   negation or quantifiers is a miss.
+Every lookup is logged in cache_hits (kind exact, semantic or miss, with the best candidate of a miss).
+A hit does not extend the entry''s life. Returns hit, kind, similarity, matched_question, entry_id,
+answer, source_ids, hit_id (for review_hit) and, for a miss, the reason.
+Errors: AM020 empty question or unknown intent; AM010/AM011 bad embedding or model.';

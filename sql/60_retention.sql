@@ -1,0 +1,325 @@
+-- Retention: policies in a table, one idempotent maintenance call, pg_cron to
+-- run it, and a health view.
+--
+-- Privileges. apply_retention deletes across all tenants, so it runs as a role
+-- that bypasses row-level security: a superuser (the usual pg_cron job owner)
+-- or a role with BYPASSRLS. It is security invoker on purpose: a security
+-- definer function would run as the schema owner, who is subject to the forced
+-- RLS policies like anyone else unless it is itself a superuser, so definer
+-- rights would buy nothing but a wider attack surface. The application role may
+-- not execute it (sql/90_grants.sql); it raises AM041 for a role that would
+-- only see one tenant's rows.
+
+create or replace function agentmem._bypasses_rls()
+returns boolean
+language sql
+stable
+security invoker
+set search_path from current
+as $$
+    select coalesce((select r.rolsuper or r.rolbypassrls from pg_catalog.pg_roles as r where r.rolname = current_user), false)
+$$;
+
+comment on function agentmem._bypasses_rls() is
+'Internal: whether the current role sees every tenant''s rows (superuser or BYPASSRLS).';
+
+create or replace function agentmem.set_retention_policy(
+    kind text,
+    max_age interval,
+    default_policy boolean default false
+) returns agentmem.retention_policies
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+declare
+    v_tenant text;
+    v_row agentmem.retention_policies;
+begin
+    if set_retention_policy.kind is null or set_retention_policy.kind not in (
+        'messages', 'cached_answers', 'hit_log', 'facts', 'erasure_log', 'job_runs'
+    ) then
+        raise exception 'unknown kind of data: %', coalesce(set_retention_policy.kind, 'NULL')
+        using
+            errcode = 'AM020',
+            hint = 'Kinds: messages, cached_answers, hit_log, facts, erasure_log, job_runs.';
+    end if;
+    if set_retention_policy.max_age is not null and set_retention_policy.max_age <= interval '0' then
+        raise exception 'max_age must be a positive interval, got %', set_retention_policy.max_age
+        using errcode = 'AM020', hint = 'Pass NULL to keep this kind of data forever.';
+    end if;
+    if coalesce(set_retention_policy.default_policy, false) then
+        if not agentmem._bypasses_rls() then
+            raise exception 'only a DBA may set the installation''s default retention policy'
+            using
+                errcode = 'AM041',
+                hint = 'Set a policy for the current tenant with default_policy => false.';
+        end if;
+        v_tenant := '';
+    else
+        v_tenant := agentmem.current_tenant();
+    end if;
+    insert into agentmem.retention_policies as p (tenant_id, kind, max_age)
+    values (v_tenant, set_retention_policy.kind, set_retention_policy.max_age)
+    on conflict on constraint retention_policies_pkey do update
+        set max_age = excluded.max_age, updated_at = now()
+    returning * into v_row;
+    return v_row;
+end
+$$;
+
+comment on function agentmem.set_retention_policy(text, interval, boolean) is
+'Keep one kind of data (messages, cached_answers, hit_log, facts, erasure_log, job_runs) at most max_age.
+For the current tenant, or with default_policy => true (DBA only, AM041 otherwise) for every tenant
+without a policy of its own. max_age NULL keeps that kind forever (a tenant''s NULL overrides the
+default). Raises AM020 for an unknown kind or a non-positive age.';
+
+create or replace function agentmem.clear_retention_policy(kind text, default_policy boolean default false)
+returns boolean
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+declare
+    v_tenant text;
+begin
+    if coalesce(clear_retention_policy.default_policy, false) then
+        if not agentmem._bypasses_rls() then
+            raise exception 'only a DBA may clear the installation''s default retention policy'
+            using errcode = 'AM041';
+        end if;
+        v_tenant := '';
+    else
+        v_tenant := agentmem.current_tenant();
+    end if;
+    delete from agentmem.retention_policies as p
+    where p.tenant_id = v_tenant and p.kind = clear_retention_policy.kind;
+    return found;
+end
+$$;
+
+comment on function agentmem.clear_retention_policy(text, boolean) is
+'Remove the current tenant''s policy for one kind (the default applies again), or with
+default_policy => true (DBA only) the installation default. Returns whether a policy was removed.';
+
+create or replace function agentmem._retention_delete(
+    p_kind text, p_table text, p_key text, p_time text, p_batch int
+) returns table (tenant_id text, key text, detail text)
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+declare
+    v_left int := p_batch;
+    v_done int;
+    v_default interval;
+    v_own text[];
+    v_policy record;
+    v_sql text;
+begin
+    -- One statement per policy, so the time column's index serves each cutoff.
+    v_sql := pg_catalog.format(
+        'with victim as ('
+        '  select t.tenant_id, t.%1$I as k from agentmem.%2$I as t'
+        '  where t.tenant_id = any($1) and t.%3$I < now() - $2'
+        '  order by t.%3$I limit $3 for update of t skip locked'
+        ') '
+        'delete from agentmem.%2$I as t using victim as v '
+        'where t.tenant_id = v.tenant_id and t.%1$I = v.k '
+        'returning t.tenant_id, t.%1$I::text, %4$s',
+        p_key, p_table, p_time,
+        case p_table when 'messages' then 't.content' else 'null::text' end
+    );
+    for v_policy in
+        select p.tenant_id, p.max_age from agentmem.retention_policies as p
+        where p.kind = p_kind and p.tenant_id <> '' and p.max_age is not null
+        order by p.tenant_id
+    loop
+        exit when v_left <= 0;
+        return query execute v_sql using array[v_policy.tenant_id], v_policy.max_age, v_left;
+        get diagnostics v_done = row_count;
+        v_left := v_left - v_done;
+    end loop;
+    select p.max_age into v_default from agentmem.retention_policies as p where p.tenant_id = '' and p.kind = p_kind;
+    if v_default is null or v_left <= 0 then
+        return;
+    end if;
+    v_own := array(select p.tenant_id from agentmem.retention_policies as p where p.kind = p_kind and p.tenant_id <> '');
+    return query execute pg_catalog.format(
+        'with victim as ('
+        '  select t.tenant_id, t.%1$I as k from agentmem.%2$I as t'
+        '  where t.tenant_id <> all($1) and t.%3$I < now() - $2'
+        '  order by t.%3$I limit $3 for update of t skip locked'
+        ') '
+        'delete from agentmem.%2$I as t using victim as v '
+        'where t.tenant_id = v.tenant_id and t.%1$I = v.k '
+        'returning t.tenant_id, t.%1$I::text, %4$s',
+        p_key, p_table, p_time,
+        case p_table when 'messages' then 't.content' else 'null::text' end
+    ) using v_own, v_default, v_left;
+end
+$$;
+
+comment on function agentmem._retention_delete(text, text, text, text, int) is
+'Internal: delete at most p_batch rows of agentmem.p_table older than their tenant''s policy '
+'for p_kind (or the default), oldest first, skipping rows locked by others. Returns what it deleted.';
+
+create or replace function agentmem._retention_kind(p_kind text, p_batch int)
+returns bigint
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+declare
+    v_count bigint := 0;
+    v_tenant text;
+    v_ids uuid[];
+    v_texts text[];
+begin
+    case p_kind
+        when 'messages' then
+            if to_regclass('agentmem.messages') is null then
+                return 0;
+            end if;
+            -- Their embeddings go by cascade; fact history whose every source
+            -- expired goes too, and facts lose the dangling links (facts
+            -- themselves have their own policy).
+            -- Their embedding-cache rows go as well.
+            for v_tenant, v_ids, v_texts in
+                with gone as (
+                    select g.tenant_id, g.key, g.detail
+                    from agentmem._retention_delete('messages', 'messages', 'message_id', 'created_at', p_batch) as g
+                )
+                select gone.tenant_id, array_agg(gone.key::uuid), array_agg(gone.detail)
+                from gone group by gone.tenant_id
+            loop
+                v_count := v_count + cardinality(v_ids);
+                perform agentmem._prune_fact_sources(v_tenant, v_ids, false);
+                perform agentmem._forget_text_hashes(v_tenant, v_texts);
+            end loop;
+        when 'cached_answers' then
+            if to_regclass('agentmem.cache_entries') is null then
+                return 0;
+            end if;
+            select count(*) into v_count
+            from agentmem._retention_delete('cached_answers', 'cache_entries', 'entry_id', 'created_at', p_batch);
+        when 'hit_log' then
+            if to_regclass('agentmem.cache_hits') is null then
+                return 0;
+            end if;
+            select count(*) into v_count
+            from agentmem._retention_delete('hit_log', 'cache_hits', 'hit_id', 'created_at', p_batch);
+        when 'facts' then
+            select count(*) into v_count
+            from agentmem._retention_delete('facts', 'facts', 'fact_id', 'updated_at', p_batch);
+        when 'erasure_log' then
+            select count(*) into v_count
+            from agentmem._retention_delete('erasure_log', 'erasure_log', 'erasure_id', 'erased_at', p_batch);
+        when 'job_runs' then
+            select count(*) into v_count
+            from agentmem._retention_delete('job_runs', 'job_runs', 'run_id', 'finished_at', p_batch);
+    end case;
+    return v_count;
+end
+$$;
+
+comment on function agentmem._retention_kind(text, int) is
+'Internal: apply the retention policies of one kind of data, at most p_batch rows. Returns rows removed.';
+
+create or replace function agentmem.apply_retention(batch_size int default 5000)
+returns agentmem.job_runs
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+declare
+    v_started timestamptz := clock_timestamp();
+    v_kind text;
+    v_count bigint;
+    v_n bigint;
+    v_tenant text;
+    v_prev_tenant text;
+    v_removed jsonb := '{}';
+    v_total bigint := 0;
+    v_errors text[] := '{}';
+    v_row agentmem.job_runs;
+begin
+    if apply_retention.batch_size is null or apply_retention.batch_size not between 1 and 1000000 then
+        raise exception 'batch_size must be between 1 and 1000000, got %',
+            coalesce(apply_retention.batch_size::text, 'NULL')
+        using errcode = 'AM020';
+    end if;
+    if not agentmem._bypasses_rls() then
+        raise exception 'agentmem.apply_retention must run as a role that sees every tenant'
+        using
+            errcode = 'AM041',
+            detail = pg_catalog.format('Role %s is subject to row-level security; retention deletes across tenants.', current_user),
+            hint = 'Run it (or schedule it with agentmem.schedule_retention) as a superuser or a role with BYPASSRLS.';
+    end if;
+    -- Safe to run too often: a second concurrent run returns at once.
+    if not pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtextextended('agentmem.apply_retention', 5)) then
+        v_row.job := 'retention';
+        v_row.started_at := v_started;
+        v_row.finished_at := clock_timestamp();
+        v_row.rows_removed := '{}';
+        v_row.total_removed := 0;
+        v_row.error := 'skipped: another apply_retention run is in progress';
+        return v_row;
+    end if;
+    foreach v_kind in array array['messages', 'cached_answers', 'hit_log', 'facts', 'erasure_log', 'job_runs'] loop
+        begin
+            v_count := agentmem._retention_kind(v_kind, apply_retention.batch_size);
+            v_removed := v_removed || jsonb_build_object(v_kind, v_count);
+            v_total := v_total + v_count;
+        exception when others then
+            v_errors := v_errors || pg_catalog.format('%s: %s (SQLSTATE %s)', v_kind, sqlerrm, sqlstate);
+        end;
+    end loop;
+    -- The answer cache's own sweep (expired and superseded entries) runs in the
+    -- same job. sweep_cache is tenant-scoped, so it runs once per tenant that
+    -- has something to sweep, with that tenant set for the transaction only.
+    if to_regprocedure('agentmem.sweep_cache(integer)') is not null then
+        begin
+            v_count := 0;
+            v_prev_tenant := pg_catalog.current_setting('agentmem.tenant_id', true);
+            for v_tenant in execute
+                'select distinct e.tenant_id from agentmem.cache_entries as e '
+                'left join agentmem.corpus_versions as c on e.tenant_id = c.tenant_id '
+                'where e.expires_at <= now() or e.corpus_version < c.version'
+            loop
+                exit when v_count >= apply_retention.batch_size;
+                perform pg_catalog.set_config('agentmem.tenant_id', v_tenant, true);
+                execute 'select agentmem.sweep_cache(batch_size => $1)' into v_n
+                using least(apply_retention.batch_size - v_count, 100000)::int;
+                v_count := v_count + v_n;
+            end loop;
+            perform pg_catalog.set_config('agentmem.tenant_id', coalesce(v_prev_tenant, ''), true);
+            v_removed := v_removed || jsonb_build_object('cache_sweep', v_count);
+            v_total := v_total + v_count;
+        exception when others then
+            v_errors := v_errors || pg_catalog.format('cache_sweep: %s (SQLSTATE %s)', sqlerrm, sqlstate);
+        end;
+    end if;
+    insert into agentmem.job_runs as r (tenant_id, job, started_at, finished_at, rows_removed, total_removed, error)
+    values (
+        '', 'retention', v_started, clock_timestamp(), v_removed, v_total,
+        nullif(array_to_string(v_errors, '; '), '')
+    )
+    returning * into v_row;
+    return v_row;
+end
+$$;
+
+comment on function agentmem.apply_retention(int) is
+'Delete what the retention policies say is too old: at most batch_size rows per kind of data per call,
+oldest first, then run the answer cache''s sweep. Safe to run too often (a concurrent run returns at once;
+a run with nothing to do removes nothing) and records each run in agentmem.job_runs (rows removed per
+kind, duration, errors: a failing kind does not stop the others). Messages go with their embeddings;
+fact history whose sources all expired goes with them. Runs as a superuser or BYPASSRLS role (AM041
+otherwise) because it works across tenants; schedule it with agentmem.schedule_retention or call it
+from any scheduler.';

@@ -1,0 +1,248 @@
+-- Retention, continued: pg_cron scheduling and the health view.
+
+create or replace function agentmem._cron_job_name()
+returns text
+language sql
+stable
+security invoker
+set search_path from current
+as $$
+    select 'agentmem-retention:' || current_database()
+$$;
+
+comment on function agentmem._cron_job_name() is
+'Internal: the name of this database''s retention job in pg_cron.';
+
+-- pg_cron runs its jobs from one database (cron.database_name) and can only be
+-- created there. When that is another database, the cron schema is out of reach
+-- of plain SQL; dblink (PostgreSQL contrib) is the one portable way to call
+-- cron.schedule_in_database from here. We do not create dblink ourselves (it is
+-- not a trusted extension and opens outbound connections): when it is missing
+-- the error gives the exact statement to run in the cron database instead.
+create or replace function agentmem._cron_call(p_sql text, p_columns text)
+returns setof record
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+declare
+    v_cron_db text := pg_catalog.current_setting('cron.database_name', true);
+    v_dblink name;
+    v_conninfo text;
+begin
+    if v_cron_db is null then
+        raise exception 'pg_cron is not available on this server'
+        using
+            errcode = 'AM050',
+            detail = 'pg_cron is not in shared_preload_libraries, so nothing would run the job.',
+            hint = 'Call agentmem.apply_retention() from any scheduler (cron, a systemd timer, a Kubernetes '
+            || 'CronJob, your application) every few minutes as a superuser or BYPASSRLS role: it is safe to run too often.';
+    end if;
+    if v_cron_db = current_database() then
+        if not exists (select from pg_catalog.pg_extension where extname = 'pg_cron') then
+            raise exception 'pg_cron is loaded but its extension is not created in database %', v_cron_db
+            using
+                errcode = 'AM050',
+                hint = 'Run "create extension pg_cron;" in this database, or call agentmem.apply_retention() from any scheduler.';
+        end if;
+        return query execute p_sql;
+        return;
+    end if;
+    select n.nspname into v_dblink
+    from pg_catalog.pg_extension as e inner join pg_catalog.pg_namespace as n on e.extnamespace = n.oid
+    where e.extname = 'dblink';
+    if v_dblink is null then
+        raise exception 'pg_cron lives in database %, and extension dblink is not installed in database %',
+            v_cron_db, current_database()
+        using
+            errcode = 'AM050',
+            detail = 'Reaching pg_cron''s functions from another database needs dblink.',
+            hint = pg_catalog.format(
+                'Either run "create extension dblink;" here and call again, or run this in database %I: %s; '
+                'or call agentmem.apply_retention() from any scheduler.',
+                v_cron_db, p_sql
+            );
+    end if;
+    -- The address pg_cron itself uses (cron.host), this server's port, the
+    -- calling role; agentmem.cron_conninfo overrides it (e.g. to add a password).
+    v_conninfo := coalesce(
+        nullif(pg_catalog.current_setting('agentmem.cron_conninfo', true), ''),
+        pg_catalog.format(
+            'dbname=%s host=%s port=%s user=%s application_name=agentmem',
+            v_cron_db, coalesce(nullif(pg_catalog.current_setting('cron.host', true), ''), 'localhost'),
+            pg_catalog.current_setting('port'), current_user
+        )
+    );
+    return query execute pg_catalog.format('select * from %I.dblink($1, $2) as t(%s)', v_dblink, p_columns)
+    using v_conninfo, p_sql;
+end
+$$;
+
+comment on function agentmem._cron_call(text, text) is
+'Internal: run a query against pg_cron''s schema, here or (through dblink) in cron.database_name. '
+'p_columns is the column definition list of its result. Raises AM050 when pg_cron is out of reach.';
+
+create or replace function agentmem.schedule_retention(schedule text default '*/15 * * * *')
+returns bigint
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+declare
+    v_sql text;
+    v_jobid bigint;
+begin
+    if schedule_retention.schedule is null or btrim(schedule_retention.schedule) = '' then
+        raise exception 'schedule must be a cron expression, e.g. */15 * * * *'
+        using errcode = 'AM020';
+    end if;
+    if pg_catalog.current_setting('cron.database_name', true) = current_database() then
+        v_sql := pg_catalog.format(
+            'select cron.schedule(%L, %L, %L)',
+            agentmem._cron_job_name(), schedule_retention.schedule, 'select agentmem.apply_retention()'
+        );
+    else
+        v_sql := pg_catalog.format(
+            'select cron.schedule_in_database(%L, %L, %L, %L)',
+            agentmem._cron_job_name(), schedule_retention.schedule, 'select agentmem.apply_retention()',
+            current_database()
+        );
+    end if;
+    select t.jobid into v_jobid from agentmem._cron_call(v_sql, 'jobid bigint') as t (jobid bigint);
+    return v_jobid;
+end
+$$;
+
+comment on function agentmem.schedule_retention(text) is
+'Register (or re-register) this database''s retention job with pg_cron: "select agentmem.apply_retention()"
+on the given cron schedule, run as the calling role (a superuser or BYPASSRLS role). When pg_cron lives in
+another database (cron.database_name) it calls cron.schedule_in_database there through dblink, which must
+be installed here; otherwise AM050 with the exact statement to run in the cron database. Without pg_cron,
+AM050 whose hint says to call agentmem.apply_retention() from any scheduler. Returns pg_cron''s job id.';
+
+create or replace function agentmem.unschedule_retention()
+returns boolean
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+declare
+    v_removed bigint;
+begin
+    select t.n into v_removed
+    from agentmem._cron_call(
+        pg_catalog.format(
+            'select count(cron.unschedule(j.jobid)) from cron.job as j where j.jobname = %L and j.database = %L',
+            agentmem._cron_job_name(), current_database()
+        ),
+        'n bigint'
+    ) as t (n bigint);
+    return v_removed > 0;
+end
+$$;
+
+comment on function agentmem.unschedule_retention() is
+'Remove this database''s retention job from pg_cron. Returns whether there was one.
+Raises AM050 like agentmem.schedule_retention when pg_cron is out of reach.';
+
+create or replace function agentmem._cron_status()
+returns table (
+    cron_jobid bigint,
+    cron_schedule text,
+    cron_active boolean,
+    cron_last_status text,
+    cron_last_start timestamptz,
+    cron_last_end timestamptz,
+    cron_last_message text,
+    cron_note text
+)
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+begin
+    return query
+    select *, null::text
+    from agentmem._cron_call(
+        pg_catalog.format(
+            'select j.jobid, j.schedule, j.active, d.status, d.start_time, d.end_time, d.return_message '
+            'from cron.job as j left join lateral ('
+            '  select r.status, r.start_time, r.end_time, r.return_message from cron.job_run_details as r'
+            '  where r.jobid = j.jobid order by r.runid desc limit 1'
+            ') as d on true '
+            'where j.jobname = %L and j.database = %L',
+            agentmem._cron_job_name(), current_database()
+        ),
+        'jobid bigint, schedule text, active boolean, status text, start_time timestamptz, '
+        'end_time timestamptz, return_message text'
+    ) as t (
+        jobid bigint, schedule text, active boolean, status text, start_time timestamptz,
+        end_time timestamptz, return_message text
+    );
+    if not found then
+        return query select null::bigint, null::text, null::boolean, null::text, null::timestamptz,
+            null::timestamptz, null::text, 'not scheduled'::text;
+    end if;
+exception when sqlstate 'AM050' then
+    return query select null::bigint, null::text, null::boolean, null::text, null::timestamptz,
+        null::timestamptz, null::text, sqlerrm;
+end
+$$;
+
+comment on function agentmem._cron_status() is
+'Internal: pg_cron''s view of this database''s retention job and its last run, or a note saying why '
+'there is none (not scheduled, pg_cron out of reach).';
+
+create or replace view agentmem.retention_health
+with (security_invoker = true) as
+with
+last_run as (
+    select j.* from agentmem.job_runs as j
+    where j.job = 'retention'
+    order by j.started_at desc, j.run_id desc
+    limit 1
+),
+
+last_error as (
+    select max(j.started_at) as last_error_at from agentmem.job_runs as j
+    where j.job = 'retention' and j.error is not null
+),
+
+cron as (
+    select * from agentmem._cron_status()
+)
+
+select
+    r.run_id as last_run_id,
+    r.started_at as last_run_at,
+    r.rows_removed as last_rows_removed,
+    r.total_removed as last_total_removed,
+    r.error as last_error,
+    e.last_error_at,
+    c.cron_jobid,
+    c.cron_schedule,
+    c.cron_active,
+    c.cron_last_status,
+    c.cron_last_start,
+    c.cron_last_end,
+    c.cron_last_message,
+    c.cron_note,
+    r.finished_at - r.started_at as last_run_duration,
+    case
+        when c.cron_last_status = 'failed' then 'failing'
+        when r.error is not null then 'failing'
+        when r.run_id is null then 'never run'
+        else 'ok'
+    end as status
+from cron as c
+cross join last_error as e
+left join last_run as r on true;
+
+comment on view agentmem.retention_health is
+'Health of the retention job: agentmem''s last run (rows removed per kind, duration, error) and pg_cron''s own '
+'last run of the job from cron.job_run_details when pg_cron is in reach. status is failing when either '
+'the last run recorded an error or pg_cron reports the last run failed. For the DBA (reads across tenants).';

@@ -1,0 +1,444 @@
+"""Answer cache (issue 4): exact and guarded semantic lookup, scope, freshness, bad input.
+
+Vectors are crafted with numpy at a chosen angle (cosine known exactly) in the
+384 dimensions of the registered model all-minilm, so thresholds are tested
+deterministically.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import psycopg
+import pytest
+
+DIM = 384
+MODEL = "all-minilm"
+
+
+def unit(i: int) -> np.ndarray:
+    v = np.zeros(DIM, dtype=np.float32)
+    v[i] = 1.0
+    return v
+
+
+def at_cosine(cos: float, base: int = 0, other: int = 1) -> np.ndarray:
+    """A unit vector with cosine `cos` to unit(base)."""
+    return (cos * unit(base) + np.sqrt(1 - cos * cos) * unit(other)).astype(np.float32)
+
+
+def vec_text(v) -> str:
+    return "[" + ",".join(str(float(x)) for x in v) + "]"
+
+
+def sqlstate_of(conn, query, params=None) -> str:
+    with pytest.raises(psycopg.Error) as info:
+        conn.execute(query, params)
+    return info.value.sqlstate
+
+
+def store(conn, question, vec, answer="An answer.", **kw):
+    kw.setdefault("model", MODEL)
+    names = ", ".join(f"{k} => %({k})s" for k in kw)
+    return conn.execute(
+        "select * from agentmem.cache_store(question => %(q)s, question_embedding => %(v)s, answer => %(a)s"
+        + (", " + names if names else "") + ")",
+        {"q": question, "v": vec, "a": answer, **kw},
+    ).fetchone()
+
+
+def lookup(conn, question, vec, **kw):
+    kw.setdefault("model", MODEL)
+    names = ", ".join(f"{k} => %({k})s" for k in kw)
+    cur = conn.execute(
+        "select * from agentmem.cache_lookup(question => %(q)s, question_embedding => %(v)s"
+        + (", " + names if names else "") + ")",
+        {"q": question, "v": vec, **kw},
+    )
+    cols = [d.name for d in cur.description]
+    return dict(zip(cols, cur.fetchone()))
+
+
+def count_entries(admin, tenant="acme") -> int:
+    return admin.execute("select count(*) from agentmem.cache_entries where tenant_id = %s", (tenant,)).fetchone()[0]
+
+
+# --- normalisation and features -------------------------------------------------------------
+
+def test_normalize_question(app):
+    norm = app.execute("select agentmem.normalize_question(question => %s)",
+                       ("  What's   the PRICE, in $? 3.5%!",)).fetchone()[0]
+    assert norm == "whats the price in $ 3 5 %"
+
+
+@pytest.mark.parametrize("a, b", [
+    ("Can I get a refund for two items?", "Can I get a refund for 2 items?"),
+    ("Is it twenty-five dollars?", "Is it $25?"),
+    ("I can't log in", "I cannot log in"),
+    ("What is the 2nd step?", "What is the second step?"),
+    ("Which one is better?", "Which is better?"),
+    ("Is 1,000 enough?", "Is 1000 enough?"),
+    ("Is it true or not?", "Is it true?"),
+])
+def test_guard_features_equal_for_the_same_meaning(app, a, b):
+    fa, fb = app.execute("select agentmem.question_guard_features(question => %s), "
+                         "agentmem.question_guard_features(question => %s)", (a, b)).fetchone()
+    assert fa == fb, (fa, fb)
+
+
+@pytest.mark.parametrize("a, b", [
+    ("Can I get a refund?", "Can I get a refund after 30 days?"),
+    ("Can I pay with two cards?", "Can I pay with three cards?"),
+    ("Can I pay by card?", "Can I not pay by card?"),
+    ("Does it work offline?", "Doesn't it work offline?"),
+    ("Do all plans include support?", "Do some plans not include support?"),
+    ("Do all plans include support?", "Do most plans include support?"),
+    ("Is the fee $5?", "Is the fee 5%?"),
+    ("Is it due in March?", "Is it due in April?"),
+    ("Are we leaving not on Friday but on Saturday?", "Are we leaving not on Saturday but on Friday?"),
+    ("Can I use it without an account?", "Can I use it with an account?"),
+])
+def test_guard_features_differ_for_number_negation_and_quantifier_flips(app, a, b):
+    fa, fb = app.execute("select agentmem.question_guard_features(question => %s), "
+                         "agentmem.question_guard_features(question => %s)", (a, b)).fetchone()
+    assert fa != fb, (a, b, fa)
+
+
+# --- exact and semantic lookup -------------------------------------------------------------
+
+def test_exact_hit_on_normalised_text_and_the_two_argument_call(app, admin):
+    admin.execute("set agentmem.default_model = 'all-minilm'")  # no effect on other sessions
+    row = store(app, "How do I reset my password?", unit(0), "Use the reset link.")
+    assert row[0] is True and row[1] is not None
+    hit = lookup(app, "how do I reset my password", unit(5))  # other vector: exact still hits
+    assert hit["hit"] and hit["kind"] == "exact" and hit["similarity"] == 1.0
+    assert hit["answer"] == "Use the reset link." and hit["entry_id"] == row[1]
+    # the two-argument call uses the default model (nomic-embed-text, 768 dims)
+    app.execute("select * from agentmem.cache_store(question => 'Q two', question_embedding => %s, "
+                "answer => 'A two')", (np.ones(768, dtype=np.float32),))
+    two = app.execute("select hit, kind from agentmem.cache_lookup('q two!', %s)",
+                      (np.ones(768, dtype=np.float32),)).fetchone()
+    assert two == (True, "exact")
+
+
+def test_semantic_hit_at_and_above_threshold_miss_below(app):
+    store(app, "How do I reset my password?", unit(0))
+    hit = lookup(app, "How can I change my password?", at_cosine(0.96))
+    assert hit["hit"] and hit["kind"] == "semantic"
+    assert hit["similarity"] == pytest.approx(0.96, abs=1e-4)
+    assert hit["matched_question"] == "How do I reset my password?"
+    miss = lookup(app, "How can I change my password?", at_cosine(0.94))
+    assert not miss["hit"] and miss["kind"] is None and "below the threshold" in miss["reason"]
+    # the howto intent has its own threshold row; status (0.97) is stricter
+    assert not lookup(app, "How can I change my password?", at_cosine(0.96), intent="status")["hit"]
+
+
+def test_refund_pair_and_flips_miss_while_a_paraphrase_hits(app):
+    store(app, "Can I get a refund?", unit(0), "Yes, within the return window.")
+    refund = lookup(app, "Can I get a refund after 30 days?", at_cosine(0.99))
+    assert not refund["hit"] and refund["reason"].startswith("guard")
+    assert refund["similarity"] == pytest.approx(0.99, abs=1e-4)
+    store(app, "Can I pay with two cards?", unit(2))
+    assert not lookup(app, "Can I pay with three cards?", at_cosine(0.99, 2, 3))["hit"]
+    assert lookup(app, "Can I pay with 2 cards?", at_cosine(0.99, 2, 3))["hit"]
+    store(app, "Does the plan include support?", unit(4))
+    assert not lookup(app, "Doesn't the plan include support?", at_cosine(0.99, 4, 5))["hit"]
+    assert not lookup(app, "Does the plan never include support?", at_cosine(0.99, 4, 5))["hit"]
+    paraphrase = lookup(app, "Could I get my money back?", at_cosine(0.97))
+    assert paraphrase["hit"] and paraphrase["kind"] == "semantic"
+
+
+def test_a_guard_rejected_neighbour_does_not_hide_a_matching_one(app):
+    store(app, "Can I get a refund?", unit(0), "Generally yes.")
+    store(app, "Can I get a refund after 30 days?", at_cosine(0.98), "Not after 30 days.")
+    hit = lookup(app, "Could I get a refund after 30 days?", at_cosine(0.995))
+    assert hit["hit"] and hit["answer"] == "Not after 30 days."
+
+
+def test_high_stakes_intents_are_exact_only(app):
+    store(app, "How do I cancel my contract?", unit(0), "Write to us.", intent="cancellation")
+    assert lookup(app, "how do i cancel my contract", unit(0), intent="cancellation")["hit"]
+    semantic = lookup(app, "How can I end my contract?", unit(0), intent="cancellation")
+    assert not semantic["hit"] and "high-stakes" in semantic["reason"]
+    # a high-stakes entry is not served semantically to a general question either
+    assert not lookup(app, "How can I end my contract?", unit(0))["hit"]
+
+
+def test_other_tenants_entry_never_serves_even_with_an_identical_vector(app, connect, app_url, admin):
+    other = connect(app_url, tenant="globex")
+    store(other, "What is the VPN address?", unit(0), "vpn.globex.example")
+    for q in ("What is the VPN address?", "What's the VPN address"):
+        assert not lookup(app, q, unit(0))["hit"]
+    assert lookup(other, "What is the VPN address?", unit(0))["hit"]
+    # and the app role cannot even see the row
+    assert app.execute("select count(*) from agentmem.cache_entries").fetchone()[0] == 0
+    assert count_entries(admin, "globex") == 1
+
+
+@pytest.mark.parametrize("key", ["acl_hash", "prompt_version", "llm_model"])
+def test_scope_mismatch_misses(app, key):
+    store(app, "What is our travel policy?", unit(0), **{key: "v1"})
+    assert lookup(app, "What is our travel policy?", unit(0), **{key: "v1"})["hit"]
+    assert not lookup(app, "What is our travel policy?", unit(0), **{key: "v2"})["hit"]
+    assert not lookup(app, "What is our travel policy?", unit(0))["hit"]
+
+
+# --- freshness and invalidation ------------------------------------------------------------
+
+def test_expired_entries_miss_and_a_hit_does_not_extend_life(app, admin):
+    row = store(app, "What time is it in Paris?", unit(0))
+    expires = row[3]
+    assert lookup(app, "What time is it in Paris?", unit(0))["hit"]
+    assert admin.execute("select expires_at from agentmem.cache_entries where entry_id = %s",
+                         (row[1],)).fetchone()[0] == expires
+    admin.execute("update agentmem.cache_entries set expires_at = now() - interval '1 second'")
+    assert not lookup(app, "What time is it in Paris?", unit(0))["hit"]
+    assert not lookup(app, "What time is it in Paris now?", at_cosine(0.99))["hit"]
+    assert app.execute("select agentmem.sweep_cache()").fetchone()[0] == 1
+    assert count_entries(admin) == 0
+
+
+def test_ttl_comes_from_the_intent_or_the_override(app):
+    gen = store(app, "General question?", unit(0))
+    status = store(app, "Status question?", unit(1), intent="status")
+    custom = store(app, "Custom question?", unit(2), ttl="90 seconds")
+    now = app.execute("select now()").fetchone()[0]
+    assert abs((gen[3] - now).total_seconds() - 7 * 86400) < 5
+    assert abs((status[3] - now).total_seconds() - 3600) < 5
+    assert abs((custom[3] - now).total_seconds() - 90) < 5
+
+
+def test_corpus_bump_makes_old_answers_unservable_then_sweepable(app, admin):
+    assert app.execute("select agentmem.corpus_version()").fetchone()[0] == 0
+    store(app, "What does plan A cost?", unit(0), safe_to_share=True)
+    assert lookup(app, "What does plan A cost?", unit(0))["hit"]
+    assert app.execute("select agentmem.bump_corpus_version()").fetchone()[0] == 1
+    assert app.execute("select agentmem.corpus_version()").fetchone()[0] == 1
+    assert not lookup(app, "What does plan A cost?", unit(0))["hit"]
+    store(app, "What does plan A cost?", unit(0), "New answer.")  # a new entry in the new version
+    assert lookup(app, "What does plan A cost?", unit(0))["answer"] == "New answer."
+    assert count_entries(admin) == 2
+    assert app.execute("select agentmem.sweep_cache(batch_size => 10)").fetchone()[0] == 1
+    assert count_entries(admin) == 1
+
+
+def test_sweep_works_in_bounded_batches(app, admin):
+    for i in range(5):
+        store(app, f"Question number {i}?", unit(i), ttl="1 hour")
+    admin.execute("update agentmem.cache_entries set expires_at = now() - interval '1 minute'")
+    assert app.execute("select agentmem.sweep_cache(batch_size => 2)").fetchone()[0] == 2
+    assert app.execute("select agentmem.sweep_cache(batch_size => 2)").fetchone()[0] == 2
+    assert app.execute("select agentmem.sweep_cache(batch_size => 2)").fetchone()[0] == 1
+    assert app.execute("select agentmem.sweep_cache(batch_size => 2)").fetchone()[0] == 0
+    assert sqlstate_of(app, "select agentmem.sweep_cache(batch_size => 0)") == "AM020"
+
+
+def test_invalidate_source_removes_every_answer_citing_it_and_nothing_else(app, admin, connect, app_url):
+    a = store(app, "Question A?", unit(0), source_ids=["doc-1", "doc-2"])
+    store(app, "Question B?", unit(1), source_ids=["doc-2"])
+    c = store(app, "Question C?", unit(2), source_ids=["doc-3"])
+    other = connect(app_url, tenant="globex")
+    store(other, "Question A?", unit(0), source_ids=["doc-2"])
+    assert app.execute("select agentmem.invalidate_source(doc_id => 'doc-2')").fetchone()[0] == 2
+    assert not lookup(app, "Question A?", unit(0))["hit"]
+    assert lookup(app, "Question C?", unit(2))["entry_id"] == c[1]
+    assert count_entries(admin, "globex") == 1
+    assert admin.execute("select count(*) from agentmem.cache_entry_sources where entry_id = %s",
+                         (a[1],)).fetchone()[0] == 0
+    # through the reverse index, not a scan
+    plan = admin.execute("explain (format text) delete from agentmem.cache_entry_sources "
+                         "where tenant_id = 'acme' and doc_id = 'doc-9'").fetchall()
+    assert "cache_entry_sources_pkey" in "\n".join(r[0] for r in plan)
+
+
+def test_restore_replaces_the_answer_and_its_sources(app, admin):
+    first = store(app, "Where is the office?", unit(0), "Old address.", source_ids=["doc-1"])
+    second = store(app, "where is the office", unit(0), "New address.", source_ids=["doc-2"])
+    assert first[1] == second[1] and count_entries(admin) == 1
+    assert lookup(app, "Where is the office?", unit(0))["answer"] == "New address."
+    assert app.execute("select agentmem.invalidate_source(doc_id => 'doc-1')").fetchone()[0] == 0
+    assert app.execute("select agentmem.invalidate_source(doc_id => 'doc-2')").fetchone()[0] == 1
+
+
+def test_concurrent_stores_of_the_same_question_leave_one_entry(app_url, connect, admin):
+    conns = [connect(app_url, tenant="acme") for _ in range(6)]
+    barrier = threading.Barrier(len(conns))
+    errors: list[Exception] = []
+
+    def work(conn, i):
+        try:
+            barrier.wait()
+            for _ in range(5):
+                store(conn, "What are the opening hours?", unit(0), f"Answer {i}.")
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(c, i)) for i, c in enumerate(conns)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    assert count_entries(admin) == 1
+
+
+# --- personalisation ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("answer", [
+    "Hi Maria, your order ships tomorrow.",
+    "Your refund of $42.10 was sent.",
+    "Your appointment is on March 3.",
+    "It was renewed on 2024-05-01.",
+])
+def test_personalised_answers_are_refused_unless_safe_to_share(app, admin, answer):
+    row = store(app, "When will my order arrive?", unit(0), answer)
+    assert row[0] is False and row[1] is None and "personalised" in row[2]
+    assert count_entries(admin) == 0
+    row = store(app, "When will my order arrive?", unit(0), answer, safe_to_share=True)
+    assert row[0] is True and count_entries(admin) == 1
+
+
+def test_answer_repeating_the_questions_facts_is_not_personalised(app):
+    row = store(app, "Is the Pro plan $20 a month?", unit(0), "Yes, the Pro plan is $20 a month.")
+    assert row[0] is True, row
+
+
+# --- bad input ------------------------------------------------------------------------------
+
+BAD_STORES = [
+    ({"question_embedding": "[1,2,3]"}, "AM010"),
+    ({"question_embedding": "[" + ",".join(["NaN"] * DIM) + "]"}, "22000"),
+    ({"question": ""}, "AM020"),
+    ({"question": " ?! "}, "AM020"),
+    ({"question": None}, "AM020"),
+    ({"answer": ""}, "AM020"),
+    ({"ttl": "-1 hour"}, "AM020"),
+    ({"ttl": "0"}, "AM020"),
+    ({"intent": "no-such-intent"}, "AM020"),
+    ({"source_ids": ["doc-1", None]}, "AM020"),
+    ({"source_ids": [""]}, "AM020"),
+    ({"model": "no-such-model"}, "AM011"),
+    ({"acl_hash": "x" * 201}, "AM020"),
+    ({"acl_hash": None}, "AM020"),
+]
+
+
+@pytest.mark.parametrize("override, code", BAD_STORES)
+def test_bad_store_input_raises_and_stores_nothing(app, admin, override, code):
+    args = {"question": "A question?", "question_embedding": vec_text(unit(0)), "answer": "An answer.",
+            "model": MODEL, "source_ids": ["doc-1"]}
+    args.update(override)
+    casts = {"question_embedding": "::vector", "ttl": "::interval"}
+    names = ", ".join(f"{k} => %({k})s{casts.get(k, '')}" for k in args)
+    assert sqlstate_of(app, f"select * from agentmem.cache_store({names})", args) == code
+    assert count_entries(admin) == 0
+    assert admin.execute("select count(*) from agentmem.cache_entry_sources").fetchone()[0] == 0
+
+
+@pytest.mark.parametrize("override, code", [
+    ({"question_embedding": "[1,2,3]"}, "AM010"),
+    ({"question": ""}, "AM020"),
+    ({"intent": "nope"}, "AM020"),
+])
+def test_bad_lookup_input_raises_and_logs_nothing(app, admin, override, code):
+    args = {"question": "A question?", "question_embedding": vec_text(unit(0)), "model": MODEL}
+    args.update(override)
+    names = ", ".join(f"{k} => %({k})s" + ("::vector" if k == "question_embedding" else "") for k in args)
+    assert sqlstate_of(app, f"select * from agentmem.cache_lookup({names})", args) == code
+    assert admin.execute("select count(*) from agentmem.cache_hits").fetchone()[0] == 0
+
+
+def test_no_tenant_raises_am001(connect, app_url):
+    conn = connect(app_url)
+    assert sqlstate_of(conn, "select * from agentmem.cache_lookup('q', %s, model => 'all-minilm')",
+                       (unit(0),)) == "AM001"
+
+
+def test_a_one_megabyte_question_is_stored_and_found(app, admin):
+    big = "How do I configure the widget " + "with many options " * 60000 + "?"
+    assert len(big) > 1_000_000
+    row = store(app, big, unit(0))
+    assert row[0] is True
+    hit = lookup(app, big, unit(0))
+    assert hit["hit"] and hit["kind"] == "exact"
+    too_big = "x" * (4 * 1024 * 1024 + 1)
+    assert sqlstate_of(app, "select * from agentmem.cache_store(question => %s, question_embedding => %s, "
+                       "answer => 'a', model => 'all-minilm')", (too_big, unit(0))) == "AM021"
+    assert count_entries(admin) == 1
+
+
+# --- hit log, review and report -------------------------------------------------------------
+
+def test_every_lookup_is_logged_and_reviews_feed_the_report(app, admin):
+    store(app, "How do I reset my password?", unit(0))
+    exact = lookup(app, "How do I reset my password?", unit(0), user_id="u1")
+    semantic = lookup(app, "How can I change my password?", at_cosine(0.96))
+    near = lookup(app, "How can I alter my password?", at_cosine(0.90))
+    miss = lookup(app, "Totally other question?", at_cosine(0.10))
+    log = {r[0]: r[1:] for r in admin.execute(
+        "select hit_id, kind, round(similarity::numeric, 2)::float8, guard_passed, matched_question, user_id "
+        "from agentmem.cache_hits").fetchall()}
+    assert log[exact["hit_id"]][0] == "exact" and log[exact["hit_id"]][4] == "u1"
+    assert log[semantic["hit_id"]][:3] == ("semantic", pytest.approx(0.96), True)
+    assert log[near["hit_id"]][:3] == ("miss", pytest.approx(0.90), True)
+    assert log[miss["hit_id"]][0] == "miss"
+    sample = app.execute("select hit_id, answer from agentmem.sample_hits(n => 10)").fetchall()
+    assert {r[0] for r in sample} == {exact["hit_id"], semantic["hit_id"], near["hit_id"]}
+    app.execute("select agentmem.review_hit(hit_id => %s, correct => true)", (exact["hit_id"],))
+    app.execute("select agentmem.review_hit(hit_id => %s, correct => true)", (semantic["hit_id"],))
+    app.execute("select agentmem.review_hit(hit_id => %s, correct => false)", (near["hit_id"],))
+    report = {round(r[0], 2): r[1:] for r in app.execute(
+        "select * from agentmem.cache_report(cost_uncached => 0.02, cost_wrong => 5)").fetchall()}
+    assert len(report) == 15
+    # at 0.95: 4 queries, 2 hits (exact + semantic), both reviewed right
+    q, hits, reviewed, wrong, hpk, wpk, net = report[0.95]
+    assert (q, hits, reviewed, wrong) == (4, 2, 2, 0)
+    assert float(hpk) == 500 and float(wpk) == 0 and float(net) == pytest.approx(500 * 0.02)
+    # at 0.90 the near miss would have been served, and it was wrong
+    q, hits, reviewed, wrong, hpk, wpk, net = report[0.9]
+    assert (hits, reviewed, wrong) == (3, 3, 1)
+    assert float(hpk) == 750 and float(wpk) == 250
+    assert float(net) == pytest.approx((750 - 250) * 0.02 - 250 * 5)
+    assert sqlstate_of(app, "select agentmem.review_hit(hit_id => gen_random_uuid(), correct => true)") == "AM030"
+    assert sqlstate_of(app, "select * from agentmem.cache_report(cost_uncached => -1, cost_wrong => 5)") == "AM020"
+
+
+def test_hit_log_survives_the_entry(app, admin):
+    store(app, "Question A?", unit(0), source_ids=["doc-1"])
+    hit = lookup(app, "Question A?", unit(0))
+    app.execute("select agentmem.invalidate_source(doc_id => 'doc-1')")
+    row = admin.execute("select entry_id, matched_question, tenant_id from agentmem.cache_hits where hit_id = %s",
+                        (hit["hit_id"],)).fetchone()
+    assert row == (None, "Question A?", "acme")
+
+
+def test_review_of_another_tenants_hit_is_not_found(app, connect, app_url):
+    other = connect(app_url, tenant="globex")
+    store(other, "Question A?", unit(0))
+    hit = lookup(other, "Question A?", unit(0))
+    assert sqlstate_of(app, "select agentmem.review_hit(hit_id => %s, correct => false)",
+                       (hit["hit_id"],)) == "AM030"
+
+
+def test_app_role_may_read_but_not_edit_intents(app, admin):
+    assert app.execute("select count(*) from agentmem.cache_intents where high_stakes").fetchone()[0] == 4
+    assert sqlstate_of(app, "update agentmem.cache_intents set threshold = 0.5") == "42501"
+    admin.execute("insert into agentmem.cache_intents (intent, threshold, ttl) values ('loose', 0.9, '1 day')")
+    store(app, "How do I reset my password?", unit(0), intent="loose")
+    assert lookup(app, "How can I change my password?", at_cosine(0.91), intent="loose")["hit"]
+
+
+def test_lookup_uses_the_hnsw_index(app, admin):
+    for i in range(20):
+        store(app, f"Question {i} about widgets?", at_cosine(0.5 + i / 50, 0, 1 + i))
+    plan = admin.execute("""
+        explain select e.entry_id from agentmem.cache_entries as e where e.model = 'all-minilm'
+          and e.tenant_id = 'acme' order by e.embedding::vector(384) <=> %s::vector(384) limit 5""",
+                         (unit(0),)).fetchall()
+    admin.execute("set enable_seqscan = off")
+    text = "\n".join(r[0] for r in admin.execute(
+        "explain select e.entry_id from agentmem.cache_entries as e where e.model = 'all-minilm' "
+        "and e.tenant_id = 'acme' order by e.embedding::vector(384) <=> %s::vector(384) limit 5",
+        (unit(0),)).fetchall())
+    assert "hnsw" in text, (plan, text)

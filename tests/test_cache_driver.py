@@ -1,0 +1,69 @@
+"""The answer cache through the Python driver (sync and async), embedding with an embedder."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+
+import pytest
+
+import agentmem
+from agentmem.client import AsyncMemory, Memory
+from agentmem.lexical import LexicalEmbedder
+
+
+def embedder():
+    return LexicalEmbedder(model="all-minilm", dim=384)
+
+
+def test_store_and_cached_answer_through_the_sync_driver(app_url):
+    with Memory.connect(app_url, tenant="acme", embedder=embedder(), max_size=2) as mem:
+        stored = mem.store_answer("How do I reset my password?", "Use the reset link.",
+                                  source_ids=["kb-1"], user_id="u1", ttl=dt.timedelta(hours=2))
+        assert stored.stored and stored.entry_id and stored.reason is None
+        hit = mem.cached_answer("how do I reset my password")
+        assert hit.hit and hit.kind == "exact" and hit.answer == "Use the reset link."
+        assert hit.source_ids == ["kb-1"]
+        miss = mem.cached_answer("How do I reset my password after 30 days?")
+        assert not miss.hit and miss.reason
+        refused = mem.store_answer("When is my renewal?", "Dear Maria, on 2024-05-01.")
+        assert not refused.stored and "personalised" in refused.reason
+        assert mem.normalize_question("What's UP?") == "whats up"
+        assert mem.question_guard_features("two dollars") == ["cur:usd", "num:2"]
+        mem.review_hit(hit.hit_id, True)
+        assert [s.hit_id for s in mem.sample_hits(10)] == []  # the only served hit is reviewed
+        report = mem.cache_report(0.02, 5, thresholds=[0.9, 0.95])
+        assert [round(r.threshold, 2) for r in report] == [0.9, 0.95]
+        assert report[0].queries == 2 and report[0].hits == 1 and report[0].reviewed == 1
+        assert mem.bump_corpus_version() == 1 and mem.corpus_version() == 1
+        assert not mem.cached_answer("How do I reset my password?").hit
+        assert mem.sweep_cache() == 1
+        assert mem.invalidate_source("kb-1") == 0
+        with pytest.raises(agentmem.InvalidArgument):
+            mem.store_answer("Question?", "Answer.", intent="no-such-intent")
+        with pytest.raises(agentmem.NotFound):
+            mem.review_hit("00000000-0000-0000-0000-000000000000", False)
+
+
+def test_cache_lookup_with_a_given_embedding_and_errors_mapped(app_url):
+    with Memory.connect(app_url, tenant="acme", max_size=1) as mem:
+        with pytest.raises(agentmem.InvalidArgument):
+            mem.cached_answer("no embedder here")
+        with pytest.raises(agentmem.InvalidEmbedding):
+            mem.cache_lookup("Question?", [0.1, 0.2], model="all-minilm")
+        with pytest.raises(agentmem.InvalidEmbedding):
+            mem.cache_store("Question?", [float("nan")] * 384, "Answer.", model="all-minilm")
+        r = mem.cache_lookup("Question?", [0.1] * 768)  # default model, 768 dimensions
+        assert not r.hit and r.hit_id
+
+
+def test_async_driver(app_url):
+    async def go():
+        mem = await AsyncMemory.connect(app_url, tenant="acme", embedder=embedder(), max_size=1)
+        try:
+            stored = await mem.store_answer("Where is the office?", "On the first floor.")
+            hit = await mem.cached_answer("where is the office")
+            return stored.stored, hit.hit, hit.kind
+        finally:
+            await mem.close()
+    assert asyncio.run(go()) == (True, True, "exact")

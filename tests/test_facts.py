@@ -1,0 +1,263 @@
+"""Semantic facts: upsert with near-duplicate merge and contradiction replace, recall, extraction."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+
+import pytest
+
+import agentmem
+from agentmem._facts import FactExtractionError, parse_facts
+from agentmem.client import AsyncMemory, Memory
+from helpers_facts import StubEmbedder, count, sqlstate_of, upsert, vec
+
+M1, M2, M3 = (uuid.uuid4() for _ in range(3))
+
+
+def test_insert_then_near_duplicate_merges_sources_into_one_row(app, admin):
+    first = upsert(app, "u1", "home_city", "The user lives in Lyon", [M1])
+    assert first[1] == "inserted" and first[2] is None
+    again = upsert(app, "u1", "Home_City", "The user lives in Lyon.", [M2, M1])
+    assert again[0] == first[0] and again[1] == "merged" and again[2] >= 0.92
+    rows = admin.execute("select fact, source_message_ids from agentmem.facts").fetchall()
+    assert rows == [("The user lives in Lyon.", sorted([M1, M2]))]
+    assert count(admin, "fact_history") == 0
+
+
+def test_contradiction_replaces_the_text_and_keeps_history_with_its_sources(app, admin):
+    first = upsert(app, "u1", "home_city", "The user lives in Lyon", [M1])
+    replaced = upsert(app, "u1", "home_city", "The user lives in Paris", [M2])
+    assert replaced[0] == first[0] and replaced[1] == "replaced" and replaced[2] < 0.92
+    assert admin.execute("select fact, source_message_ids from agentmem.facts").fetchall() == [
+        ("The user lives in Paris", [M2])]
+    history = app.execute("select fact, source_message_ids from agentmem.fact_history(fact_id => %s)",
+                          (first[0],)).fetchall()
+    assert history == [("The user lives in Lyon", [M1])]
+
+
+def test_merge_threshold_is_a_parameter(app):
+    upsert(app, "u1", "home_city", "The user lives in Lyon", [M1])
+    # similarity 0.80: a contradiction at the default 0.92, a duplicate at 0.75
+    assert upsert(app, "u1", "home_city", "The user lives in Paris", [M2], merge_threshold=0.75)[1] == "merged"
+
+
+def test_subjects_users_and_tenants_are_separate_slots(app, admin, connect, app_url):
+    upsert(app, "u1", "home_city", "The user lives in Lyon")
+    upsert(app, "u1", "employer", "The user lives in Lyon")
+    upsert(app, "u2", "home_city", "The user lives in Lyon")
+    other = connect(app_url, tenant="globex")
+    assert upsert(other, "u1", "home_city", "The user lives in Lyon")[1] == "inserted"
+    assert count(admin, "facts") == 4
+    assert count(admin, "facts", "tenant_id = 'acme'") == 3
+
+
+def test_concurrent_upserts_of_the_same_fact_leave_one_row(app_url, connect, admin):
+    conns = [connect(app_url, tenant="acme") for _ in range(8)]
+    barrier = threading.Barrier(len(conns))
+    results, errors = [], []
+
+    def go(conn, i):
+        try:
+            barrier.wait()
+            with conn.transaction():
+                results.append(upsert(conn, "u1", "diet", "The user is vegetarian", [uuid.UUID(int=i + 1)])[1])
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=go, args=(c, i)) for i, c in enumerate(conns)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert sorted(results) == ["inserted"] + ["merged"] * 7
+    rows = admin.execute("select source_message_ids from agentmem.facts").fetchall()
+    assert len(rows) == 1 and rows[0][0] == [uuid.UUID(int=i + 1) for i in range(8)]
+
+
+def test_a_second_writer_waits_for_the_first_and_merges(app_url, connect, admin):
+    a, b = connect(app_url, tenant="acme"), connect(app_url, tenant="acme")
+    a.execute("begin")
+    upsert(a, "u1", "diet", "The user is vegetarian", [M1])
+    done = []
+    t = threading.Thread(target=lambda: done.append(upsert(b, "u1", "diet", "The user is vegetarian", [M2])))
+    t.start()
+    t.join(timeout=1)
+    assert t.is_alive() and not done  # blocked on the slot's advisory lock, not racing
+    a.execute("commit")
+    t.join()
+    assert done[0][1] == "merged"
+    assert count(admin, "facts") == 1
+
+
+def test_recall_facts_ranks_the_users_facts_only(app, connect, app_url):
+    upsert(app, "u1", "home_city", "The user lives in Lyon")
+    upsert(app, "u1", "diet", "The user is vegetarian")
+    upsert(app, "u1", "pet", "The user has a dog called Rex")
+    upsert(app, "u2", "pet", "The user has a dog called Rex")
+    upsert(connect(app_url, tenant="globex"), "u1", "pet", "The user has a dog called Rex")
+    rows = app.execute("select subject, fact, similarity from agentmem.recall_facts("
+                       "user_id => 'u1', query_embedding => %s, k => 2)", (vec("dog called Rex"),)).fetchall()
+    assert [r[0] for r in rows] == ["pet", rows[1][0]] and len(rows) == 2
+    assert rows[0][2] > rows[1][2]
+    assert len(app.execute("select * from agentmem.recall_facts(user_id => 'u1', query_embedding => %s)",
+                           (vec("x"),)).fetchall()) == 3
+
+
+def test_facts_have_a_per_model_hnsw_index_and_recall_matches_an_exact_scan(admin):
+    idx = admin.execute("select indexdef from pg_indexes where schemaname = 'agentmem' and tablename = 'facts' "
+                        "and indexdef like '%hnsw%'").fetchall()
+    assert len(idx) == 2 and all("vector_cosine_ops" in r[0] for r in idx)  # nomic-embed-text, all-minilm
+    admin.execute("select agentmem.set_tenant(tenant_id => 'acme')")
+    admin.execute("insert into agentmem.facts (tenant_id, user_id, subject, fact, model, embedding) "
+                  "select 'acme', 'u' || (i % 50), 's' || i, 'fact ' || i, 'all-minilm', "
+                  "  (select array_agg(random() - 0.5 + g * 0 * i)::vector from generate_series(1, 384) as g) "
+                  "from generate_series(1, 300) as i")
+    q = vec("q", 384)
+    got = admin.execute("select fact_id from agentmem.recall_facts(user_id => 'u1', query_embedding => %s, "
+                        "k => 4, model => 'all-minilm')", (q,)).fetchall()
+    exact = admin.execute("select fact_id from agentmem.facts where user_id = 'u1' "
+                          "order by embedding <=> %s limit 4", (q,)).fetchall()
+    assert got == exact and len(got) == 4
+
+
+@pytest.mark.parametrize("user, subject, fact, sources, code", [
+    ("", "home_city", "x", [], "AM020"),
+    (None, "home_city", "x", [], "AM020"),
+    ("u1", " ", "x", [], "AM020"),
+    ("u1", "home_city", "", [], "AM020"),
+    ("u1", "home_city", None, [], "AM020"),
+    ("u1", "home_city", "x", [None], "AM020"),
+    ("u1", "s" * 201, "x", [], "AM021"),
+    ("u1", "home_city", "x" * 4001, [], "AM021"),
+])
+def test_bad_input_is_refused_and_stores_nothing(app, admin, user, subject, fact, sources, code):
+    q = ("select * from agentmem.upsert_fact(user_id => %s, subject => %s, fact => %s, embedding => %s, "
+         "source_message_ids => %s::uuid[])")
+    assert sqlstate_of(app, q, (user, subject, fact, vec("x"), sources)) == code
+    assert count(admin, "facts") == 0
+
+
+@pytest.mark.parametrize("embedding, model, code", [
+    (vec("x", 384), None, "AM010"),
+    (vec("x", 768) * 0, None, "AM010"),
+    (vec("x", 768), "no-such-model", "AM011"),
+    ("[" + ",".join(["NaN"] * 768) + "]", None, "22000"),
+])
+def test_bad_embeddings_are_refused_and_store_nothing(app, admin, embedding, model, code):
+    q = ("select * from agentmem.upsert_fact(user_id => 'u1', subject => 's', fact => 'f', "
+         "embedding => %s::vector, model => %s)")
+    assert sqlstate_of(app, q, (embedding, model)) == code
+    assert count(admin, "facts") == 0
+
+
+def test_recall_and_history_refuse_bad_input(app, connect, app_url):
+    q = "select * from agentmem.recall_facts(user_id => %s, query_embedding => %s, k => %s)"
+    assert sqlstate_of(app, q, ("u1", vec("x"), 0)) == "AM020"
+    assert sqlstate_of(app, q, ("u1", vec("x"), 101)) == "AM020"
+    assert sqlstate_of(app, q, ("", vec("x"), 5)) == "AM020"
+    assert sqlstate_of(app, q, ("u1", vec("x", 384), 5)) == "AM010"
+    fact_id = upsert(connect(app_url, tenant="globex"), "u1", "s", "f")[0]
+    # another tenant's fact does not exist for acme
+    assert sqlstate_of(app, "select * from agentmem.fact_history(fact_id => %s)", (fact_id,)) == "AM030"
+
+
+def test_facts_need_a_tenant(connect, app_url):
+    conn = connect(app_url)
+    assert sqlstate_of(conn, "select * from agentmem.upsert_fact(user_id => 'u', subject => 's', fact => 'f', "
+                       "embedding => %s)", (vec("f"),)) == "AM001"
+
+
+# -- the driver ------------------------------------------------------------------
+
+def test_driver_upsert_recall_and_history(app_url):
+    with Memory.connect(app_url, tenant="acme", max_size=2) as mem:
+        first = mem.upsert_fact("u1", "home_city", "The user lives in Lyon", vec("The user lives in Lyon").tolist(),
+                                [M1])
+        assert first.action == "inserted"
+        assert mem.upsert_fact("u1", "home_city", "The user lives in Paris",
+                               vec("The user lives in Paris"), [M2]).action == "replaced"
+        hits = mem.recall_facts("u1", vec("Paris"), k=1)
+        assert hits[0].fact == "The user lives in Paris" and hits[0].source_message_ids == [M2]
+        assert [h.fact for h in mem.fact_history(first.fact_id)] == ["The user lives in Lyon"]
+        with pytest.raises(agentmem.InvalidArgument):
+            mem.upsert_fact("", "s", "f", vec("f"))
+
+
+def test_extract_facts_embeds_and_upserts_the_replys_facts(app_url, admin, stub):
+    stub.chat_replies = ['{"facts": [{"subject": "home_city", "fact": "The user lives in Lyon"}, '
+                         '{"subject": "pet", "fact": "The user has a dog called Rex"}]}']
+    with Memory.connect(app_url, tenant="acme", embedder=StubEmbedder(stub.host), max_size=2) as mem:
+        out = mem.extract_facts([{"role": "user", "content": "I live in Lyon with my dog Rex"},
+                                 {"role": "assistant", "content": "Nice!"}], "u1",
+                                source_message_ids=[M1], chat_model="llama3.2")
+    assert [(f.subject, f.action) for f in out] == [("home_city", "inserted"), ("pet", "inserted")]
+    call = stub.chat_calls[0]
+    assert call["model"] == "llama3.2" and call["format"] == "json"
+    assert "I live in Lyon" in call["messages"][-1]["content"]
+    assert stub.embedded_texts == ["The user lives in Lyon", "The user has a dog called Rex"]
+    rows = admin.execute("select subject, source_message_ids, model from agentmem.facts order by subject").fetchall()
+    assert rows == [("home_city", [M1], "nomic-embed-text"), ("pet", [M1], "nomic-embed-text")]
+
+
+def test_extract_facts_accepts_an_empty_list(app_url, admin, stub):
+    stub.chat_replies = ['{"facts": []}']
+    with Memory.connect(app_url, tenant="acme", embedder=StubEmbedder(stub.host), max_size=1) as mem:
+        assert mem.extract_facts("user: hello", "u1") == []
+    assert count(admin, "facts") == 0 and stub.embed_calls == []
+
+
+@pytest.mark.parametrize("reply, why", [
+    ("this is not json", "not JSON"),
+    ('{"facts": {"subject": "a", "fact": "b"}}', "not a list"),
+    ('{"answer": []}', "not a list"),
+    ('[{"subject": "home_city"}]', "exactly 'subject' and 'fact'"),
+    ('[{"subject": "home_city", "fact": "Lyon", "extra": 1}]', "exactly 'subject' and 'fact'"),
+    ('[{"subject": "ok", "fact": "The user is vegan"}, {"subject": "", "fact": "x"}]', "empty or non-text"),
+    ('[{"subject": "home_city", "fact": 42}]', "empty or non-text"),
+])
+def test_a_malformed_reply_stores_nothing_and_says_why(app_url, admin, stub, reply, why):
+    stub.chat_replies = [reply]
+    with Memory.connect(app_url, tenant="acme", embedder=StubEmbedder(stub.host), max_size=1) as mem:
+        with pytest.raises(FactExtractionError) as info:
+            mem.extract_facts("user: I am vegan", "u1")
+    assert why in str(info.value)
+    assert count(admin, "facts") == 0 and stub.embed_calls == []
+
+
+def test_a_bad_fact_in_the_middle_rolls_back_the_whole_turn(app_url, admin, stub):
+    stub.chat_replies = ['[{"subject": "diet", "fact": "The user is vegan"}, '
+                         '{"subject": "bio", "fact": "' + "x" * 4001 + '"}]']
+    with Memory.connect(app_url, tenant="acme", embedder=StubEmbedder(stub.host), max_size=1) as mem:
+        with pytest.raises(agentmem.ContentTooLarge):
+            mem.extract_facts("user: I am vegan", "u1")
+    assert count(admin, "facts") == 0
+
+
+def test_extract_facts_reports_an_unreachable_chat_model(app_url, stub):
+    with Memory.connect(app_url, tenant="acme", embedder=StubEmbedder(stub.host), max_size=1) as mem:
+        with pytest.raises(FactExtractionError) as info:
+            mem.extract_facts("user: hi", "u1")  # no scripted reply: the stub says the model is not pulled
+    assert "llama3.2" in str(info.value)
+
+
+def test_parse_facts_accepts_a_bare_list():
+    assert parse_facts('[{"subject": " diet ", "fact": " vegan "}]') == [{"subject": "diet", "fact": "vegan"}]
+
+
+def test_async_extract_facts(app_url, admin, stub):
+    stub.chat_replies = ['{"facts": [{"subject": "diet", "fact": "The user is vegan"}]}']
+
+    async def go():
+        mem = await AsyncMemory.connect(app_url, tenant="acme", embedder=StubEmbedder(stub.host), max_size=1)
+        try:
+            out = await mem.extract_facts("user: I am vegan", "u1", source_message_ids=[M3])
+            again = await mem.recall_facts("u1", vec("vegan"), k=1)
+            return out, again
+        finally:
+            await mem.close()
+    out, again = asyncio.run(go())
+    assert out[0].action == "inserted" and again[0].fact == "The user is vegan"
+    assert count(admin, "facts") == 1
