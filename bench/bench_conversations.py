@@ -90,7 +90,7 @@ def fresh_database(server_url: str) -> tuple[str, str]:
     admin_url = f"{base}/{DBNAME}"
     Migrator(admin_url, Source.load(ROOT)).migrate()
     with connect(admin_url) as conn:
-        if not conn.execute("select from pg_roles where rolname = %s", (APP_ROLE,)).fetchone():
+        if not conn.execute("select 1 from pg_roles where rolname = %s", (APP_ROLE,)).fetchone():
             conn.execute(f"create role {APP_ROLE} login")
         conn.execute("select agentmem.grant_app_role(role_name => %s)", (APP_ROLE,))
         conn.execute(f"grant all on schema public to {APP_ROLE}")
