@@ -1,0 +1,354 @@
+"""Conversation memory benchmark: agentmem vs LangGraph's PostgresStore on the same server and vectors.
+
+    .venv/bin/pip install 'agentmem[bench]'      # langgraph-checkpoint-postgres
+    .venv/bin/python bench/bench_conversations.py --out bench/results/conversations.md [--quick]
+
+Measures, at 10k and 100k messages (--quick: 10k only) spread over 1,000 tenants where one
+tenant holds 30%:
+* store throughput (messages/s with their embedding) through each system's API, one message per
+  call and in batches, into the populated tables (HNSW index present);
+* search latency p50/p95 and recall@10 against an exact scan, for the big tenant and for small
+  tenants, each through its Python API;
+* for agentmem, the embedding calls its cache saves on a re-index of 5,000 texts where 2% changed
+  (OllamaEmbedder against the test suite's Ollama stub).
+
+Vectors are synthetic (clustered unit vectors, 384 dimensions = the all-minilm model): no model is
+needed, both systems get exactly the same vectors. The bulk of each data set is loaded with COPY
+into both systems' tables with their HNSW index dropped and rebuilt afterwards (same treatment for
+both, same pgvector defaults m=16, ef_construction=64, cosine); what the APIs are measured on is
+the store-throughput sample and every search.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import psycopg
+from pgvector.psycopg import register_vector
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "python"))
+sys.path.insert(0, str(ROOT / "tests"))  # the Ollama stub
+
+from agentmem.client import Memory  # noqa: E402
+from agentmem.migrate import Migrator, Source  # noqa: E402
+
+DIM, MODEL, K = 384, "all-minilm", 10
+TENANTS, BIG_SHARE = 1000, 0.30
+APP_ROLE = "agentmem_bench_app"
+DBNAME = "agentmem_bench_conversations"
+
+
+def clustered(n: int, rng: np.random.Generator, centres: np.ndarray) -> np.ndarray:
+    v = centres[rng.integers(0, len(centres), n)] + rng.standard_normal((n, DIM)).astype(np.float32) * (
+        0.35 / np.sqrt(DIM))
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def pct(values: list[float], p: float) -> float:
+    return float(np.percentile(np.asarray(values), p))
+
+
+class Dataset:
+    def __init__(self, n: int, seed: int = 1):
+        rng = np.random.default_rng(seed)
+        self.centres = rng.standard_normal((128, DIM)).astype(np.float32)
+        self.centres /= np.linalg.norm(self.centres, axis=1, keepdims=True)
+        self.vectors = clustered(n, rng, self.centres)
+        big = int(n * BIG_SHARE)
+        self.tenant = np.empty(n, dtype=np.int32)
+        self.tenant[:big] = 0
+        self.tenant[big:] = 1 + np.arange(n - big) % (TENANTS - 1)
+        rng.shuffle(self.tenant)
+        self.ids = [uuid.uuid4() for _ in range(n)]
+        self.rng = rng
+
+    @staticmethod
+    def name(t: int) -> str:
+        return f"t{t:04d}"
+
+
+def connect(url: str) -> psycopg.Connection:
+    conn = psycopg.connect(url, autocommit=True)
+    register_vector(conn)
+    return conn
+
+
+def fresh_database(server_url: str) -> tuple[str, str]:
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(f"drop database if exists {DBNAME} with (force)")
+        conn.execute(f"create database {DBNAME}")
+    base = server_url.rsplit("/", 1)[0]
+    admin_url = f"{base}/{DBNAME}"
+    Migrator(admin_url, Source.load(ROOT)).migrate()
+    with connect(admin_url) as conn:
+        if not conn.execute("select 1 from pg_roles where rolname = %s", (APP_ROLE,)).fetchone():
+            conn.execute(f"create role {APP_ROLE} login")
+        conn.execute("select agentmem.grant_app_role(role_name => %s)", (APP_ROLE,))
+        conn.execute(f"grant all on schema public to {APP_ROLE}")
+    user = admin_url.split("//", 1)[1].split("@", 1)[0]
+    return admin_url, admin_url.replace(f"//{user}@", f"//{APP_ROLE}@", 1)
+
+
+def load_agentmem(admin: psycopg.Connection, ds: Dataset) -> dict:
+    """COPY the data set into agentmem's tables, index dropped and rebuilt (one conversation per tenant)."""
+    index = admin.execute("select agentmem._model_index_name('message_embeddings', %s)", (MODEL,)).fetchone()[0]
+    admin.execute(f'drop index if exists agentmem."{index}"')
+    conv = {t: uuid.uuid4() for t in range(TENANTS)}
+    counts = np.bincount(ds.tenant, minlength=TENANTS)
+    t0 = time.perf_counter()
+    next_idx = np.zeros(TENANTS, dtype=np.int64)
+    with admin.cursor() as cur:
+        with cur.copy("copy agentmem.conversations (tenant_id, conversation_id, user_id, next_index) from stdin") as cp:
+            for t in range(TENANTS):
+                cp.write_row((ds.name(t), conv[t], "user", int(counts[t])))
+        with cur.copy("copy agentmem.messages (tenant_id, message_id, conversation_id, user_id, message_index, "
+                      "role, content) from stdin") as cp:
+            for i, t in enumerate(ds.tenant):
+                cp.write_row((ds.name(t), ds.ids[i], conv[t], "user", int(next_idx[t]), "user", f"message {i}"))
+                next_idx[t] += 1
+        with cur.copy("copy agentmem.message_embeddings (tenant_id, message_id, model, user_id, conversation_id, "
+                      "embedding) from stdin with (format binary)") as cp:
+            cp.set_types(["text", "uuid", "text", "text", "uuid", "vector"])
+            for i, t in enumerate(ds.tenant):
+                cp.write_row((ds.name(t), ds.ids[i], MODEL, "user", conv[t], ds.vectors[i]))
+    t1 = time.perf_counter()
+    admin.execute("select agentmem._ensure_model_indexes(%s)", (MODEL,))
+    admin.execute("analyze agentmem.conversations, agentmem.messages, agentmem.message_embeddings")
+    t2 = time.perf_counter()
+    return {"copy_s": t1 - t0, "index_s": t2 - t1}
+
+
+def load_langgraph(admin: psycopg.Connection, ds: Dataset) -> dict:
+    """COPY the same data into PostgresStore's tables (namespace (tenant, user), key = message id)."""
+    indexdef = admin.execute("select indexdef from pg_indexes where indexname = 'store_vectors_embedding_idx'"
+                             ).fetchone()[0]
+    admin.execute("drop index store_vectors_embedding_idx")
+    t0 = time.perf_counter()
+    with admin.cursor() as cur:
+        with cur.copy("copy store (prefix, key, value) from stdin") as cp:
+            for i, t in enumerate(ds.tenant):
+                cp.write_row((f"{ds.name(t)}.user", str(ds.ids[i]), f'{{"text": "message {i}"}}'))
+        with cur.copy("copy store_vectors (prefix, key, field_name, embedding) from stdin with (format binary)") as cp:
+            cp.set_types(["text", "text", "text", "vector"])
+            for i, t in enumerate(ds.tenant):
+                cp.write_row((f"{ds.name(t)}.user", str(ds.ids[i]), "text", ds.vectors[i]))
+    t1 = time.perf_counter()
+    admin.execute(indexdef)
+    admin.execute("analyze store, store_vectors")
+    t2 = time.perf_counter()
+    return {"copy_s": t1 - t0, "index_s": t2 - t1}
+
+
+def make_queries(ds: Dataset, n: int) -> np.ndarray:
+    q = ds.vectors[ds.rng.integers(0, len(ds.vectors), n)] + ds.rng.standard_normal((n, DIM)).astype(
+        np.float32) * 0.02
+    return q / np.linalg.norm(q, axis=1, keepdims=True)
+
+
+def exact_top(ds: Dataset, tenant: int, q: np.ndarray) -> set:
+    idx = np.flatnonzero(ds.tenant == tenant)
+    best = idx[np.argsort(-(ds.vectors[idx] @ q))[:K]]
+    return {str(ds.ids[i]) for i in best}
+
+
+def bench_search(ds: Dataset, mem: Memory, lg_store, queries: np.ndarray, tenants: list[int],
+                 lookup: dict) -> dict:
+    out = {}
+    for system in ("agentmem", "langgraph"):
+        lat, rec, short = [], [], 0
+        for q, t in zip(queries, tenants):
+            truth = exact_top(ds, t, q)
+            t0 = time.perf_counter()
+            if system == "agentmem":
+                got = [str(h.message_id) for h in
+                       mem.for_tenant(ds.name(t)).search_messages("user", q, K, model=MODEL)]
+            else:
+                key = f"q{len(lookup)}"
+                lookup[key] = q
+                got = [item.key for item in lg_store.search((ds.name(t), "user"), query=key, limit=K)]
+            lat.append((time.perf_counter() - t0) * 1000)
+            short += len(got) < min(K, len(truth))
+            rec.append(len(truth & set(got)) / min(K, len(truth)))
+        out[system] = {"p50": pct(lat, 50), "p95": pct(lat, 95), "recall": float(np.mean(rec)),
+                       "short": short, "n": len(lat)}
+    return out
+
+
+def bench_store(ds: Dataset, mem: Memory, lg_store, sample: int, lookup: dict) -> dict:
+    from langgraph.store.base import PutOp
+    rng = np.random.default_rng(99)
+    vecs = clustered(sample, rng, ds.centres)
+    texts = [f"throughput message {i}" for i in range(sample)]
+    for t, v in zip(texts, vecs):
+        lookup[t] = v
+    res = {}
+    m = mem.for_tenant("tput")
+    cid = m.start_conversation("user")
+    half = sample // 2
+    t0 = time.perf_counter()
+    for i in range(half):
+        m.store_message(cid, "user", texts[i], vecs[i], model=MODEL)
+    res[("agentmem", "one per call")] = half / (time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    for i in range(half, sample, 250):
+        m.store_messages(cid, ["user"] * len(texts[i:i + 250]), texts[i:i + 250], list(vecs[i:i + 250]),
+                         model=MODEL)
+    res[("agentmem", "batches of 250")] = (sample - half) / (time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    for i in range(half):
+        lg_store.put(("tput", "user"), f"k{i}", {"text": texts[i]})
+    res[("langgraph", "one per call")] = half / (time.perf_counter() - t0)
+    t0 = time.perf_counter()
+    for i in range(half, sample, 250):
+        lg_store.batch([PutOp(("tput", "user"), f"k{j}", {"text": texts[j]}) for j in range(i, min(i + 250, sample))])
+    res[("langgraph", "batches of 250")] = (sample - half) / (time.perf_counter() - t0)
+    return res
+
+
+def bench_cache(app_url: str) -> dict:
+    from ollama_stub import OllamaStub
+    from agentmem.embed import OllamaEmbedder
+    stub = OllamaStub().start()
+    try:
+        emb = OllamaEmbedder(MODEL, host=stub.host, batch_size=100)
+        with Memory.connect(app_url, tenant="reindex", embedder=emb, max_size=2) as mem:
+            texts = [f"document {i} about topic {i % 37} and item {i * 7 % 101}" for i in range(5000)]
+            t0 = time.perf_counter()
+            emb.embed_documents(texts, memory=mem)
+            first_s, first_texts, first_calls = time.perf_counter() - t0, len(stub.embedded_texts), len(stub.embed_calls)
+            changed = list(texts)
+            for i in range(0, 5000, 50):  # 2% changed
+                changed[i] = texts[i] + " (edited)"
+            stub.reset()
+            t0 = time.perf_counter()
+            emb.embed_documents(changed, memory=mem)
+            return {"texts": 5000, "first_texts": first_texts, "first_calls": first_calls, "first_s": first_s,
+                    "second_texts": len(stub.embedded_texts), "second_calls": len(stub.embed_calls),
+                    "second_s": time.perf_counter() - t0}
+    finally:
+        stub.stop()
+
+
+def run_size(server_url: str, n: int, sample: int, queries_per_class: int) -> dict:
+    from langgraph.store.postgres import PostgresStore
+    print(f"--- {n:,} messages", flush=True)
+    ds = Dataset(n)
+    admin_url, app_url = fresh_database(server_url)
+    lookup: dict = {}
+
+    def embed(texts):
+        return [lookup[t].tolist() for t in texts]
+
+    result: dict = {"n": n}
+    with connect(admin_url) as admin, Memory.connect(app_url, tenant="t0000", max_size=2) as mem, \
+            PostgresStore.from_conn_string(admin_url, index={"dims": DIM, "embed": embed, "fields": ["text"],
+                                                             "distance_type": "cosine"}) as lg:
+        lg.setup()
+        admin.execute("set maintenance_work_mem = '512MB'")
+        result["load_agentmem"] = load_agentmem(admin, ds)
+        print("agentmem loaded", result["load_agentmem"], flush=True)
+        result["load_langgraph"] = load_langgraph(admin, ds)
+        print("langgraph loaded", result["load_langgraph"], flush=True)
+        result["store"] = bench_store(ds, mem, lg, sample, lookup)
+        print("store", result["store"], flush=True)
+        counts = np.bincount(ds.tenant, minlength=TENANTS)
+        small = [int(t) for t in ds.rng.choice(np.arange(1, TENANTS), queries_per_class)]
+        for label, tenants in (("big tenant (30%)", [0] * queries_per_class),
+                               (f"small tenants ({int(np.median(counts[1:]))} messages each)", small)):
+            qs = make_queries(ds, queries_per_class)
+            # warm both
+            bench_search(ds, mem, lg, qs[:5], tenants[:5], lookup)
+            result.setdefault("search", {})[label] = bench_search(ds, mem, lg, qs, tenants, lookup)
+            print(label, result["search"][label], flush=True)
+        result["cache"] = bench_cache(app_url) if n == 10_000 else None
+    return result
+
+
+def report(results: list[dict], args, elapsed: float) -> str:
+    cmd = "python bench/bench_conversations.py " + " ".join(sys.argv[1:])
+    lines = [
+        "## Conversation memory (issue 3): agentmem vs LangGraph PostgresStore",
+        "",
+        f"{datetime.date.today()}, {os.cpu_count()} cores (shared), embedded PostgreSQL 18 + pgvector. "
+        f"Command: `{cmd}` ({elapsed / 60:.1f} min).",
+        "",
+        f"Data: N messages over {TENANTS:,} tenants, one tenant holding 30% and the rest spread evenly; one "
+        f"user per tenant; synthetic clustered unit vectors of {DIM} dimensions (the all-minilm model), the same "
+        "vectors in both systems. Bulk data loaded with COPY into each system's tables with its HNSW index "
+        "rebuilt afterwards (both: pgvector defaults, cosine). Searches go through each system's Python API "
+        "(agentmem: `Memory.search_messages`, tenant set per transaction under RLS; LangGraph: "
+        "`PostgresStore.search` on the namespace (tenant, user), embedding function = a dict lookup). "
+        "Recall@10 is against an exact scan of the tenant's vectors; 'short' counts searches that returned "
+        "fewer than k rows although k existed.",
+        "",
+    ]
+    for r in results:
+        n = r["n"]
+        lines += [f"### {n:,} messages", "",
+                  f"Bulk load (COPY + HNSW build): agentmem {r['load_agentmem']['copy_s']:.1f} s + "
+                  f"{r['load_agentmem']['index_s']:.1f} s, PostgresStore {r['load_langgraph']['copy_s']:.1f} s + "
+                  f"{r['load_langgraph']['index_s']:.1f} s.", "",
+                  "| store throughput (messages/s, with embedding) | agentmem | PostgresStore | ratio |",
+                  "|---|---:|---:|---:|"]
+        for mode in ("one per call", "batches of 250"):
+            a, b = r["store"][("agentmem", mode)], r["store"][("langgraph", mode)]
+            lines.append(f"| {mode} | {a:,.0f} | {b:,.0f} | {a / b:.2f}× |")
+        lines += ["", "| search, k=10 | agentmem p50 / p95 ms | recall@10 | short | "
+                      "PostgresStore p50 / p95 ms | recall@10 | short | p95 ratio |",
+                  "|---|---:|---:|---:|---:|---:|---:|---:|"]
+        for label, s in r["search"].items():
+            a, b = s["agentmem"], s["langgraph"]
+            lines.append(f"| {label}, {a['n']} queries | {a['p50']:.2f} / {a['p95']:.2f} | {a['recall']:.3f} | "
+                         f"{a['short']} | {b['p50']:.2f} / {b['p95']:.2f} | {b['recall']:.3f} | {b['short']} | "
+                         f"{b['p95'] / a['p95']:.1f}× faster |")
+        lines.append("")
+        c = r.get("cache")
+        if c:
+            saved = c["texts"] - c["second_texts"]
+            lines += ["Embedding cache on a re-index of 5,000 texts where 2% changed (OllamaEmbedder, batch 100, "
+                      "against the Ollama stub): first pass embedded "
+                      f"{c['first_texts']:,} texts in {c['first_calls']} requests ({c['first_s']:.2f} s); the "
+                      f"re-index embedded {c['second_texts']:,} texts in {c['second_calls']} request(s) "
+                      f"({c['second_s']:.2f} s): {saved:,} of {c['texts']:,} embeddings "
+                      f"({saved / c['texts']:.0%}) came from the cache.", ""]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--quick", action="store_true", help="10k messages only")
+    parser.add_argument("--database-url", help="a server to use (default: an embedded one on --port)")
+    parser.add_argument("--port", type=int, default=55431)
+    args = parser.parse_args()
+    try:
+        import langgraph.store.postgres  # noqa: F401
+    except ImportError:
+        raise SystemExit("bench_conversations needs langgraph-checkpoint-postgres: "
+                         "pip install 'agentmem[bench]' (or pip install langgraph-checkpoint-postgres)")
+    if args.database_url:
+        server_url = args.database_url
+    else:
+        from agentmem import devserver
+        server_url = devserver.start(ROOT / ".pgdata" / "bench", port=args.port)
+    started = time.perf_counter()
+    results = [run_size(server_url, 10_000, 1_000, 100)]
+    if not args.quick:
+        results.append(run_size(server_url, 100_000, 2_000, 100))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(report(results, args, time.perf_counter() - started))
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
