@@ -87,7 +87,7 @@ def migrate_template(host, port, user, dbname, password=None, **_):
     url = f"postgresql://{user}@{host}:{port}/{dbname}"
     Migrator(url, Source.load(ROOT)).migrate()
     with psycopg.connect(url, autocommit=True) as conn:
-        if not conn.execute("select from pg_roles where rolname = %s", (APP_ROLE,)).fetchone():
+        if not conn.execute("select 1 from pg_roles where rolname = %s", (APP_ROLE,)).fetchone():
             try:
                 conn.execute(f"create role {APP_ROLE} login")
             except psycopg.errors.DuplicateObject:  # a concurrent session made it

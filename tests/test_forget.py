@@ -144,7 +144,6 @@ def test_forget_user_of_nobody_returns_zeros_and_bad_input_is_refused(app, admin
 def test_forget_conversation_cascades_and_prunes_facts(app, admin):
     data = populate(app, "u1", "zorkmid")
     conv0, conv1 = data["conversations"]
-    m = data["messages"]  # m[0:3] in conv0, m[3:6] in conv1
     receipt = app.execute("select scope, rows_removed from agentmem.forget_conversation(conversation_id => %s)",
                           (conv0,)).fetchone()
     assert receipt[0] == "conversation"

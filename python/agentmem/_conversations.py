@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, Sequence
 from uuid import UUID
 
+from ._adapt import as_vector, as_vectors
 from .errors import EmbedderError
 
 
@@ -86,7 +87,7 @@ class ConversationAPI:
                       model: str | None = None, metadata: dict | None = None, conn=None):
         return self._call("select * from agentmem.store_message(conversation_id => %s, role => %s, "
                           "content => %s, embedding => %s, model => %s, metadata => %s)",
-                          (conversation_id, role, content, embedding, model, _as_json(metadata or {})),
+                          (conversation_id, role, content, as_vector(embedding), model, _as_json(metadata or {})),
                           fetch="one", row=StoredMessage, conn=conn)
 
     def store_messages(self, conversation_id: UUID, roles: Sequence[str], contents: Sequence[str],
@@ -94,7 +95,7 @@ class ConversationAPI:
                        metadata: Sequence[dict] | None = None, conn=None):
         return self._call("select * from agentmem.store_messages(conversation_id => %s, roles => %s, "
                           "contents => %s, embeddings => %s, model => %s, metadata => %s::jsonb[])",
-                          (conversation_id, list(roles), list(contents), list(embeddings), model,
+                          (conversation_id, list(roles), list(contents), as_vectors(embeddings), model,
                            None if metadata is None else [_as_json(m) for m in metadata]),
                           fetch="all", row=StoredMessage, conn=conn)
 
@@ -107,7 +108,7 @@ class ConversationAPI:
                         model: str | None = None, conn=None):
         return self._call("select * from agentmem.search_messages(user_id => %s, query_embedding => %s, "
                           "k => %s, conversation_id => %s, min_similarity => %s::real, model => %s)",
-                          (user_id, query_embedding, k, conversation_id, min_similarity, model),
+                          (user_id, as_vector(query_embedding), k, conversation_id, min_similarity, model),
                           fetch="all", row=MessageHit, conn=conn)
 
     def context_window(self, message_id: UUID, before: int = 3, after: int = 3, *, conn=None):
@@ -119,7 +120,7 @@ class ConversationAPI:
                             min_similarity: float | None = None, conn=None):
         return self._call("select * from agentmem.search_with_context(user_id => %s, query_embedding => %s, "
                           "k => %s, radius => %s, model => %s, conversation_id => %s, min_similarity => %s::real)",
-                          (user_id, query_embedding, k, radius, model, conversation_id, min_similarity),
+                          (user_id, as_vector(query_embedding), k, radius, model, conversation_id, min_similarity),
                           fetch="all", row=WindowMessage, conn=conn)
 
     def set_summary(self, conversation_id: UUID, summary: str, through_index: int, *, conn=None):
@@ -138,7 +139,7 @@ class ConversationAPI:
     def cache_embeddings(self, model: str | None, texts: Sequence[str], embeddings: Sequence, *, conn=None):
         """Store embeddings in the tenant's cache; returns how many were new."""
         return self._call("select agentmem.cache_embeddings(model => %s, texts => %s, embeddings => %s)",
-                          (model, list(texts), list(embeddings)), fetch="scalar", conn=conn)
+                          (model, list(texts), as_vectors(embeddings)), fetch="scalar", conn=conn)
 
     def get_model(self, model: str, *, conn=None):
         return self._call("select * from agentmem.get_model(model => %s)", (model,), fetch="one", conn=conn)

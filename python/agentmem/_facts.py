@@ -19,8 +19,8 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-import numpy as np
 
+from ._adapt import as_vector
 from .errors import AgentmemError
 
 DEFAULT_CHAT_MODEL = "llama3.2"
@@ -133,11 +133,6 @@ def parse_facts(reply: str) -> list[dict[str, str]]:
     return facts
 
 
-def _vec(embedding):
-    """Lists become numpy arrays, which pgvector's adapter sends as type vector."""
-    return np.asarray(embedding, dtype=np.float32) if isinstance(embedding, (list, tuple)) else embedding
-
-
 def _turn_text(turn: Any) -> str:
     if isinstance(turn, str):
         text = turn
@@ -169,13 +164,13 @@ class FactsAPI:
         return self._call(
             "select * from agentmem.upsert_fact(user_id => %s, subject => %s, fact => %s, embedding => %s, "
             "source_message_ids => %s::uuid[], model => %s, merge_threshold => %s)",
-            (user_id, subject, fact, _vec(embedding), list(source_message_ids), model, merge_threshold),
+            (user_id, subject, fact, as_vector(embedding), list(source_message_ids), model, merge_threshold),
             fetch="one", row=FactUpsert, conn=conn)
 
     def recall_facts(self, user_id: str, query_embedding, k: int = 5, model: str | None = None, conn=None):
         return self._call(
             "select * from agentmem.recall_facts(user_id => %s, query_embedding => %s, k => %s, model => %s)",
-            (user_id, _vec(query_embedding), k, model), fetch="all", row=Fact, conn=conn)
+            (user_id, as_vector(query_embedding), k, model), fetch="all", row=Fact, conn=conn)
 
     def fact_history(self, fact_id, conn=None):
         return self._call("select * from agentmem.fact_history(fact_id => %s)", (fact_id,),

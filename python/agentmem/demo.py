@@ -42,7 +42,7 @@ def _prepare(url: str) -> tuple[str, str]:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f"drop database if exists {DEMO_DB} with (force)")
         conn.execute(f"create database {DEMO_DB}")
-        if not conn.execute("select from pg_roles where rolname = %s", (DEMO_APP,)).fetchone():
+        if not conn.execute("select 1 from pg_roles where rolname = %s", (DEMO_APP,)).fetchone():
             conn.execute(f"create role {DEMO_APP} login")
     admin_url = _with_db(url, DEMO_DB)
     migrator = Migrator(admin_url, Source.load())
@@ -86,13 +86,93 @@ def run(url: str | None) -> int:
     embedder = _embedder(admin_url)
     from .client import Memory
     with Memory.connect(app_url, tenant="docs-co", embedder=embedder) as mem:
-        tour(mem, admin_url)
+        tour(mem, app_url)
     print("\nDone. Re-run with `make demo`; explore with psql: "
           f"{_with_db(url, DEMO_DB)}  then  \\df+ agentmem.*")
     return 0
 
 
-def tour(mem, admin_url: str) -> None:
-    step("3. tenant isolation")
-    say(f"Every call runs with tenant {mem.tenant!r} set for its transaction only; with no tenant set, "
-        "agentmem raises AM001 instead of returning everything.")
+TURNS = [
+    ("user", "How do I rotate an API key for the billing service?"),
+    ("assistant", "Create a new key under Settings > API keys, deploy it, then revoke the old key."),
+    ("user", "Does revoking the old API key break running jobs?"),
+    ("assistant", "Jobs still holding the old key fail on their next call: restart them with the new key first."),
+    ("user", "Thanks. Where do I download invoices?"),
+    ("assistant", "Invoices are under Billing > Invoices, as PDF files."),
+]
+
+
+def _show(rows, fmt) -> None:
+    for row in rows:
+        print("   ", fmt(row))
+
+
+def tour(mem, app_url: str) -> None:
+    from ._conversations import _embed
+    from .errors import TenantNotSet
+
+    step("3. conversation memory")
+    conversation = mem.start_conversation("alice", title="API keys and invoices")
+    for role, content in TURNS:
+        mem.remember(conversation, role, content)
+    say(f"alice's conversation holds {len(TURNS)} messages, each stored with its embedding in one "
+        "transaction (a rejected embedding stores nothing). Recall 'what happens to jobs when a key "
+        "is revoked?':")
+    hits = mem.recall("alice", "what happens to jobs when a key is revoked?", k=2)
+    _show(hits, lambda h: f"[{h.message_index}] sim {h.similarity:.2f}  {h.role}: {h.content}")
+    say("The top hit expanded to its context window (1 message either side):")
+    _show(mem.context_window(hits[0].message_id, before=1, after=1),
+          lambda m: f"[{m.message_index}] {m.role}: {m.content}")
+    mem.set_summary(conversation, "alice rotated a billing API key and asked about revoking the old one.",
+                    through_index=3)
+    say("Short-term context for the next prompt: the running summary, then the last 2 messages verbatim:")
+    _show(mem.short_term_context(conversation, keep_last=2),
+          lambda c: f"({c.kind}) {c.role}: {c.content}")
+
+    step("4. tenant isolation")
+    other = mem.for_tenant("other-co")
+    found = other.recall("alice", "what happens to jobs when a key is revoked?", k=2)
+    say(f"The same search from tenant 'other-co' finds {len(found)} messages: row-level security and "
+        "every function scope reads to the tenant set for the transaction.")
+    try:
+        _no_tenant_call(app_url)
+    except TenantNotSet as exc:
+        say(f"A session with no tenant gets an error, never everything: [{exc.sqlstate}] {exc.args[0]}")
+
+    step("5. answer cache")
+    question = "How do I rotate an API key?"
+    personal = mem.store_answer(question, "Alice, your key expires on 2026-12-31: rotate it before then.")
+    say(f"An answer that names a person and a date the question does not is refused: "
+        f"stored={personal.stored} ({personal.reason}).")
+    stored = mem.store_answer(question, "Create a new key, deploy it, then revoke the old key.",
+                              source_ids=["docs/api-keys.md"])
+    say(f"The generic answer is cached, citing docs/api-keys.md (stored={stored.stored}).")
+    for asked in ("how do I rotate an API key", "How do I rotate an API key after 30 days?"):
+        r = mem.cached_answer(asked)
+        verdict = f"HIT ({r.kind}, similarity {r.similarity:.2f})" if r.hit else f"miss ({r.reason})"
+        say(f"  {asked!r}: {verdict}")
+    removed = mem.invalidate_source("docs/api-keys.md")
+    r = mem.cached_answer(question)
+    say(f"docs/api-keys.md changed: invalidate_source removed {removed} cached answer(s); "
+        f"the same question now {'hits' if r.hit else 'misses'}.")
+
+    step("6. facts and forgetting")
+    fact = "alice deploys the billing service with Python"
+    vector = _embed(mem.embedder, "embed_documents", [fact], mem)[0]
+    mem.upsert_fact("alice", "stack", fact, vector, source_message_ids=[hits[0].message_id])
+    query = _embed(mem.embedder, "embed_queries", ["which language does alice use"], mem)[0]
+    _show(mem.recall_facts("alice", query, k=1), lambda f: f"fact [{f.subject}] {f.fact}")
+    receipt = mem.forget_user("alice")
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(receipt.rows_removed.items()) if v)
+    say(f"forget_user('alice') in one transaction: {counts}. The receipt holds counts and a time, no content.")
+    say(f"Recall for alice now finds {len(mem.recall('alice', 'API key', k=5))} messages.")
+
+
+def _no_tenant_call(app_url: str) -> None:
+    """One call from a fresh application session that never set a tenant."""
+    from .errors import translate
+    with psycopg.connect(app_url) as conn:
+        try:
+            conn.execute("select * from agentmem.recent_messages(conversation_id => gen_random_uuid())")
+        except psycopg.Error as exc:
+            raise translate(exc) from exc
