@@ -67,3 +67,28 @@ def test_async_driver(app_url):
         finally:
             await mem.close()
     assert asyncio.run(go()) == (True, True, "exact")
+
+
+def test_cli_cache_report_prints_a_table_and_plots(app_url, admin_url, tmp_path, capsys):
+    from agentmem.cli import main
+    with Memory.connect(app_url, tenant="acme", embedder=embedder(), max_size=1) as mem:
+        mem.store_answer("How do I reset my password?", "Use the reset link.")
+        hit = mem.cached_answer("How do I reset my password?")
+        mem.review_hit(hit.hit_id, True)
+    assert main(["cache-report", "--database-url", app_url, "--tenant", "acme",
+                 "--cost-uncached", "0.02", "--cost-wrong", "5"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["threshold", "queries", "hits", "reviewed", "wrong", "hits/1000", "wrong/1000",
+                              "net/1000"]
+    assert out[11].split()[:3] == ["0.95", "1", "1"] and out[11].split()[-1] == "20.00"
+    png = tmp_path / "report.png"
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        assert main(["cache-report", "--database-url", app_url, "--tenant", "acme", "--cost-uncached", "0.02",
+                     "--cost-wrong", "5", "--png", str(png)]) == 2
+        assert "matplotlib" in capsys.readouterr().err
+    else:
+        assert main(["cache-report", "--database-url", app_url, "--tenant", "acme", "--cost-uncached", "0.02",
+                     "--cost-wrong", "5", "--png", str(png)]) == 0
+        assert png.read_bytes()[:4] == b"\x89PNG"

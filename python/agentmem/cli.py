@@ -1,4 +1,4 @@
-"""The ``agentmem`` command: migrate, status, psql-script, dev-server, demo."""
+"""The ``agentmem`` command: migrate, status, psql-script, dev-server, cache-report, demo."""
 
 from __future__ import annotations
 
@@ -40,6 +40,12 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("dev-server", help="a local embedded PostgreSQL 18 + pgvector for demos and tests")
     p.add_argument("action", choices=["start", "stop", "url"])
     p.add_argument("--data-dir", type=Path, default=Path(".pgdata/embedded"))
+    p = sub.add_parser("cache-report", help="answer cache: hits, wrong hits and net value per threshold")
+    p.add_argument("--database-url")
+    p.add_argument("--tenant", required=True)
+    p.add_argument("--cost-uncached", type=float, required=True, help="cost of one LLM call the cache saves")
+    p.add_argument("--cost-wrong", type=float, required=True, help="cost of one wrong cached answer")
+    p.add_argument("--png", type=Path, help="also plot net value per 1,000 queries against threshold")
     p = sub.add_parser("demo", help="a short narrated tour through the real API")
     p.add_argument("--database-url")
     args = parser.parse_args(argv)
@@ -72,12 +78,54 @@ def main(argv: list[str] | None = None) -> int:
                 devserver.stop(args.data_dir)
             else:
                 print(devserver.url())
+        elif args.command == "cache-report":
+            return _cache_report(args)
         elif args.command == "demo":
             from .demo import run
             return run(args.database_url or os.environ.get("AGENTMEM_DATABASE_URL"))
     except AgentmemError as exc:
         print(f"agentmem: error [{exc.sqlstate or '-'}]: {exc}", file=sys.stderr)
         return 1
+    return 0
+
+
+def _fmt(value) -> str:
+    return "-" if value is None else f"{value}"
+
+
+def _cache_report(args: argparse.Namespace) -> int:
+    from .client import Memory
+    with Memory.connect(_database_url(args), tenant=args.tenant, max_size=1) as mem:
+        rows = mem.cache_report(args.cost_uncached, args.cost_wrong)
+    head = ("threshold", "queries", "hits", "reviewed", "wrong", "hits/1000", "wrong/1000", "net/1000")
+    table = [(f"{r.threshold:.2f}", str(r.queries), str(r.hits), str(r.reviewed), str(r.reviewed_wrong),
+              _fmt(r.hits_per_1000), _fmt(r.wrong_per_1000), _fmt(r.net_value_per_1000)) for r in rows]
+    widths = [max(len(h), *(len(t[i]) for t in table)) if table else len(h) for i, h in enumerate(head)]
+    print("  ".join(h.rjust(w) for h, w in zip(head, widths)))
+    for t in table:
+        print("  ".join(c.rjust(w) for c, w in zip(t, widths)))
+    if args.png:
+        try:
+            import matplotlib
+            matplotlib.use("Agg")
+            import matplotlib.pyplot as plt
+        except ImportError:
+            print("agentmem: --png needs matplotlib: pip install matplotlib (or agentmem[bench])", file=sys.stderr)
+            return 2
+        points = [(r.threshold, float(r.net_value_per_1000)) for r in rows if r.net_value_per_1000 is not None]
+        if not points:
+            print("agentmem: nothing reviewed yet: review hits (agentmem.review_hit) before plotting",
+                  file=sys.stderr)
+            return 1
+        fig, ax = plt.subplots(figsize=(6, 4))
+        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o")
+        ax.axhline(0, color="grey", linewidth=0.8)
+        ax.set_xlabel("similarity threshold")
+        ax.set_ylabel("net value per 1,000 queries")
+        ax.set_title(f"answer cache, tenant {args.tenant}")
+        fig.tight_layout()
+        fig.savefig(args.png)
+        print(f"plot written to {args.png}")
     return 0
 
 
