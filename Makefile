@@ -49,7 +49,9 @@ status: venv
 psql-script: venv
 	$(BIN)/agentmem psql-script --source . -o sql/install.psql
 
+# The peers and the real model (torch 2.13.0 is the CPU build on disk); BENCH_ARGS=--quick for less.
 bench: venv
+	$(BIN)/pip install -q -e './python[dev,bench]'
 	$(PY) bench/run.py $(BENCH_ARGS)
 
 clean:

@@ -47,7 +47,7 @@ def test_store_and_cached_answer_through_the_sync_driver(app_url):
 
 def test_cache_lookup_with_a_given_embedding_and_errors_mapped(app_url):
     with Memory.connect(app_url, tenant="acme", max_size=1) as mem:
-        with pytest.raises(agentmem.InvalidArgument):
+        with pytest.raises(agentmem.EmbedderError, match="no embedder"):
             mem.cached_answer("no embedder here")
         with pytest.raises(agentmem.InvalidEmbedding):
             mem.cache_lookup("Question?", [0.1, 0.2], model="all-minilm")
@@ -92,3 +92,26 @@ def test_cli_cache_report_prints_a_table_and_plots(app_url, admin_url, tmp_path,
         assert main(["cache-report", "--database-url", app_url, "--tenant", "acme", "--cost-uncached", "0.02",
                      "--cost-wrong", "5", "--png", str(png)]) == 0
         assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_async_cached_answer_embeds_once_through_the_embedding_cache(app_url, stub):
+    import asyncio
+
+    from agentmem.client import AsyncMemory
+    from agentmem.embed import OllamaEmbedder
+
+    async def go():
+        mem = await AsyncMemory.connect(app_url, tenant="acme", max_size=2,
+                                        embedder=OllamaEmbedder(model="nomic-embed-text", host=stub.host))
+        try:
+            stored = await mem.store_answer("How do I export my data?", "Use the export button.",
+                                            safe_to_share=True)
+            found = await mem.cached_answer("How do I export my data?")
+            return stored, found
+        finally:
+            await mem.close()
+
+    stored, found = asyncio.run(go())
+    assert stored.stored and found.hit and found.kind == "exact"
+    # one Ollama call: the lookup's embedding came from the embedding cache, same query prefix
+    assert stub.embedded_texts == ["search_query: How do I export my data?"]

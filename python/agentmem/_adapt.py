@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 from pgvector import Vector
+
+from .errors import EmbedderError
 
 
 def as_vector(value):
@@ -19,3 +23,36 @@ def as_vector(value):
 
 def as_vectors(values) -> list:
     return [as_vector(v) for v in values]
+
+
+# -- embedding through the client's embedder -------------------------------------------------
+# OllamaEmbedder takes the client (memory=) for the model's prefixes and the embedding cache;
+# any other object with embed_documents(texts) / embed_query(text) works too (LexicalEmbedder).
+
+def require_embedder(client):
+    if client.embedder is None:
+        raise EmbedderError("this client has no embedder",
+                            hint="Pass embedder=OllamaEmbedder(...) to Memory.connect, or call the "
+                                 "function that takes an embedding with your own vectors.")
+    return client.embedder
+
+
+def is_async(client) -> bool:
+    return inspect.iscoroutinefunction(client._call)
+
+
+def embed_texts(client, method: str, texts: list[str]):
+    """method: 'embed_documents' (texts to store) or 'embed_queries' (texts to search with)."""
+    embedder = require_embedder(client)
+    if getattr(embedder, "uses_memory", False):
+        return getattr(embedder, method)(texts, memory=client)
+    if method == "embed_queries":
+        return [embedder.embed_query(t) for t in texts]
+    return embedder.embed_documents(texts)
+
+
+async def aembed_texts(client, method: str, texts: list[str]):
+    embedder = require_embedder(client)
+    if getattr(embedder, "uses_memory", False):
+        return await getattr(embedder, "a" + method)(texts, memory=client)
+    return embed_texts(client, method, texts)

@@ -13,9 +13,9 @@ import datetime as _dt
 import uuid as _uuid
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Sequence
+from typing import Sequence
 
-from .errors import InvalidArgument
+from ._adapt import aembed_texts, as_vector, embed_texts, is_async, require_embedder
 
 
 @dataclass
@@ -73,7 +73,7 @@ class CacheAPI:
             "select * from agentmem.cache_lookup(question => %s, question_embedding => %s::vector, "
             "acl_hash => %s, prompt_version => %s, llm_model => %s, intent => %s, "
             "model => coalesce(%s, agentmem._default_model()), user_id => %s)",
-            (question, _vec(question_embedding), acl_hash, prompt_version, llm_model, intent, model, user_id),
+            (question, as_vector(question_embedding), acl_hash, prompt_version, llm_model, intent, model, user_id),
             fetch="one", row=CacheLookup, conn=conn)
 
     def cache_store(self, question: str, question_embedding: Sequence[float], answer: str, *,
@@ -87,30 +87,36 @@ class CacheAPI:
             "answer => %s, source_ids => %s::text[], intent => %s, acl_hash => %s, prompt_version => %s, "
             "llm_model => %s, model => coalesce(%s, agentmem._default_model()), user_id => %s, "
             "conversation_id => %s::uuid, safe_to_share => %s, ttl => %s::interval)",
-            (question, _vec(question_embedding), answer, list(source_ids), intent, acl_hash, prompt_version,
+            (question, as_vector(question_embedding), answer, list(source_ids), intent, acl_hash, prompt_version,
              llm_model, model, user_id, conversation_id, safe_to_share, ttl),
             fetch="one", row=CacheStore, conn=conn)
 
     def cached_answer(self, question: str, *, acl_hash: str = "", prompt_version: str = "",
                       llm_model: str = "", intent: str = "general", user_id: str | None = None, conn=None):
-        """Embed the question with self.embedder, then cache_lookup."""
-        embedder = _embedder(self)
-        return self.cache_lookup(question, embedder.embed_query(question), acl_hash=acl_hash,
-                                 prompt_version=prompt_version, llm_model=llm_model, intent=intent,
-                                 model=getattr(embedder, "model", None), user_id=user_id, conn=conn)
+        """Embed the question with self.embedder (query prefix, embedding cache first), then cache_lookup."""
+        kwargs = dict(acl_hash=acl_hash, prompt_version=prompt_version, llm_model=llm_model, intent=intent,
+                      model=require_embedder(self).model, user_id=user_id, conn=conn)
+        if is_async(self):
+            return self._then(self.cache_lookup, question, kwargs)
+        return self.cache_lookup(question, embed_texts(self, "embed_queries", [question])[0], **kwargs)
 
     def store_answer(self, question: str, answer: str, *, source_ids: Sequence[str] = (),
                      intent: str = "general", acl_hash: str = "", prompt_version: str = "",
                      llm_model: str = "", user_id: str | None = None,
                      conversation_id: _uuid.UUID | str | None = None, safe_to_share: bool = False,
                      ttl: _dt.timedelta | None = None, conn=None):
-        """Embed the question with self.embedder, then cache_store."""
-        embedder = _embedder(self)
-        return self.cache_store(question, embedder.embed_query(question), answer, source_ids=source_ids,
-                                intent=intent, acl_hash=acl_hash, prompt_version=prompt_version,
-                                llm_model=llm_model, model=getattr(embedder, "model", None),
-                                user_id=user_id, conversation_id=conversation_id,
-                                safe_to_share=safe_to_share, ttl=ttl, conn=conn)
+        """Embed the question exactly as cached_answer does, then cache_store."""
+        kwargs = dict(answer=answer, source_ids=source_ids, intent=intent, acl_hash=acl_hash,
+                      prompt_version=prompt_version, llm_model=llm_model, model=require_embedder(self).model,
+                      user_id=user_id, conversation_id=conversation_id, safe_to_share=safe_to_share, ttl=ttl,
+                      conn=conn)
+        if is_async(self):
+            return self._then(self.cache_store, question, kwargs)
+        return self.cache_store(question, embed_texts(self, "embed_queries", [question])[0], **kwargs)
+
+    async def _then(self, call, question: str, kwargs: dict):
+        """Async variant: embed without blocking the event loop, then the call."""
+        return await call(question, (await aembed_texts(self, "embed_queries", [question]))[0], **kwargs)
 
     # -- text functions -----------------------------------------------------------------------
 
@@ -155,15 +161,3 @@ class CacheAPI:
             "thresholds => %s::real[], since => coalesce(%s::timestamptz, '-infinity'))",
             (cost_uncached, cost_wrong, list(thresholds) if thresholds is not None else None, since),
             fetch="all", row=ReportRow, conn=conn)
-
-
-def _embedder(client: Any):
-    if client.embedder is None:
-        raise InvalidArgument("this client has no embedder: Memory.connect(..., embedder=...) "
-                              "or call cache_lookup/cache_store with an embedding")
-    return client.embedder
-
-
-def _vec(values: Sequence[float]) -> str:
-    """pgvector's text form: works whether or not the connection registered the vector type."""
-    return "[" + ",".join(repr(float(v)) for v in values) + "]"

@@ -7,14 +7,12 @@ embed first (with ``self.embedder``), so they have a sync and an async body.
 
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Sequence
 from uuid import UUID
 
-from ._adapt import as_vector, as_vectors
-from .errors import EmbedderError
+from ._adapt import aembed_texts, as_vector, as_vectors, embed_texts, is_async, require_embedder
 
 
 @dataclass(frozen=True)
@@ -146,57 +144,32 @@ class ConversationAPI:
 
     # -- embed, then call ---------------------------------------------------------------------
 
-    def _require_embedder(self):
-        if self.embedder is None:
-            raise EmbedderError("this client has no embedder",
-                                hint="Pass embedder=OllamaEmbedder(...) to Memory.connect, or call "
-                                     "store_message/search_messages with your own vectors.")
-        return self.embedder
-
-    def _is_async(self) -> bool:
-        return inspect.iscoroutinefunction(self._call)
-
     def remember(self, conversation_id: UUID, role: str, content: str, *, metadata: dict | None = None,
                  conn=None):
         """Embed `content` with self.embedder (document prefix, cache first) and store the message."""
-        embedder = self._require_embedder()
-        if self._is_async():
+        embedder = require_embedder(self)
+        if is_async(self):
             return self._aremember(embedder, conversation_id, role, content, metadata, conn)
-        vector = _embed(embedder, "embed_documents", [content], self)[0]
+        vector = embed_texts(self, "embed_documents", [content])[0]
         return self.store_message(conversation_id, role, content, vector, model=embedder.model,
                                   metadata=metadata, conn=conn)
 
     async def _aremember(self, embedder, conversation_id, role, content, metadata, conn):
-        vector = (await _aembed(embedder, "embed_documents", [content], self))[0]
+        vector = (await aembed_texts(self, "embed_documents", [content]))[0]
         return await self.store_message(conversation_id, role, content, vector, model=embedder.model,
                                         metadata=metadata, conn=conn)
 
     def recall(self, user_id: str, query: str, k: int = 5, *, conversation_id: UUID | None = None,
                min_similarity: float | None = None, conn=None):
         """Embed `query` with self.embedder (query prefix) and search the user's past messages."""
-        embedder = self._require_embedder()
-        if self._is_async():
+        embedder = require_embedder(self)
+        if is_async(self):
             return self._arecall(embedder, user_id, query, k, conversation_id, min_similarity, conn)
-        vector = _embed(embedder, "embed_queries", [query], self)[0]
+        vector = embed_texts(self, "embed_queries", [query])[0]
         return self.search_messages(user_id, vector, k, conversation_id=conversation_id,
                                     min_similarity=min_similarity, model=embedder.model, conn=conn)
 
     async def _arecall(self, embedder, user_id, query, k, conversation_id, min_similarity, conn):
-        vector = (await _aembed(embedder, "embed_queries", [query], self))[0]
+        vector = (await aembed_texts(self, "embed_queries", [query]))[0]
         return await self.search_messages(user_id, vector, k, conversation_id=conversation_id,
                                           min_similarity=min_similarity, model=embedder.model, conn=conn)
-
-
-def _embed(embedder, method: str, texts: list[str], memory):
-    """Call an embedder: OllamaEmbedder takes the client (for prefixes and the cache); others do not."""
-    if getattr(embedder, "uses_memory", False):
-        return getattr(embedder, method)(texts, memory=memory)
-    if method == "embed_queries":
-        return [embedder.embed_query(t) for t in texts]
-    return embedder.embed_documents(texts)
-
-
-async def _aembed(embedder, method: str, texts: list[str], memory):
-    if getattr(embedder, "uses_memory", False):
-        return await getattr(embedder, "a" + method)(texts, memory=memory)
-    return _embed(embedder, method, texts, memory)

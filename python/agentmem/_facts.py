@@ -11,16 +11,13 @@ reply raises FactExtractionError and stores nothing.
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
-import inspect
 import json
 import uuid
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-
-from ._adapt import as_vector
+from ._adapt import aembed_texts, as_vector, embed_texts, is_async
 from .errors import AgentmemError
 
 DEFAULT_CHAT_MODEL = "llama3.2"
@@ -219,7 +216,7 @@ class FactsAPI:
         FactExtractionError, storing nothing, when the reply is not a valid list
         of {"subject", "fact"} objects.
         """
-        if inspect.iscoroutinefunction(self._call):
+        if is_async(self):
             return self._extract_facts_async(turn, user_id, source_message_ids, chat_model, ollama_host,
                                              model, conn)
         import ollama
@@ -232,7 +229,7 @@ class FactsAPI:
         facts = parse_facts(_reply_content(response))
         if not facts:
             return []
-        vectors = self.embedder.embed_documents([f["fact"] for f in facts])
+        vectors = embed_texts(self, "embed_documents", [f["fact"] for f in facts])
         model = model or getattr(self.embedder, "model", None)
         out = []
         with self._transaction(conn) as c:
@@ -252,7 +249,7 @@ class FactsAPI:
         facts = parse_facts(_reply_content(response))
         if not facts:
             return []
-        vectors = await asyncio.to_thread(self.embedder.embed_documents, [f["fact"] for f in facts])
+        vectors = await aembed_texts(self, "embed_documents", [f["fact"] for f in facts])
         model = model or getattr(self.embedder, "model", None)
         out = []
         async with self._transaction(conn) as c:

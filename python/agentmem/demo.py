@@ -108,7 +108,7 @@ def _show(rows, fmt) -> None:
 
 
 def tour(mem, app_url: str) -> None:
-    from ._conversations import _embed
+    from ._adapt import embed_texts
     from .errors import TenantNotSet
 
     step("3. conversation memory")
@@ -158,9 +158,9 @@ def tour(mem, app_url: str) -> None:
 
     step("6. facts and forgetting")
     fact = "alice deploys the billing service with Python"
-    vector = _embed(mem.embedder, "embed_documents", [fact], mem)[0]
+    vector = embed_texts(mem, "embed_documents", [fact])[0]
     mem.upsert_fact("alice", "stack", fact, vector, source_message_ids=[hits[0].message_id])
-    query = _embed(mem.embedder, "embed_queries", ["which language does alice use"], mem)[0]
+    query = embed_texts(mem, "embed_queries", ["which language does alice use"])[0]
     _show(mem.recall_facts("alice", query, k=1), lambda f: f"fact [{f.subject}] {f.fact}")
     receipt = mem.forget_user("alice")
     counts = ", ".join(f"{k} {v}" for k, v in sorted(receipt.rows_removed.items()) if v)
