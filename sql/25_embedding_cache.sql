@@ -43,13 +43,22 @@ declare
 begin
     perform agentmem._cache_check_texts(cached_embeddings.texts);
     perform agentmem.get_model(v_model);
+    -- One primary-key probe per text (a scalar subquery), whatever the
+    -- statistics say: a join planned on stale statistics (a cache filled a
+    -- moment ago, before autoanalyze) became a nested loop recomputing sha256
+    -- for every pair, 13 s for 5,000 texts instead of 30 ms.
     return query
-    select t.ord::int, c.cached_vector
-    from unnest(cached_embeddings.texts) with ordinality as t (txt, ord)
-    left join agentmem.embedding_cache as c
-        on
-            c.tenant_id = v_tenant and c.model = v_model
-            and c.text_sha256 = sha256(convert_to(t.txt, 'UTF8'))
+    select
+        t.ord::int,
+        (
+            select c.cached_vector
+            from agentmem.embedding_cache as c
+            where c.tenant_id = v_tenant and c.model = v_model and c.text_sha256 = t.sha
+        )
+    from (
+        select u.ord, sha256(convert_to(u.txt, 'UTF8')) as sha
+        from unnest(cached_embeddings.texts) with ordinality as u (txt, ord)
+    ) as t
     order by t.ord;
 end
 $$;
