@@ -20,7 +20,8 @@ SETTINGS = {
     "listen_addresses": "'127.0.0.1'",
     "unix_socket_directories": "''",
     "max_connections": "200",
-    "shared_buffers": "256MB",
+    # room for a 100k-message store and its HNSW index (benchmarks); tiny against 24 GB
+    "shared_buffers": "1GB",
     "fsync": "off",
     "synchronous_commit": "off",
     "full_page_writes": "off",
@@ -71,12 +72,36 @@ def _ready(port: int) -> bool:
     return result.returncode == 0
 
 
+def _running_port(data: Path) -> int | None:
+    """The port of the server running on this data directory, if one answers."""
+    try:
+        lines = (data / "postmaster.pid").read_text().splitlines()
+        port = int(lines[3])
+    except (OSError, IndexError, ValueError):
+        return None
+    return port if _ready(port) else None
+
+
+def _write_settings(data: Path, port: int) -> None:
+    """(Re)write the server's settings on every start, so a changed SETTINGS reaches old data dirs."""
+    conf = data / "postgresql.conf"
+    include = "include_if_exists = 'agentmem-devserver.conf'"
+    if include not in conf.read_text():
+        with open(conf, "a") as f:
+            f.write(f"\n# agentmem devserver settings, rewritten at every start\n{include}\n")
+    lines = [f"{key} = {value}" for key, value in SETTINGS.items()] + [f"port = {port}"]
+    (data / "agentmem-devserver.conf").write_text("\n".join(lines) + "\n")
+    if os.geteuid() == 0:
+        shutil.chown(data / "agentmem-devserver.conf", "embedded_postgres", "embedded_postgres")
+
+
 def start(data_dir: Path | str, port: int | None = None) -> str:
     """Initialise (once) and start (if not running) the server; return its URL."""
     port = port or _port()
     data = Path(data_dir).resolve()
-    if (data / "postmaster.pid").exists() and _ready(port):
-        return url(port)
+    running = _running_port(data)
+    if running is not None:  # already up (perhaps on the port of an earlier start): reuse it
+        return url(running)
     kwargs = _run_as()
     if not (data / "PG_VERSION").exists():
         data.mkdir(parents=True, exist_ok=True)
@@ -87,11 +112,7 @@ def start(data_dir: Path | str, port: int | None = None) -> str:
         subprocess.run([bin_path("initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
                         "--encoding=UTF8", "--locale=C.UTF-8"], check=True,
                        stdout=subprocess.DEVNULL, **kwargs)
-        with open(data / "postgresql.conf", "a") as conf:
-            conf.write("\n# agentmem devserver\n")
-            for key, value in SETTINGS.items():
-                conf.write(f"{key} = {value}\n")
-            conf.write(f"port = {port}\n")
+    _write_settings(data, port)
     log = data / "server.log"
     subprocess.run([bin_path("pg_ctl"), "-D", str(data), "-l", str(log), "-w", "-t", "60",
                     "-o", f"-p {port}", "start"], check=True, stdout=subprocess.DEVNULL, **kwargs)
