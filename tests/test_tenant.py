@@ -66,12 +66,11 @@ def test_grant_app_role_refuses_unknown_and_rls_bypassing_roles(admin):
     assert sqlstate_of(admin, "select agentmem.grant_app_role(role_name => current_user)") == "AM020"
 
 
-def test_every_public_function_is_documented_invoker_and_pinned(admin):
+def test_every_function_is_documented_invoker_and_pinned(admin):
     rows = admin.execute("""
         select p.oid::regprocedure::text, obj_description(p.oid, 'pg_proc'), p.prosecdef,
                p.proconfig, p.provolatile
           from pg_proc p where p.pronamespace = 'agentmem'::regnamespace
-           and p.proname not like '\\_%'
     """).fetchall()
     assert rows, "no public functions found"
     for name, comment, secdef, config, _volatility in rows:
