@@ -429,6 +429,7 @@ def main():
     print(f"loaded in {load_s:.0f} s (COPY {copy_s:.0f} s, HNSW build {index_s:.0f} s)", flush=True)
 
     # -- 1. erase a user --------------------------------------------------------------
+    load_avg = os.getloadavg()  # the machine is shared: how busy it was when the measurements began
     victim_before = user_counts(admin, "acme", "victim")
     others_before = {u: user_counts(admin, "acme", u) for u in others}
     all_before = table_counts(admin)
@@ -511,7 +512,7 @@ def main():
     report = f"""# Forgetting and retention benchmark
 
 - date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M UTC}
-- machine: {nproc} CPU cores (`nproc`), shared with other jobs; PostgreSQL {pgver} (embedded), pgvector {pgvector}
+- machine: {nproc} CPU cores (`nproc`), shared with other jobs (load average {load_avg[0]:.1f} / {load_avg[1]:.1f} / {load_avg[2]:.1f} when measuring began); PostgreSQL {pgver} (embedded), pgvector {pgvector}
 - command: `{cmd}`{" (quick: sizes / 10)" if args.quick else ""}
 - vectors: random unit vectors, 384 dimensions (model all-minilm), one partial HNSW cosine index per table
 - whole run: {total_s:.0f} s, of which loading {load_s:.0f} s (COPY {copy_s:.0f} s, HNSW build {index_s:.0f} s; not measured below)
@@ -527,6 +528,7 @@ cached questions.
 |---|---|
 | {n_msgs:,} messages with embeddings, {n_facts:,} facts, {n_answers:,} cached answers (+{2 * n_answers:,} hit-log rows), {n_msgs:,} embedding-cache rows | **{forget_s * 1000:,.0f} ms** for {total_removed:,} rows removed in one transaction (+{receipt['cache_hits_unlinked']} other users' hit-log rows unlinked) |
 
+One call, timed from the client (a single measurement, not a median).
 Receipt: `{receipt}`
 
 Checked after the call: the victim has no row left in any table; each of the {n_others} other users has exactly
