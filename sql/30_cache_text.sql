@@ -27,6 +27,50 @@ comment on function agentmem.normalize_question(text) is
 Lower case; apostrophes inside words dropped (what''s = whats); currency signs and % kept as words;
 other punctuation becomes a blank (so 3.5 and 35 stay different); whitespace collapsed and trimmed.';
 
+create or replace function agentmem._guard_tokens(question text)
+returns text[]
+language sql
+immutable
+parallel safe
+security invoker
+set search_path from current
+as $$
+    select regexp_split_to_array(btrim(regexp_replace(
+        regexp_replace(
+            regexp_replace(
+                regexp_replace(
+                    regexp_replace(
+                        regexp_replace(
+                            regexp_replace(
+                                regexp_replace(
+                                    replace(lower(question), '’', ''''),
+                                    -- enumeration markers opening list items: "1)", "(2)", "a)", "(b)"
+                                    '(^|[[:space:]:;,])[(]?([0-9]{1,2}|[a-z])[)](?=[[:space:]]|$)', '\1 ', 'g'
+                                ),
+                                -- and "1." / "2." at the start of a line or after a colon or semicolon
+                                '(^|\n|[:;])[[:space:]]*[0-9]{1,2}[.](?=[[:space:]])', '\1 ', 'g'
+                            ),
+                            -- contractions: can't, won't, isn't ... read as "not"
+                            'n''t\M', ' not', 'g'
+                        ),
+                        -- thousands separators and decimal points between digits survive tokenising
+                        '([0-9]),([0-9]{3})', '\1\2', 'g'
+                    ),
+                    '([0-9]),([0-9]{3})', '\1\2', 'g'
+                ),
+                '([0-9])[.]([0-9])', '\1d\2', 'g'
+            ),
+            '([$€£¥%])', ' \1 ', 'g'
+        ),
+        '[^a-z0-9$€£¥%]+', ' ', 'g'
+    )), ' ')
+$$;
+
+comment on function agentmem._guard_tokens(text) is
+'Internal: the words question_guard_features reads. Lower case; n''t becomes "not"; enumeration markers
+opening list items ("1)", "(2)", "a)", and "1." at the start of a line or after a colon) are dropped, so
+a numbered list does not read as numbers; 1,000 = 1000; 3.5 becomes 3d5; currency signs and % are words.';
+
 create or replace function agentmem.question_guard_features(question text)
 returns text[]
 language plpgsql
@@ -36,7 +80,6 @@ security invoker
 set search_path from current
 as $$
 declare
-    v text := lower(question);
     v_tokens text[];
     v_out text[] := '{}';
     v_tok text;
@@ -49,6 +92,7 @@ declare
     v_cur numeric;           -- the number phrase being read (words and digits)
     v_total numeric := 0;
     v_in_number boolean := false;
+    v_negs int := 0;             -- negations read
     v_units constant text[] := array[
         'zero', 'one', 'two', 'three', 'four', 'five', 'six', 'seven', 'eight', 'nine', 'ten',
         'eleven', 'twelve', 'thirteen', 'fourteen', 'fifteen', 'sixteen', 'seventeen', 'eighteen',
@@ -70,15 +114,7 @@ begin
     if question is null then
         return null;
     end if;
-    -- contractions: can't, won't, isn't ... read as "not"
-    v := replace(v, '’', '''');
-    v := regexp_replace(v, 'n''t\M', ' not', 'g');
-    -- thousands separators and decimal points between digits survive tokenising
-    v := regexp_replace(v, '(\d),(\d\d\d)', '\1\2', 'g');
-    v := regexp_replace(v, '(\d),(\d\d\d)', '\1\2', 'g');
-    v := regexp_replace(v, '(\d)\.(\d)', '\1d\2', 'g');
-    v := regexp_replace(v, '([$€£¥%])', ' \1 ', 'g');
-    v_tokens := regexp_split_to_array(btrim(regexp_replace(v, '[^a-z0-9$€£¥%]+', ' ', 'g')), ' ');
+    v_tokens := agentmem._guard_tokens(question);
     v_tokens := v_tokens || array['']::text[];   -- sentinel: ends a trailing number phrase
     for v_i in 1 .. cardinality(v_tokens) loop
         v_tok := v_tokens[v_i];
@@ -165,15 +201,20 @@ begin
         elsif v_tok in (
             'not', 'no', 'never', 'none', 'nobody', 'nothing', 'neither', 'nor', 'nowhere', 'without',
             'cannot', 'dont', 'doesnt', 'didnt', 'isnt', 'arent', 'wasnt', 'werent', 'cant', 'couldnt',
-            'shouldnt', 'wouldnt', 'havent', 'hasnt', 'hadnt', 'aint', 'mustnt', 'neednt', 'wont'
+            'shouldnt', 'wouldnt', 'havent', 'hasnt', 'hadnt', 'aint', 'mustnt', 'neednt', 'wont',
+            'absence', 'absent', 'lack', 'lacks', 'lacking'
         ) then
             if not (v_prev = 'or' and v_tok in ('not', 'no')) then      -- "... or not?" asks, not negates
                 v_out := v_out || 'neg'::text;
+                v_negs := v_negs + 1;
             end if;
-            -- the scope of not/never/no: what is negated (not on Friday <> not on Saturday)
-            if v_tok not in ('without', 'none', 'nobody', 'nothing', 'neither', 'nor', 'nowhere')
-                and not (v_prev = 'or' and v_tok in ('not', 'no'))
-                and not (v_tok = 'no' and v_next = 'one') then      -- "no one" = nobody
+            -- the scope of not/never: what is negated (not on Friday <> not on Saturday). A negated
+            -- determiner (no X, not a X, not any X) denies that X exists, wherever the sentence puts
+            -- it ("no X is mentioned" = "it does not mention any X"): polarity only, like none or without
+            if v_tok not in (
+                'no', 'none', 'nobody', 'nothing', 'neither', 'nor', 'nowhere', 'without',
+                'absence', 'absent', 'lack', 'lacks', 'lacking'
+            ) and not (v_prev = 'or' and v_tok = 'not') and v_next not in ('a', 'an', 'any') then
                 v_j := v_i + 1;
                 while v_tokens[v_j] in ('a', 'an', 'the', 'to', 'be', 'been', 'on', 'in', 'at', 'of', 'by')
                     loop
@@ -186,8 +227,8 @@ begin
         elsif v_tok = 'all' and (v_prev in ('of', 'at') or v_next = 'time' or (v_next = 'the' and v_next2 = 'time'))
             then
             null;                   -- "of all time", "at all", "all the time": emphasis, not a quantifier
-        elsif v_tok = 'every' and v_next = 'time' then
-            null;                   -- "every time": when, not how many
+        elsif v_tok in ('every', 'each') and v_next = 'time' then
+            null;                   -- "every time", "each time": when, not how many
         elsif v_tok in ('all', 'every', 'everyone', 'everybody', 'everything', 'each') then
             v_out := v_out || 'q:all'::text;
         elsif v_tok in ('most', 'majority') and v_prev not in (
@@ -200,8 +241,6 @@ begin
             v_out := v_out || 'q:many'::text;
         elsif v_tok in ('only', 'solely') then
             v_out := v_out || 'q:only'::text;
-        elsif v_tok = 'both' then
-            v_out := v_out || 'q:both'::text;
         elsif v_tok in ('always', 'forever') then
             v_out := v_out || 'q:always'::text;
         elsif v_tok in ('sometimes', 'occasionally') then
@@ -215,6 +254,9 @@ begin
         end if;
         v_prev := v_tok;
     end loop;
+    if v_negs > 0 and v_negs % 2 = 0 then
+        v_out := v_out || 'neg2'::text;
+    end if;
     return array(select distinct f from unnest(v_out) as f order by f);
 end
 $$;
@@ -222,11 +264,53 @@ $$;
 comment on function agentmem.question_guard_features(text) is
 'The features two questions must share for a semantic cache hit: numbers, dates, amounts, negation, quantifiers.
 A sorted set of tags: num:N for digits and number words alike (two = 2, twenty-five = 25, 5k = 5000,
-3.5 = 3.5), ord:N (2nd = second), cur:usd/eur/gbp/yen/inr ($, dollars), pct, month:N, day:today...,
-neg (not, no, never, none, nobody, nothing, neither, nor, without, cannot and every n''t contraction),
-quantifiers q:all (all, every, each, everyone), q:most, q:few, q:many (not "how many"), q:only, q:both,
-q:always, q:sometimes, q:rarely, and time:before / time:after.
-"some" and "any" are not features: questions use them for politeness ("what are some ...").';
+3.5 = 3.5; enumeration markers such as "1)" or "(a)" opening list items are not numbers), ord:N
+(2nd = second), cur:usd/eur/gbp/yen/inr ($, dollars), pct, month:N, day:today...,
+neg when the question is negated (not, no, never, none, nobody, nothing, neither, nor, without, cannot,
+every n''t contraction, absence, absent, lack), neg2 when it carries an even number of negations (a
+second negation flips the polarity back), neg:WORD for the scope of not/never and the contractions (the
+next content word; not after a negated determiner: no X, not a X, not any X deny that X exists, wherever
+the sentence puts it), quantifiers q:all (all, every, each, everyone), q:most, q:few, q:many (not
+"how many"), q:only, q:always, q:sometimes, q:rarely, and time:before / time:after.
+"some" and "any" are not features: questions use them for politeness ("what are some ..."); nor is "both",
+which restates a conjunction. Compare two questions with question_guard_agrees, which counts a neg:WORD
+only where both questions use WORD.';
+
+create or replace function agentmem.question_guard_agrees(question text, other_question text)
+returns boolean
+language sql
+immutable
+parallel safe
+security invoker
+set search_path from current
+as $$
+    with f as (
+        select
+            agentmem.question_guard_features(question_guard_agrees.question) as fa,
+            agentmem.question_guard_features(question_guard_agrees.other_question) as fb,
+            agentmem._guard_tokens(question_guard_agrees.question) as ta,
+            agentmem._guard_tokens(question_guard_agrees.other_question) as tb
+    )
+    select
+        array(
+            select x.tag from unnest(f.fa) as x (tag)
+            where x.tag !~ '^neg:' or substr(x.tag, 5) = any(f.tb)
+            order by x.tag
+        )
+        = array(
+            select y.tag from unnest(f.fb) as y (tag)
+            where y.tag !~ '^neg:' or substr(y.tag, 5) = any(f.ta)
+            order by y.tag
+        )
+    from f
+$$;
+
+comment on function agentmem.question_guard_agrees(text, text) is
+'Whether two questions pass the answer cache''s guard: the same question_guard_features, where the scope
+of a negation (neg:WORD) counts only for a word both questions use. "not on Friday" against
+"not on Saturday" differs (both name both days), while "not provided" against "not specified" is a
+rewording the embedding judges: both are negated (neg), and neither names the other''s word.
+NULL when either question is NULL.';
 
 create or replace function agentmem._personal_markers(answer text, question text)
 returns text[]

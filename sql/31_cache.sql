@@ -234,7 +234,6 @@ declare
     v_dim int;
     v_version bigint := agentmem.corpus_version();
     v_entry agentmem.cache_entries;
-    v_features text[];
     v_cand record;
     v_best_entry uuid;
     v_best_similarity real;
@@ -270,7 +269,6 @@ begin
     -- 2. semantic: the nearest questions in the same key; the first one over the threshold that
     --    carries the same guard features is the hit
     if not v_intent.high_stakes then
-        v_features := agentmem.question_guard_features(cache_lookup.question);
         for v_cand in execute pg_catalog.format(
             'select c.* from ('
             || ' select e.entry_id, e.question, e.answer, e.source_ids, ci.threshold, ci.high_stakes,'
@@ -287,7 +285,7 @@ begin
             if v_cand.high_stakes then
                 continue;           -- a high-stakes entry is served from an exact match only
             end if;
-            if agentmem.question_guard_features(v_cand.question) = v_features then
+            if agentmem.question_guard_agrees(cache_lookup.question, v_cand.question) then
                 if v_cand.similarity >= greatest(v_intent.threshold, v_cand.threshold) then
                     insert into agentmem.cache_hits as h (
                         tenant_id, entry_id, kind, similarity, guard_passed, threshold, intent,
@@ -342,8 +340,9 @@ comment on function agentmem.cache_lookup(text, vector, text, text, text, text, 
    the tenant''s corpus version, prompt_version, llm_model; not expired.
 2. Semantic, only when exact misses and the intent is not high-stakes: the nearest cached questions in
    the same key (HNSW of the model); the nearest one with cosine similarity at or above the threshold
-   (the larger of the asking and the cached intent''s) whose question_guard_features equal the
-   asked question''s is the hit. A candidate over the threshold with other numbers, dates, amounts,
+   (the larger of the asking and the cached intent''s) that passes the guard with the asked question
+   (question_guard_agrees: the same question_guard_features, negation scope compared on shared words)
+   is the hit. A candidate over the threshold with other numbers, dates, amounts,
    negation or quantifiers is a miss.
 Every lookup is logged in cache_hits (kind exact, semantic or miss, with the best candidate of a miss).
 A hit does not extend the entry''s life. Returns hit, kind, similarity, matched_question, entry_id,

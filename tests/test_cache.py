@@ -80,6 +80,13 @@ def test_normalize_question(app):
     ("Which one is better?", "Which is better?"),
     ("Is 1,000 enough?", "Is 1000 enough?"),
     ("Is it true or not?", "Is it true?"),
+    # enumeration markers opening list items are not numbers
+    ("Does it work in two steps: 1) download, 2) prepare?", "Does it work in two steps: download, then prepare?"),
+    ("Which of (a) pandas or (b) arrow is faster?", "Which of pandas or arrow is faster?"),
+    ("Steps:\n1. download\n2. prepare. Is that all?", "Steps: download, prepare. Is that all?"),
+    # "both" restates a conjunction, it is not a quantity
+    ("Does it support both CSV and JSON?", "Does it support CSV and JSON?"),
+    ("Does it rain each time I wash the car?", "Does it rain every time I wash the car?"),
 ])
 def test_guard_features_equal_for_the_same_meaning(app, a, b):
     fa, fb = app.execute("select agentmem.question_guard_features(question => %s), "
@@ -103,6 +110,43 @@ def test_guard_features_differ_for_number_negation_and_quantifier_flips(app, a, 
     fa, fb = app.execute("select agentmem.question_guard_features(question => %s), "
                          "agentmem.question_guard_features(question => %s)", (a, b)).fetchone()
     assert fa != fb, (a, b, fa)
+    agrees = app.execute("select agentmem.question_guard_agrees(question => %s, other_question => %s)",
+                         (a, b)).fetchone()[0]
+    assert agrees is False, (a, b)
+
+
+def guard_agrees(app, a, b):
+    return app.execute("select agentmem.question_guard_agrees(question => %s, other_question => %s), "
+                       "agentmem.question_guard_agrees(question => %s, other_question => %s)",
+                       (a, b, b, a)).fetchone()
+
+
+@pytest.mark.parametrize("a, b", [
+    # negation is compared as polarity; what is negated counts only for words both questions use
+    ("Is the device argument not provided?", "Is the device argument not specified?"),
+    ("Does the document not mention any alternative?", "Is no alternative mentioned in the document?"),
+    ("Is there no fee?", "Is there not a fee?"),
+    ("Does the page not exist in v2?", "Is the page not available in v2?"),
+])
+def test_guard_agrees_on_reworded_negations(app, a, b):
+    assert guard_agrees(app, a, b) == (True, True)
+
+
+@pytest.mark.parametrize("a, b", [
+    ("Can I get a refund?", "Can I get a refund after 30 days?"),
+    ("Can I pay by card?", "Can't I pay by card?"),
+    ("Do all plans include support?", "Do not all plans include support?"),
+    # the same words, negated in different places: the scope still counts
+    ("Are we leaving not on Friday but on Saturday?", "Are we leaving on Friday, not on Saturday?"),
+    ("Did they invite you and your brother but not me?", "Did they invite not you and your brother but me?"),
+    # a second negation flips the polarity back (count parity)
+    ("Are there spare blankets, not that I need any?", "Are there no spare blankets, not that I need any?"),
+    ("Is there a fee?", "Is there no fee?"),
+    ("Is there a fee?", "Is there a fee in the absence of a contract?"),
+    ("Does it work in 2 steps: 1) download, 2) prepare?", "Does it work in 3 steps: 1) download, 2) prepare?"),
+])
+def test_guard_disagrees_on_flips_even_when_reworded(app, a, b):
+    assert guard_agrees(app, a, b) == (False, False)
 
 
 # --- exact and semantic lookup -------------------------------------------------------------
@@ -147,6 +191,10 @@ def test_refund_pair_and_flips_miss_while_a_paraphrase_hits(app):
     assert not lookup(app, "Does the plan never include support?", at_cosine(0.99, 4, 5))["hit"]
     paraphrase = lookup(app, "Could I get my money back?", at_cosine(0.97))
     assert paraphrase["hit"] and paraphrase["kind"] == "semantic"
+    store(app, "Is the device argument not provided?", unit(6))
+    reworded = lookup(app, "Is the device argument not specified?", at_cosine(0.99, 6, 7))
+    assert reworded["hit"] and reworded["kind"] == "semantic"
+    assert not lookup(app, "Is the device argument provided?", at_cosine(0.99, 6, 7))["hit"]
 
 
 def test_a_guard_rejected_neighbour_does_not_hide_a_matching_one(app):
