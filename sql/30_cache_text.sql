@@ -276,6 +276,31 @@ the sentence puts it), quantifiers q:all (all, every, each, everyone), q:most, q
 which restates a conjunction. Compare two questions with question_guard_agrees, which counts a neg:WORD
 only where both questions use WORD.';
 
+create or replace function agentmem._guard_agrees(p_fa text[], p_ta text[], p_fb text[], p_tb text[])
+returns boolean
+language sql
+immutable
+parallel safe
+security invoker
+set search_path from current
+as $$
+    select
+        array(
+            select x.tag from unnest(p_fa) as x (tag)
+            where x.tag !~ '^neg:' or substr(x.tag, 5) = any(p_tb)
+            order by x.tag
+        )
+        = array(
+            select y.tag from unnest(p_fb) as y (tag)
+            where y.tag !~ '^neg:' or substr(y.tag, 5) = any(p_ta)
+            order by y.tag
+        )
+$$;
+
+comment on function agentmem._guard_agrees(text[], text[], text[], text[]) is
+'Internal: question_guard_agrees on features (question_guard_features) and tokens (_guard_tokens) already
+computed, so that cache_lookup works out the asked question''s once for all its candidates.';
+
 create or replace function agentmem.question_guard_agrees(question text, other_question text)
 returns boolean
 language sql
@@ -284,25 +309,12 @@ parallel safe
 security invoker
 set search_path from current
 as $$
-    with f as (
-        select
-            agentmem.question_guard_features(question_guard_agrees.question) as fa,
-            agentmem.question_guard_features(question_guard_agrees.other_question) as fb,
-            agentmem._guard_tokens(question_guard_agrees.question) as ta,
-            agentmem._guard_tokens(question_guard_agrees.other_question) as tb
+    select agentmem._guard_agrees(
+        agentmem.question_guard_features(question_guard_agrees.question),
+        agentmem._guard_tokens(question_guard_agrees.question),
+        agentmem.question_guard_features(question_guard_agrees.other_question),
+        agentmem._guard_tokens(question_guard_agrees.other_question)
     )
-    select
-        array(
-            select x.tag from unnest(f.fa) as x (tag)
-            where x.tag !~ '^neg:' or substr(x.tag, 5) = any(f.tb)
-            order by x.tag
-        )
-        = array(
-            select y.tag from unnest(f.fb) as y (tag)
-            where y.tag !~ '^neg:' or substr(y.tag, 5) = any(f.ta)
-            order by y.tag
-        )
-    from f
 $$;
 
 comment on function agentmem.question_guard_agrees(text, text) is
