@@ -13,28 +13,6 @@
 --   keep_last           0 .. 1,000
 --   min_similarity      -1 .. 1 (cosine similarity)
 
--- Row-level security policies of the tables of migration 0003 (re-created on
--- every install: the migration cannot, see there).
-drop policy if exists tenant_isolation on agentmem.conversations;
-create policy tenant_isolation on agentmem.conversations
-using (tenant_id = agentmem.current_tenant())
-with check (tenant_id = agentmem.current_tenant());
-
-drop policy if exists tenant_isolation on agentmem.messages;
-create policy tenant_isolation on agentmem.messages
-using (tenant_id = agentmem.current_tenant())
-with check (tenant_id = agentmem.current_tenant());
-
-drop policy if exists tenant_isolation on agentmem.message_embeddings;
-create policy tenant_isolation on agentmem.message_embeddings
-using (tenant_id = agentmem.current_tenant())
-with check (tenant_id = agentmem.current_tenant());
-
-drop policy if exists tenant_isolation on agentmem.embedding_cache;
-create policy tenant_isolation on agentmem.embedding_cache
-using (tenant_id = agentmem.current_tenant())
-with check (tenant_id = agentmem.current_tenant());
-
 create or replace function agentmem._conv_check_text(p_what text, p_value text, p_max int)
 returns void
 language plpgsql

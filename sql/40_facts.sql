@@ -1,33 +1,6 @@
 -- Semantic facts: one current fact per (user, subject) slot and model, merged
 -- when a near-duplicate arrives, replaced (with history) when contradicted.
 
--- Row-level security policies of the tables of migration 0005 (re-created on
--- every install: the migration cannot, see there).
-drop policy if exists tenant_isolation on agentmem.facts;
-create policy tenant_isolation on agentmem.facts
-using (tenant_id = agentmem.current_tenant())
-with check (tenant_id = agentmem.current_tenant());
-
-drop policy if exists tenant_isolation on agentmem.fact_history;
-create policy tenant_isolation on agentmem.fact_history
-using (tenant_id = agentmem.current_tenant())
-with check (tenant_id = agentmem.current_tenant());
-
-drop policy if exists tenant_isolation on agentmem.erasure_log;
-create policy tenant_isolation on agentmem.erasure_log
-using (tenant_id = agentmem.current_tenant())
-with check (tenant_id = agentmem.current_tenant());
-
-drop policy if exists tenant_isolation on agentmem.retention_policies;
-create policy tenant_isolation on agentmem.retention_policies
-using (tenant_id = agentmem.current_tenant())
-with check (tenant_id = agentmem.current_tenant());
-
-drop policy if exists tenant_isolation on agentmem.job_runs;
-create policy tenant_isolation on agentmem.job_runs
-using (tenant_id = agentmem.current_tenant())
-with check (tenant_id = agentmem.current_tenant());
-
 create or replace function agentmem.upsert_fact(
     user_id text,
     subject text,

@@ -89,11 +89,17 @@ def test_every_table_carries_tenant_id_with_forced_rls(admin):
          where c.relnamespace = 'agentmem'::regnamespace and c.relkind in ('r', 'p')
            and c.relname not in ('schema_migrations')
     """).fetchall()
-    exempt = {"models", "cache_intents_default", "cache_intents"}  # installation-wide catalogues, no tenant data
+    exempt = {"models", "cache_intents"}  # installation-wide catalogues, no tenant data
+    policies = dict(admin.execute(
+        "select tablename, qual || ' / ' || with_check from pg_policies "
+        "where schemaname = 'agentmem' and policyname = 'tenant_isolation'").fetchall())
     for name, rls, forced, has_tenant in rows:
         if name in exempt:
             continue
         assert has_tenant and rls and forced, f"table {name}: tenant_id={has_tenant} rls={rls} forced={forced}"
+        assert policies.get(name) == ("(tenant_id = agentmem.current_tenant()) / "
+                                      "(tenant_id = agentmem.current_tenant())"), f"table {name}: {policies.get(name)}"
+    assert len(policies) == len(rows) - len(exempt & {r[0] for r in rows})
 
 
 def test_driver_sets_the_tenant_per_transaction_never_leaking_it(app_url):
