@@ -283,28 +283,26 @@ begin
     -- The answer cache's own sweep (expired and superseded entries) runs in the
     -- same job. sweep_cache is tenant-scoped, so it runs once per tenant that
     -- has something to sweep, with that tenant set for the transaction only.
-    if to_regprocedure('agentmem.sweep_cache(integer)') is not null then
-        begin
-            v_count := 0;
-            v_prev_tenant := pg_catalog.current_setting('agentmem.tenant_id', true);
-            for v_tenant in execute
-                'select distinct e.tenant_id from agentmem.cache_entries as e '
-                'left join agentmem.corpus_versions as c on e.tenant_id = c.tenant_id '
-                'where e.expires_at <= now() or e.corpus_version < c.version'
-            loop
-                exit when v_count >= apply_retention.batch_size;
-                perform pg_catalog.set_config('agentmem.tenant_id', v_tenant, true);
-                execute 'select agentmem.sweep_cache(batch_size => $1)' into v_n
-                using least(apply_retention.batch_size - v_count, 100000)::int;
-                v_count := v_count + v_n;
-            end loop;
-            perform pg_catalog.set_config('agentmem.tenant_id', coalesce(v_prev_tenant, ''), true);
-            v_removed := v_removed || jsonb_build_object('cache_sweep', v_count);
-            v_total := v_total + v_count;
-        exception when others then
-            v_errors := v_errors || pg_catalog.format('cache_sweep: %s (SQLSTATE %s)', sqlerrm, sqlstate);
-        end;
-    end if;
+    begin
+        v_count := 0;
+        v_prev_tenant := pg_catalog.current_setting('agentmem.tenant_id', true);
+        for v_tenant in
+            select distinct e.tenant_id
+            from agentmem.cache_entries as e
+            left join agentmem.corpus_versions as c on e.tenant_id = c.tenant_id
+            where e.expires_at <= now() or e.corpus_version < c.version
+        loop
+            exit when v_count >= apply_retention.batch_size;
+            perform pg_catalog.set_config('agentmem.tenant_id', v_tenant, true);
+            v_n := agentmem.sweep_cache(batch_size => least(apply_retention.batch_size - v_count, 100000)::int);
+            v_count := v_count + v_n;
+        end loop;
+        perform pg_catalog.set_config('agentmem.tenant_id', coalesce(v_prev_tenant, ''), true);
+        v_removed := v_removed || jsonb_build_object('cache_sweep', v_count);
+        v_total := v_total + v_count;
+    exception when others then
+        v_errors := v_errors || pg_catalog.format('cache_sweep: %s (SQLSTATE %s)', sqlerrm, sqlstate);
+    end;
     insert into agentmem.job_runs as r (tenant_id, job, started_at, finished_at, rows_removed, total_removed, error)
     values (
         '', 'retention', v_started, clock_timestamp(), v_removed, v_total,
