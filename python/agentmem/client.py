@@ -37,15 +37,16 @@ def _row_factory(row: Any):
     return class_row(row)
 
 
-def _result(cur, fetch: str):
+def _shape(rows: list, fetch: str):
+    """The rows of a call as the method wants them: all, one (or None), a scalar, or nothing."""
     if fetch == "none":
         return None
-    if fetch == "scalar":
-        found = cur.fetchone()
-        return None if found is None else next(iter(found.values())) if isinstance(found, dict) else found
-    if fetch == "one":
-        return cur.fetchone()
-    return cur.fetchall()
+    if fetch == "all":
+        return rows
+    first = rows[0] if rows else None
+    if fetch == "scalar" and first is not None:
+        return next(iter(first.values())) if isinstance(first, dict) else first
+    return first
 
 
 class _Base:
@@ -105,7 +106,7 @@ class Memory(ConversationAPI, CacheAPI, FactsAPI, _Base):
                 c.execute(SET_TENANT, (self.tenant,))
                 with c.cursor(row_factory=_row_factory(row)) as cur:
                     cur.execute(query, params)
-                    result = _result(cur, fetch)
+                    result = _shape(cur.fetchall(), fetch)
         except psycopg.Error as exc:
             raise translate(exc) from exc
         return post(result) if post else result
@@ -154,14 +155,7 @@ class AsyncMemory(ConversationAPI, CacheAPI, FactsAPI, _Base):
                 await c.execute(SET_TENANT, (self.tenant,))
                 async with c.cursor(row_factory=_row_factory(row)) as cur:
                     await cur.execute(query, params)
-                    if fetch == "none":
-                        result = None
-                    elif fetch in ("scalar", "one"):
-                        found = await cur.fetchone()
-                        result = (next(iter(found.values())) if fetch == "scalar" and isinstance(found, dict)
-                                  else found)
-                    else:
-                        result = await cur.fetchall()
+                    result = _shape(await cur.fetchall(), fetch)
         except psycopg.Error as exc:
             raise translate(exc) from exc
         return post(result) if post else result
