@@ -13,96 +13,6 @@
 --   keep_last           0 .. 1,000
 --   min_similarity      -1 .. 1 (cosine similarity)
 
-create or replace function agentmem._conv_check_text(p_what text, p_value text, p_max int)
-returns void
-language plpgsql
-immutable
-security invoker
-set search_path from current
-as $$
-begin
-    if p_value is null or btrim(p_value) = '' then
-        raise exception '% must be a non-empty text', p_what
-        using
-            errcode = 'AM020',
-            hint = 'Pass the text itself; NULL, empty and blank texts are refused.';
-    end if;
-    if length(p_value) > p_max then
-        raise exception '% is too large: % characters, the limit is %', p_what, length(p_value), p_max
-        using
-            errcode = 'AM021',
-            hint = 'Split the text or store a shorter version of it.';
-    end if;
-end
-$$;
-
-comment on function agentmem._conv_check_text(text, text, int) is
-'Internal: AM020 for a NULL or blank text, AM021 for one longer than p_max characters.';
-
-create or replace function agentmem._conv_check_user_id(p_user_id text)
-returns void
-language plpgsql
-immutable
-security invoker
-set search_path from current
-as $$
-begin
-    if p_user_id is null or p_user_id = '' or length(p_user_id) > 256 then
-        raise exception 'user_id must be a text of 1 to 256 characters'
-        using
-            errcode = 'AM020',
-            hint = 'Pass the id your application knows the user by.';
-    end if;
-end
-$$;
-
-comment on function agentmem._conv_check_user_id(text) is
-'Internal: AM020 unless user_id has 1 to 256 characters.';
-
-create or replace function agentmem._conv_check_metadata(p_what text, p_metadata jsonb)
-returns jsonb
-language plpgsql
-immutable
-security invoker
-set search_path from current
-as $$
-begin
-    if p_metadata is null then
-        return '{}'::jsonb;
-    end if;
-    if jsonb_typeof(p_metadata) <> 'object' then
-        raise exception '% must be a JSON object, not %', p_what, jsonb_typeof(p_metadata)
-        using errcode = 'AM020', hint = 'Pass e.g. ''{"source": "import"}''::jsonb.';
-    end if;
-    if length(p_metadata::text) > 100000 then
-        raise exception '% is too large: % characters, the limit is 100000', p_what, length(p_metadata::text)
-        using errcode = 'AM021', hint = 'Keep large payloads outside agentmem and store a reference.';
-    end if;
-    return p_metadata;
-end
-$$;
-
-comment on function agentmem._conv_check_metadata(text, jsonb) is
-'Internal: NULL becomes {}; AM020 unless a JSON object, AM021 above 100,000 characters.';
-
-create or replace function agentmem._conv_check_range(p_what text, p_value int, p_min int, p_max int)
-returns void
-language plpgsql
-immutable
-security invoker
-set search_path from current
-as $$
-begin
-    if p_value is null or p_value not between p_min and p_max then
-        raise exception '% must be between % and %, got %', p_what, p_min, p_max, coalesce(p_value::text, 'NULL')
-        using errcode = 'AM020';
-    end if;
-end
-$$;
-
-comment on function agentmem._conv_check_range(text, int, int, int) is
-'Internal: AM020 unless p_min <= p_value <= p_max.';
-
 create or replace function agentmem._conv_not_found(p_conversation_id uuid)
 returns void
 language plpgsql
@@ -137,7 +47,7 @@ declare
     v_tenant text := agentmem.current_tenant();
     v_id uuid;
 begin
-    perform agentmem._conv_check_user_id(start_conversation.user_id);
+    perform agentmem._check_user_id(start_conversation.user_id);
     if length(start_conversation.title) > 1000 then
         raise exception 'title is too large: % characters, the limit is 1000', length(start_conversation.title)
         using errcode = 'AM021';
@@ -145,7 +55,7 @@ begin
     insert into agentmem.conversations as c (tenant_id, user_id, title, metadata)
     values (
         v_tenant, start_conversation.user_id, start_conversation.title,
-        agentmem._conv_check_metadata('metadata', start_conversation.metadata)
+        agentmem._check_metadata('metadata', start_conversation.metadata)
     )
     returning c.conversation_id into v_id;
     return v_id;
@@ -209,9 +119,9 @@ begin
             raise exception '%unknown role %', v_what, coalesce(quote_literal(store_messages.roles[i]), 'NULL')
             using errcode = 'AM020', hint = 'role is one of user, assistant, tool, system.';
         end if;
-        perform agentmem._conv_check_text(v_what || 'content', store_messages.contents[i], 100000);
+        perform agentmem._check_text(v_what || 'content', store_messages.contents[i], 100000);
         perform agentmem._check_embedding(v_model, store_messages.embeddings[i]);
-        perform agentmem._conv_check_metadata(v_what || 'metadata', store_messages.metadata[i]);
+        perform agentmem._check_metadata(v_what || 'metadata', store_messages.metadata[i]);
     end loop;
 
     -- The row lock on the conversation serialises writers of one conversation
@@ -320,7 +230,7 @@ as $$
 declare
     v_tenant text := agentmem.current_tenant();
 begin
-    perform agentmem._conv_check_range('n', recent_messages.n, 1, 1000);
+    perform agentmem._check_range('n', recent_messages.n, 1, 1000);
     if not exists (
         select from agentmem.conversations as c
         where c.tenant_id = v_tenant and c.conversation_id = recent_messages.conversation_id
@@ -358,7 +268,7 @@ declare
     v_tenant text := agentmem.current_tenant();
     v_row agentmem.conversations;
 begin
-    perform agentmem._conv_check_text('summary', set_summary.summary, 100000);
+    perform agentmem._check_text('summary', set_summary.summary, 100000);
     select * into v_row
     from agentmem.conversations as c
     where c.tenant_id = v_tenant and c.conversation_id = set_summary.conversation_id
@@ -413,7 +323,7 @@ declare
     v_tenant text := agentmem.current_tenant();
     v_row agentmem.conversations;
 begin
-    perform agentmem._conv_check_range('keep_last', short_term_context.keep_last, 0, 1000);
+    perform agentmem._check_range('keep_last', short_term_context.keep_last, 0, 1000);
     select * into v_row
     from agentmem.conversations as c
     where c.tenant_id = v_tenant and c.conversation_id = short_term_context.conversation_id;

@@ -30,8 +30,8 @@ declare
     v_ids uuid[];
     v_distances float8[];
 begin
-    perform agentmem._conv_check_user_id(search_messages.user_id);
-    perform agentmem._conv_check_range('k', search_messages.k, 1, 1000);
+    perform agentmem._check_user_id(search_messages.user_id);
+    perform agentmem._check_range('k', search_messages.k, 1, 1000);
     if search_messages.min_similarity not between -1 and 1 or search_messages.min_similarity = 'NaN' then
         raise exception 'min_similarity must be between -1 and 1, got %', search_messages.min_similarity
         using errcode = 'AM020', hint = 'It is a cosine similarity; NULL means no threshold.';
@@ -129,8 +129,8 @@ declare
     v_conversation uuid;
     v_index int;
 begin
-    perform agentmem._conv_check_range('before', context_window.before, 0, 100);
-    perform agentmem._conv_check_range('after', context_window.after, 0, 100);
+    perform agentmem._check_range('before', context_window.before, 0, 100);
+    perform agentmem._check_range('after', context_window.after, 0, 100);
     select m.conversation_id, m.message_index into v_conversation, v_index
     from agentmem.messages as m
     where m.tenant_id = v_tenant and m.message_id = context_window.message_id;
@@ -174,7 +174,7 @@ as $$
 declare
     v_tenant text := agentmem.current_tenant();
 begin
-    perform agentmem._conv_check_range('radius', search_with_context.radius, 0, 100);
+    perform agentmem._check_range('radius', search_with_context.radius, 0, 100);
     return query
     with hits as materialized (
         select h.message_id, h.conversation_id, h.message_index, h.similarity

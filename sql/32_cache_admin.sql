@@ -41,10 +41,7 @@ declare
     v_version bigint := agentmem.corpus_version();
     v_count bigint;
 begin
-    if batch_size is null or batch_size not between 1 and 100000 then
-        raise exception 'batch_size must be between 1 and 100000, got %', coalesce(batch_size::text, 'NULL')
-        using errcode = 'AM020';
-    end if;
+    perform agentmem._check_range('batch_size', sweep_cache.batch_size, 1, 100000);
     delete from agentmem.cache_entries as e
     where e.tenant_id = v_tenant and e.entry_id in (
         select x.entry_id from (
@@ -79,9 +76,7 @@ security invoker
 set search_path from current
 as $$
 begin
-    if n is null or n not between 1 and 10000 then
-        raise exception 'n must be between 1 and 10000' using errcode = 'AM020';
-    end if;
+    perform agentmem._check_range('n', sample_hits.n, 1, 10000);
     return query
     select h.hit_id, h.kind, h.similarity, h.question_asked, h.matched_question, e.answer, h.created_at
     from agentmem.cache_hits as h

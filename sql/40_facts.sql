@@ -23,10 +23,7 @@ declare
     v_old agentmem.facts;
     v_similarity real;
 begin
-    if upsert_fact.user_id is null or btrim(upsert_fact.user_id) = '' then
-        raise exception 'user_id must be a non-empty text'
-        using errcode = 'AM020', hint = 'Pass the id of the user the fact is about.';
-    end if;
+    perform agentmem._check_user_id(upsert_fact.user_id);
     if v_subject is null or v_subject = '' then
         raise exception 'subject must be a non-empty text'
         using errcode = 'AM020', hint = 'A subject names the slot a fact fills, e.g. home_city or diet.';
@@ -157,14 +154,8 @@ declare
     v_model text := coalesce(recall_facts.model, agentmem._default_model());
     v_dim int;
 begin
-    if recall_facts.user_id is null or btrim(recall_facts.user_id) = '' then
-        raise exception 'user_id must be a non-empty text'
-        using errcode = 'AM020', hint = 'Pass the id of the user whose facts to recall.';
-    end if;
-    if recall_facts.k is null or recall_facts.k not between 1 and 100 then
-        raise exception 'k must be between 1 and 100, got %', coalesce(recall_facts.k::text, 'NULL')
-        using errcode = 'AM020';
-    end if;
+    perform agentmem._check_user_id(recall_facts.user_id);
+    perform agentmem._check_range('k', recall_facts.k, 1, 100);
     v_dim := agentmem._check_embedding(v_model, recall_facts.query_embedding);
     return query execute pg_catalog.format(
         'select r.fact_id, r.subject, r.fact, r.similarity, r.source_message_ids, r.updated_at '

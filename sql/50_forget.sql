@@ -165,10 +165,7 @@ declare
     v_n bigint;
     v_table text;
 begin
-    if forget_user.user_id is null or btrim(forget_user.user_id) = '' then
-        raise exception 'user_id must be a non-empty text'
-        using errcode = 'AM020', hint = 'Pass the id of the user to erase.';
-    end if;
+    perform agentmem._check_user_id(forget_user.user_id);
     -- Lock the user's conversations first: a concurrent store_message waits
     -- for this transaction and then finds its conversation gone (AM030), so
     -- no message is left behind without its conversation.

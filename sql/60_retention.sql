@@ -249,11 +249,7 @@ declare
     v_errors text[] := '{}';
     v_row agentmem.job_runs;
 begin
-    if apply_retention.batch_size is null or apply_retention.batch_size not between 1 and 1000000 then
-        raise exception 'batch_size must be between 1 and 1000000, got %',
-            coalesce(apply_retention.batch_size::text, 'NULL')
-        using errcode = 'AM020';
-    end if;
+    perform agentmem._check_range('batch_size', apply_retention.batch_size, 1, 1000000);
     if not agentmem._bypasses_rls() then
         raise exception 'agentmem.apply_retention must run as a role that sees every tenant'
         using
