@@ -71,7 +71,7 @@ comment on function agentmem._guard_tokens(text) is
 opening list items ("1)", "(2)", "a)", and "1." at the start of a line or after a colon) are dropped, so
 a numbered list does not read as numbers; 1,000 = 1000; 3.5 becomes 3d5; currency signs and % are words.';
 
-create or replace function agentmem.question_guard_features(question text)
+create or replace function agentmem._guard_features(p_tokens text[])
 returns text[]
 language plpgsql
 immutable
@@ -111,11 +111,10 @@ declare
         'october', 'november', 'december'
     ];
 begin
-    if question is null then
+    if p_tokens is null then
         return null;
     end if;
-    v_tokens := agentmem._guard_tokens(question);
-    v_tokens := v_tokens || array['']::text[];   -- sentinel: ends a trailing number phrase
+    v_tokens := p_tokens || array['']::text[];   -- sentinel: ends a trailing number phrase
     for v_i in 1 .. cardinality(v_tokens) loop
         v_tok := v_tokens[v_i];
         v_next := coalesce(v_tokens[v_i + 1], '');
@@ -261,6 +260,21 @@ begin
 end
 $$;
 
+comment on function agentmem._guard_features(text[]) is
+'Internal: question_guard_features of a question already split by _guard_tokens, so that a caller that
+also needs the tokens splits the question once.';
+
+create or replace function agentmem.question_guard_features(question text)
+returns text[]
+language sql
+immutable
+parallel safe
+security invoker
+set search_path from current
+as $$
+    select agentmem._guard_features(agentmem._guard_tokens(question_guard_features.question))
+$$;
+
 comment on function agentmem.question_guard_features(text) is
 'The features two questions must share for a semantic cache hit: numbers, dates, amounts, negation, quantifiers.
 A sorted set of tags: num:N for digits and number words alike (two = 2, twenty-five = 25, 5k = 5000,
@@ -309,12 +323,13 @@ parallel safe
 security invoker
 set search_path from current
 as $$
-    select agentmem._guard_agrees(
-        agentmem.question_guard_features(question_guard_agrees.question),
-        agentmem._guard_tokens(question_guard_agrees.question),
-        agentmem.question_guard_features(question_guard_agrees.other_question),
-        agentmem._guard_tokens(question_guard_agrees.other_question)
+    with t as (
+        select
+            agentmem._guard_tokens(question_guard_agrees.question) as ta,
+            agentmem._guard_tokens(question_guard_agrees.other_question) as tb
     )
+    select agentmem._guard_agrees(agentmem._guard_features(t.ta), t.ta, agentmem._guard_features(t.tb), t.tb)
+    from t
 $$;
 
 comment on function agentmem.question_guard_agrees(text, text) is

@@ -236,6 +236,7 @@ declare
     v_entry agentmem.cache_entries;
     v_features text[];      -- the asked question's guard features and tokens, worked out once
     v_tokens text[];
+    v_cand_tokens text[];
     v_cand record;
     v_best_entry uuid;
     v_best_similarity real;
@@ -271,8 +272,8 @@ begin
     -- 2. semantic: the nearest questions in the same key; the first one over the threshold that
     --    carries the same guard features is the hit
     if not v_intent.high_stakes then
-        v_features := agentmem.question_guard_features(cache_lookup.question);
         v_tokens := agentmem._guard_tokens(cache_lookup.question);
+        v_features := agentmem._guard_features(v_tokens);
         for v_cand in execute pg_catalog.format(
             'select c.* from ('
             || ' select e.entry_id, e.question, e.answer, e.source_ids, ci.threshold, ci.high_stakes,'
@@ -289,9 +290,9 @@ begin
             if v_cand.high_stakes then
                 continue;           -- a high-stakes entry is served from an exact match only
             end if;
+            v_cand_tokens := agentmem._guard_tokens(v_cand.question);
             if agentmem._guard_agrees(
-                v_features, v_tokens,
-                agentmem.question_guard_features(v_cand.question), agentmem._guard_tokens(v_cand.question)
+                v_features, v_tokens, agentmem._guard_features(v_cand_tokens), v_cand_tokens
             ) then
                 if v_cand.similarity >= greatest(v_intent.threshold, v_cand.threshold) then
                     insert into agentmem.cache_hits as h (
