@@ -2,7 +2,7 @@
 -- metadata object and an integer range, with the same errors everywhere
 -- (AM020 for a missing or out-of-range value, AM021 for one too large).
 
-create or replace function agentmem._check_text(p_what text, p_value text, p_max int)
+create or replace function agentmem_private.check_text(p_what text, p_value text, p_max int)
 returns void
 language plpgsql
 immutable
@@ -25,10 +25,10 @@ begin
 end
 $$;
 
-comment on function agentmem._check_text(text, text, int) is
+comment on function agentmem_private.check_text(text, text, int) is
 'Internal: AM020 for a NULL or blank text, AM021 for one longer than p_max characters.';
 
-create or replace function agentmem._check_user_id(p_user_id text)
+create or replace function agentmem_private.check_user_id(p_user_id text)
 returns void
 language plpgsql
 immutable
@@ -45,10 +45,10 @@ begin
 end
 $$;
 
-comment on function agentmem._check_user_id(text) is
+comment on function agentmem_private.check_user_id(text) is
 'Internal: AM020 unless user_id has 1 to 256 characters and is not blank.';
 
-create or replace function agentmem._check_metadata(p_what text, p_metadata jsonb)
+create or replace function agentmem_private.check_metadata(p_what text, p_metadata jsonb)
 returns jsonb
 language plpgsql
 immutable
@@ -71,10 +71,10 @@ begin
 end
 $$;
 
-comment on function agentmem._check_metadata(text, jsonb) is
+comment on function agentmem_private.check_metadata(text, jsonb) is
 'Internal: NULL becomes {}; AM020 unless a JSON object, AM021 above 100,000 characters.';
 
-create or replace function agentmem._check_range(p_what text, p_value int, p_min int, p_max int)
+create or replace function agentmem_private.check_range(p_what text, p_value int, p_min int, p_max int)
 returns void
 language plpgsql
 immutable
@@ -89,5 +89,5 @@ begin
 end
 $$;
 
-comment on function agentmem._check_range(text, int, int, int) is
+comment on function agentmem_private.check_range(text, int, int, int) is
 'Internal: AM020 unless p_min <= p_value <= p_max.';

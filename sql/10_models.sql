@@ -1,6 +1,6 @@
 -- The model registry's functions and the embedding checks every table shares.
 
-create or replace function agentmem._model_index_name(p_table text, p_model text)
+create or replace function agentmem_private.model_index_name(p_table text, p_model text)
 returns text
 language sql
 immutable
@@ -11,10 +11,10 @@ as $$
         || '_' || left(md5(p_model), 6) || '_hnsw'
 $$;
 
-comment on function agentmem._model_index_name(text, text) is
+comment on function agentmem_private.model_index_name(text, text) is
 'Internal: the name of the per-model HNSW index of one table.';
 
-create or replace function agentmem._ensure_model_indexes(p_model text)
+create or replace function agentmem_private.ensure_model_indexes(p_model text)
 returns int
 language plpgsql
 volatile
@@ -43,11 +43,11 @@ begin
             )
         order by c.relname
     loop
-        if to_regclass(pg_catalog.format('agentmem.%I', agentmem._model_index_name(v_table, p_model))) is null then
+        if to_regclass(pg_catalog.format('agentmem.%I', agentmem_private.model_index_name(v_table, p_model))) is null then
             execute pg_catalog.format(
                 'create index %I on agentmem.%I using hnsw ((embedding::vector(%s)) vector_cosine_ops) '
                 'where model = %L',
-                agentmem._model_index_name(v_table, p_model), v_table, v_dim, p_model
+                agentmem_private.model_index_name(v_table, p_model), v_table, v_dim, p_model
             );
             v_made := v_made + 1;
         end if;
@@ -56,7 +56,7 @@ begin
 end
 $$;
 
-comment on function agentmem._ensure_model_indexes(text) is
+comment on function agentmem_private.ensure_model_indexes(text) is
 'Internal: create the missing per-model HNSW indexes (cosine, partial on model) of every agentmem table '
 'that has model and embedding columns. Returns how many it created.';
 
@@ -101,7 +101,7 @@ begin
     on conflict on constraint models_pkey do update
         set document_prefix = excluded.document_prefix, query_prefix = excluded.query_prefix
     returning * into v_row;
-    perform agentmem._ensure_model_indexes(v_row.model);
+    perform agentmem_private.ensure_model_indexes(v_row.model);
     return v_row;
 end
 $$;
@@ -115,7 +115,7 @@ create or replace function agentmem.get_model(model text)
 returns agentmem.models
 language plpgsql
 stable
-security invoker
+security definer
 set search_path from current
 as $$
 declare
@@ -135,9 +135,10 @@ $$;
 
 comment on function agentmem.get_model(text) is
 'The registry entry of one embedding model: dimension and document/query prefixes.
-Raises AM011 for a model that is not registered.';
+Raises AM011 for a model that is not registered.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
-create or replace function agentmem._check_embedding(p_model text, p_embedding vector)
+create or replace function agentmem_private.check_embedding(p_model text, p_embedding vector)
 returns int
 language plpgsql
 stable
@@ -168,12 +169,12 @@ begin
 end
 $$;
 
-comment on function agentmem._check_embedding(text, vector) is
+comment on function agentmem_private.check_embedding(text, vector) is
 'Internal: raise AM011 for an unknown model, AM010 for a missing, wrong-dimension or zero embedding; '
 'return the model''s dimension. NaN and infinite components never get here: pgvector refuses them '
 'on input (SQLSTATE 22000).';
 
-create or replace function agentmem._default_model()
+create or replace function agentmem_private.default_model()
 returns text
 language sql
 stable
@@ -183,5 +184,5 @@ as $$
     select coalesce(nullif(pg_catalog.current_setting('agentmem.default_model', true), ''), 'nomic-embed-text')
 $$;
 
-comment on function agentmem._default_model() is
+comment on function agentmem_private.default_model() is
 'Internal: the model a call uses when it names none: setting agentmem.default_model, else nomic-embed-text.';

@@ -12,18 +12,18 @@ create or replace function agentmem.upsert_fact(
 ) returns table (fact_id uuid, action text, similarity real)
 language plpgsql
 volatile
-security invoker
+security definer
 set search_path from current
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
-    v_model text := coalesce(upsert_fact.model, agentmem._default_model());
+    v_model text := coalesce(upsert_fact.model, agentmem_private.default_model());
     v_subject text := btrim(upsert_fact.subject);
     v_sources uuid[];
     v_old agentmem.facts;
     v_similarity real;
 begin
-    perform agentmem._check_user_id(upsert_fact.user_id);
+    perform agentmem_private.check_user_id(upsert_fact.user_id);
     if v_subject is null or v_subject = '' then
         raise exception 'subject must be a non-empty text'
         using errcode = 'AM020', hint = 'A subject names the slot a fact fills, e.g. home_city or diet.';
@@ -49,7 +49,7 @@ begin
         raise exception 'source_message_ids contains NULL'
         using errcode = 'AM020', hint = 'Pass the ids of the messages the fact was extracted from.';
     end if;
-    perform agentmem._check_embedding(v_model, upsert_fact.embedding);
+    perform agentmem_private.check_embedding(v_model, upsert_fact.embedding);
     v_sources := array(select distinct s from unnest(coalesce(upsert_fact.source_message_ids, '{}')) as s order by s);
 
     -- Serialise writers of one slot: two sessions upserting the same fact at
@@ -127,7 +127,8 @@ agentmem.fact_history, which keeps it only as long as one of its source messages
 ("replaced"). Concurrent calls for one slot are serialised by an advisory lock, so they
 leave one row. Returns the fact id, the action and the similarity to the previous text.
 Raises AM020 for an empty user, subject or fact or NULL source ids, AM021 for a subject
-over 200 or a fact over 4,000 characters, AM010/AM011 for a bad embedding or model.';
+over 200 or a fact over 4,000 characters, AM010/AM011 for a bad embedding or model.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
 create or replace function agentmem.recall_facts(
     user_id text,
@@ -144,19 +145,19 @@ create or replace function agentmem.recall_facts(
 )
 language plpgsql
 stable
-security invoker
+security definer
 set search_path from current
 set "hnsw.iterative_scan" = 'relaxed_order'
 set "hnsw.ef_search" = 100
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
-    v_model text := coalesce(recall_facts.model, agentmem._default_model());
+    v_model text := coalesce(recall_facts.model, agentmem_private.default_model());
     v_dim int;
 begin
-    perform agentmem._check_user_id(recall_facts.user_id);
-    perform agentmem._check_range('k', recall_facts.k, 1, 100);
-    v_dim := agentmem._check_embedding(v_model, recall_facts.query_embedding);
+    perform agentmem_private.check_user_id(recall_facts.user_id);
+    perform agentmem_private.check_range('k', recall_facts.k, 1, 100);
+    v_dim := agentmem_private.check_embedding(v_model, recall_facts.query_embedding);
     return query execute pg_catalog.format(
         'select r.fact_id, r.subject, r.fact, r.similarity, r.source_message_ids, r.updated_at '
         'from ('
@@ -176,13 +177,14 @@ comment on function agentmem.recall_facts(text, vector, int, text) is
 'The user''s facts most similar to a query embedding, most similar first, with their sources.
 Searches the current tenant only, through the model''s HNSW index (iterative scans, so a small
 user among many still gets k rows). Raises AM020 for an empty user or k outside 1..100,
-AM010/AM011 for a bad embedding or model.';
+AM010/AM011 for a bad embedding or model.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
 create or replace function agentmem.fact_history(fact_id uuid)
 returns table (subject text, fact text, source_message_ids uuid[], valid_from timestamptz, replaced_at timestamptz)
 language plpgsql
 stable
-security invoker
+security definer
 set search_path from current
 as $$
 declare
@@ -202,58 +204,5 @@ $$;
 
 comment on function agentmem.fact_history(uuid) is
 'What a fact said before contradicting facts replaced it, oldest first, with the sources of each version.
-Entries whose source messages are all gone have been pruned. Raises AM030 for an unknown fact.';
-
-create or replace function agentmem._prune_fact_sources(p_tenant text, p_message_ids uuid[], p_delete_orphans boolean)
-returns jsonb
-language plpgsql
-volatile
-security invoker
-set search_path from current
-as $$
-declare
-    v_deleted bigint := 0;
-    v_unlinked bigint := 0;
-    v_history bigint := 0;
-begin
-    if p_message_ids is null or cardinality(p_message_ids) = 0 then
-        return jsonb_build_object('facts', 0, 'facts_unlinked', 0, 'fact_history', 0);
-    end if;
-    -- History entries live only as long as one of their sources does.
-    with gone as (
-        delete from agentmem.fact_history as h
-        where
-            h.tenant_id = p_tenant and h.source_message_ids && p_message_ids
-            and h.source_message_ids <@ p_message_ids
-        returning 1
-    )
-    select count(*) into v_history from gone;
-    update agentmem.fact_history as h
-    set source_message_ids = array(select s from unnest(h.source_message_ids) as s where s <> all(p_message_ids))
-    where h.tenant_id = p_tenant and h.source_message_ids && p_message_ids;
-
-    if p_delete_orphans then
-        with gone as (
-            delete from agentmem.facts as f
-            where
-                f.tenant_id = p_tenant and f.source_message_ids && p_message_ids
-                and f.source_message_ids <@ p_message_ids
-            returning 1
-        )
-        select count(*) into v_deleted from gone;
-    end if;
-    with changed as (
-        update agentmem.facts as f
-        set source_message_ids = array(select s from unnest(f.source_message_ids) as s where s <> all(p_message_ids))
-        where f.tenant_id = p_tenant and f.source_message_ids && p_message_ids
-        returning 1
-    )
-    select count(*) into v_unlinked from changed;
-    return jsonb_build_object('facts', v_deleted, 'facts_unlinked', v_unlinked, 'fact_history', v_history);
-end
-$$;
-
-comment on function agentmem._prune_fact_sources(text, uuid[], boolean) is
-'Internal: the messages p_message_ids are gone. Delete history entries left without a source, '
-'unlink them from the remaining history and facts, and (p_delete_orphans) delete facts whose every '
-'source was among them. Returns counts per table.';
+Entries whose source messages are all gone have been pruned. Raises AM030 for an unknown fact.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';

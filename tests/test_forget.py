@@ -37,7 +37,7 @@ def populate(conn, user: str, marker: str) -> dict:
     conn.execute("select * from agentmem.cache_lookup(question => %s, question_embedding => %s, user_id => %s)",
                  (q, vec(q), user))
     texts = [f"{marker} message 0 0 ok", f"search_document: {marker} lives in Lyon"]
-    conn.execute("select agentmem.cache_embeddings(model => 'nomic-embed-text', texts => %s, embeddings => %s)",
+    conn.execute("select agentmem.embedding_cache_store(model => 'nomic-embed-text', texts => %s, embeddings => %s)",
                  (texts, [vec(t) for t in texts]))
     return {"conversations": convs, "messages": msgs, "vectors": [vec(f"{marker} message 0 0 ok"),
                                                                   vec(f"{marker} lives in Lyon"), vec(q)]}
@@ -124,7 +124,7 @@ def test_forget_user_covers_a_table_added_later(app, admin):
     admin.execute("alter table agentmem.later_notes enable row level security")
     admin.execute("create policy tenant_isolation on agentmem.later_notes using "
                   "(tenant_id = agentmem.current_tenant())")
-    admin.execute("grant select, delete on agentmem.later_notes to agentmem_app")  # as sql/90_grants.sql would
+    admin.execute("grant select, delete on agentmem.later_notes to agentmem_owner")  # as sql/90_grants.sql would
     admin.execute("insert into agentmem.later_notes values ('acme', 'u1', 'zorkmid note'), "
                   "('acme', 'u2', 'other'), ('globex', 'u1', 'other tenant')")
     receipt = app.execute("select rows_removed from agentmem.forget_user(user_id => 'u1')").fetchone()[0]

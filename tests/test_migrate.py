@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 import threading
 import uuid
 from pathlib import Path
@@ -200,9 +201,14 @@ def schema_dump(server, url: str) -> str:
                      if not line.startswith(("-- Dumped", "\\restrict", "\\unrestrict")))
 
 
-def test_committed_psql_script_is_generated_from_the_sources():
-    assert (ROOT / "sql" / "install.psql").read_text() == m.render_psql(m.Source.load(ROOT)), \
-        "sql/install.psql is stale: run `make psql-script`"
+def test_psql_script_is_generated_by_the_cli_and_marked_generated(tmp_path):
+    out = tmp_path / "agentmem-install.psql"
+    subprocess.run([sys.executable, "-m", "agentmem.cli", "psql-script", "--source", str(ROOT), "-o", str(out)],
+                   check=True, capture_output=True, text=True)
+    text = out.read_text()
+    assert text == m.render_psql(m.Source.load(ROOT))
+    assert "GENERATED" in text.splitlines()[0] and "do not edit" in text.splitlines()[1].lower()
+    assert not (ROOT / "sql" / "install.psql").exists(), "the generated script does not live among the sources"
 
 
 def test_psql_path_and_python_path_give_identical_schemas(server, empty_db, tmp_path):
@@ -211,7 +217,8 @@ def test_psql_path_and_python_path_give_identical_schemas(server, empty_db, tmp_
     psql_url = empty_db + "_psql"
     try:
         m.Migrator(empty_db).migrate()
-        script = ROOT / "sql" / "install.psql"
+        script = tmp_path / "agentmem-install.psql"
+        script.write_text(m.render_psql(m.Source.load(ROOT)))
         for _ in range(2):  # install, then a no-op upgrade
             subprocess.run([server.bin("psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", psql_url,
                             "-f", str(script)], check=True, capture_output=True, text=True)
@@ -264,3 +271,41 @@ def test_migrate_can_grant_the_app_role_to_an_existing_login(empty_db, capsys):
     finally:
         with psycopg.connect(empty_db, autocommit=True) as conn:
             conn.execute(f"drop role {role}")
+
+
+# -- upgrades -----------------------------------------------------------------
+
+# The last landed release of each schema generation: a database installed by it
+# must upgrade to exactly the schema a fresh install gives.
+RELEASES = {"0.1.0 (migrations 0001-0005)": "7eb191d"}
+
+
+def release_source(rev: str, dest: Path) -> m.Source:
+    dest.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "migrations", "sql"],
+                             check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return m.Source.load(dest)
+
+
+@pytest.mark.parametrize("rev", list(RELEASES.values()), ids=list(RELEASES))
+def test_upgrade_from_a_release_equals_a_fresh_install(server, empty_db, tmp_path, rev):
+    with psycopg.connect(server.url, autocommit=True) as conn:
+        conn.execute('create database "%s"' % (empty_db.rsplit("/", 1)[1] + "_old"))
+    old_url = empty_db + "_old"
+    try:
+        m.Migrator(old_url, release_source(rev, tmp_path / "old")).migrate()
+        with psycopg.connect(old_url, autocommit=True) as conn:  # data written by the old release survives
+            conn.execute("select agentmem.set_tenant(tenant_id => 'acme')")
+            conn.execute("select agentmem.start_conversation(user_id => 'u1', title => 'kept')")
+        assert m.Migrator(old_url).migrate()  # the new migrations apply
+        m.Migrator(empty_db).migrate()
+        assert schema_dump(server, old_url) == schema_dump(server, empty_db)
+        with psycopg.connect(old_url, autocommit=True) as conn:
+            assert conn.execute("select count(*) from agentmem.conversations").fetchone()[0] == 1
+            # nothing is left in the public schema under an internal name
+            assert conn.execute("select count(*) from pg_proc where pronamespace = 'agentmem'::regnamespace "
+                                "and proname like '\\_%'").fetchone()[0] == 0
+    finally:
+        with psycopg.connect(server.url, autocommit=True) as conn:
+            conn.execute('drop database if exists "%s" with (force)' % old_url.rsplit("/", 1)[1])

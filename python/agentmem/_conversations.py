@@ -69,7 +69,7 @@ def _as_json(value: Any):
 
 
 def _cache_rows(rows):
-    """cached_embeddings rows -> one numpy embedding (or None for a miss) per text, in order."""
+    """embedding_cache_lookup rows -> one numpy embedding (or None for a miss) per text, in order."""
     return [None if r["embedding"] is None else r["embedding"].to_numpy() for r in rows]
 
 
@@ -129,14 +129,14 @@ class ConversationAPI:
         return self._call("select * from agentmem.short_term_context(conversation_id => %s, keep_last => %s)",
                           (conversation_id, keep_last), fetch="all", row=ContextItem, conn=conn)
 
-    def cached_embeddings(self, model: str | None, texts: Sequence[str], *, conn=None):
+    def embedding_cache_lookup(self, model: str | None, texts: Sequence[str], *, conn=None):
         """One embedding per text (None for a miss), in order."""
-        return self._call("select * from agentmem.cached_embeddings(model => %s, texts => %s)",
+        return self._call("select * from agentmem.embedding_cache_lookup(model => %s, texts => %s)",
                           (model, list(texts)), fetch="all", conn=conn, post=_cache_rows)
 
-    def cache_embeddings(self, model: str | None, texts: Sequence[str], embeddings: Sequence, *, conn=None):
+    def embedding_cache_store(self, model: str | None, texts: Sequence[str], embeddings: Sequence, *, conn=None):
         """Store embeddings in the tenant's cache; returns how many were new."""
-        return self._call("select agentmem.cache_embeddings(model => %s, texts => %s, embeddings => %s)",
+        return self._call("select agentmem.embedding_cache_store(model => %s, texts => %s, embeddings => %s)",
                           (model, list(texts), as_vectors(embeddings)), fetch="scalar", conn=conn)
 
     def get_model(self, model: str, *, conn=None):

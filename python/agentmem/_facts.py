@@ -183,15 +183,12 @@ class FactsAPI:
                           fetch="one", row=Receipt, conn=conn)
 
     # -- retention -------------------------------------------------------------
-    def set_retention_policy(self, kind: str, max_age: dt.timedelta | None, default_policy: bool = False,
-                             conn=None):
-        return self._call(
-            "select * from agentmem.set_retention_policy(kind => %s, max_age => %s, default_policy => %s)",
-            (kind, max_age, default_policy), fetch="one", row=RetentionPolicy, conn=conn)
+    def set_retention_policy(self, kind: str, max_age: dt.timedelta | None, conn=None):
+        return self._call("select * from agentmem.set_retention_policy(kind => %s, max_age => %s)",
+                          (kind, max_age), fetch="one", row=RetentionPolicy, conn=conn)
 
-    def clear_retention_policy(self, kind: str, default_policy: bool = False, conn=None):
-        return self._call("select agentmem.clear_retention_policy(kind => %s, default_policy => %s)",
-                          (kind, default_policy), fetch="scalar", conn=conn)
+    def clear_retention_policy(self, kind: str, conn=None):
+        return self._call("select agentmem.clear_retention_policy(kind => %s)", (kind,), fetch="scalar", conn=conn)
 
     def apply_retention(self, batch_size: int = 5000, conn=None):
         return self._call("select * from agentmem.apply_retention(batch_size => %s)", (batch_size,),

@@ -27,7 +27,7 @@ comment on function agentmem.normalize_question(text) is
 Lower case; apostrophes inside words dropped (what''s = whats); currency signs and % kept as words;
 other punctuation becomes a blank (so 3.5 and 35 stay different); whitespace collapsed and trimmed.';
 
-create or replace function agentmem._guard_tokens(question text)
+create or replace function agentmem_private.guard_tokens(question text)
 returns text[]
 language sql
 immutable
@@ -66,12 +66,12 @@ as $$
     )), ' ')
 $$;
 
-comment on function agentmem._guard_tokens(text) is
+comment on function agentmem_private.guard_tokens(text) is
 'Internal: the words question_guard_features reads. Lower case; n''t becomes "not"; enumeration markers
 opening list items ("1)", "(2)", "a)", and "1." at the start of a line or after a colon) are dropped, so
 a numbered list does not read as numbers; 1,000 = 1000; 3.5 becomes 3d5; currency signs and % are words.';
 
-create or replace function agentmem._guard_features(p_tokens text[])
+create or replace function agentmem_private.guard_features(p_tokens text[])
 returns text[]
 language plpgsql
 immutable
@@ -260,7 +260,7 @@ begin
 end
 $$;
 
-comment on function agentmem._guard_features(text[]) is
+comment on function agentmem_private.guard_features(text[]) is
 'Internal: question_guard_features of a question already split by _guard_tokens, so that a caller that
 also needs the tokens splits the question once.';
 
@@ -269,10 +269,10 @@ returns text[]
 language sql
 immutable
 parallel safe
-security invoker
+security definer
 set search_path from current
 as $$
-    select agentmem._guard_features(agentmem._guard_tokens(question_guard_features.question))
+    select agentmem_private.guard_features(agentmem_private.guard_tokens(question_guard_features.question))
 $$;
 
 comment on function agentmem.question_guard_features(text) is
@@ -288,9 +288,10 @@ the sentence puts it), quantifiers q:all (all, every, each, everyone), q:most, q
 "how many"), q:only, q:always, q:sometimes, q:rarely, and time:before / time:after.
 "some" and "any" are not features: questions use them for politeness ("what are some ..."); nor is "both",
 which restates a conjunction. Compare two questions with question_guard_agrees, which counts a neg:WORD
-only where both questions use WORD.';
+only where both questions use WORD.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
-create or replace function agentmem._guard_agrees(p_fa text[], p_ta text[], p_fb text[], p_tb text[])
+create or replace function agentmem_private.guard_agrees(p_fa text[], p_ta text[], p_fb text[], p_tb text[])
 returns boolean
 language sql
 immutable
@@ -311,7 +312,7 @@ as $$
         )
 $$;
 
-comment on function agentmem._guard_agrees(text[], text[], text[], text[]) is
+comment on function agentmem_private.guard_agrees(text[], text[], text[], text[]) is
 'Internal: question_guard_agrees on features (question_guard_features) and tokens (_guard_tokens) already
 computed, so that cache_lookup works out the asked question''s once for all its candidates.';
 
@@ -320,15 +321,15 @@ returns boolean
 language sql
 immutable
 parallel safe
-security invoker
+security definer
 set search_path from current
 as $$
     with t as (
         select
-            agentmem._guard_tokens(question_guard_agrees.question) as ta,
-            agentmem._guard_tokens(question_guard_agrees.other_question) as tb
+            agentmem_private.guard_tokens(question_guard_agrees.question) as ta,
+            agentmem_private.guard_tokens(question_guard_agrees.other_question) as tb
     )
-    select agentmem._guard_agrees(agentmem._guard_features(t.ta), t.ta, agentmem._guard_features(t.tb), t.tb)
+    select agentmem_private.guard_agrees(agentmem_private.guard_features(t.ta), t.ta, agentmem_private.guard_features(t.tb), t.tb)
     from t
 $$;
 
@@ -337,9 +338,10 @@ comment on function agentmem.question_guard_agrees(text, text) is
 of a negation (neg:WORD) counts only for a word both questions use. "not on Friday" against
 "not on Saturday" differs (both name both days), while "not provided" against "not specified" is a
 rewording the embedding judges: both are negated (neg), and neither names the other''s word.
-NULL when either question is NULL.';
+NULL when either question is NULL.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
-create or replace function agentmem._personal_markers(answer text, question text)
+create or replace function agentmem_private.personal_markers(answer text, question text)
 returns text[]
 language sql
 immutable
@@ -367,6 +369,6 @@ as $$
     where position(lower(regexp_replace(a.marker, '\s+', ' ', 'g')) in lower(regexp_replace(question, '\s+', ' ', 'g'))) = 0
 $$;
 
-comment on function agentmem._personal_markers(text, text) is
+comment on function agentmem_private.personal_markers(text, text) is
 'Internal: what makes an answer look personalised: currency amounts, dates and capitalised names '
 '(not at the start of a sentence) that the question does not contain.';

@@ -12,7 +12,7 @@ create or replace function agentmem.search_messages(
 ) returns setof agentmem.message_hit
 language plpgsql
 stable
-security invoker
+security definer
 set search_path from current
 set "hnsw.iterative_scan" = 'relaxed_order'
 set "hnsw.ef_search" = 400
@@ -20,7 +20,7 @@ set enable_sort = off
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
-    v_model text := coalesce(search_messages.model, agentmem._default_model());
+    v_model text := coalesce(search_messages.model, agentmem_private.default_model());
     v_exact_max int := coalesce(
         nullif(pg_catalog.current_setting('agentmem.exact_search_max_rows', true), '')::int, 100
     );
@@ -30,20 +30,20 @@ declare
     v_ids uuid[];
     v_distances float8[];
 begin
-    perform agentmem._check_user_id(search_messages.user_id);
-    perform agentmem._check_range('k', search_messages.k, 1, 1000);
+    perform agentmem_private.check_user_id(search_messages.user_id);
+    perform agentmem_private.check_range('k', search_messages.k, 1, 1000);
     if search_messages.min_similarity not between -1 and 1 or search_messages.min_similarity = 'NaN' then
         raise exception 'min_similarity must be between -1 and 1, got %', search_messages.min_similarity
         using errcode = 'AM020', hint = 'It is a cosine similarity; NULL means no threshold.';
     end if;
-    v_dim := agentmem._check_embedding(v_model, search_messages.query_embedding);
+    v_dim := agentmem_private.check_embedding(v_model, search_messages.query_embedding);
     if search_messages.conversation_id is not null and not exists (
         select from agentmem.conversations as c
         where
             c.tenant_id = v_tenant and c.conversation_id = search_messages.conversation_id
             and c.user_id = search_messages.user_id
     ) then
-        perform agentmem._conv_not_found(search_messages.conversation_id);
+        perform agentmem_private.conv_not_found(search_messages.conversation_id);
     end if;
 
     -- How many candidates, counted no further than the exact-scan limit.
@@ -111,7 +111,8 @@ index with pgvector iterative scans; at or below it, or should the index scan st
 an exact scan of the user''s messages (faster and exact for so few rows).
 similarity is cosine similarity (1 = same direction); min_similarity (-1 to 1) drops weaker hits;
 conversation_id limits the search to one conversation of the user (AM030 if it is not one).
-k: 1 to 1,000 (AM020); AM010/AM011 for a bad query embedding or model, as for store_message.';
+k: 1 to 1,000 (AM020); AM010/AM011 for a bad query embedding or model, as for store_message.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
 create or replace function agentmem.context_window(
     message_id uuid,
@@ -120,7 +121,7 @@ create or replace function agentmem.context_window(
 ) returns setof agentmem.message_row
 language plpgsql
 stable
-security invoker
+security definer
 set search_path from current
 as $$
 #variable_conflict use_column
@@ -129,8 +130,8 @@ declare
     v_conversation uuid;
     v_index int;
 begin
-    perform agentmem._check_range('before', context_window.before, 0, 100);
-    perform agentmem._check_range('after', context_window.after, 0, 100);
+    perform agentmem_private.check_range('before', context_window.before, 0, 100);
+    perform agentmem_private.check_range('after', context_window.after, 0, 100);
     select m.conversation_id, m.message_index into v_conversation, v_index
     from agentmem.messages as m
     where m.tenant_id = v_tenant and m.message_id = context_window.message_id;
@@ -154,7 +155,8 @@ $$;
 comment on function agentmem.context_window(uuid, int, int) is
 'The messages around one message of its conversation, in order: message_index between
 index - before and index + after (fewer at the start and end of the conversation).
-before, after: 0 to 100 (AM020). AM030 for a message not in the current tenant.';
+before, after: 0 to 100 (AM020). AM030 for a message not in the current tenant.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
 create or replace function agentmem.search_with_context(
     user_id text,
@@ -167,14 +169,14 @@ create or replace function agentmem.search_with_context(
 ) returns setof agentmem.message_in_window
 language plpgsql
 stable
-security invoker
+security definer
 set search_path from current
 as $$
 #variable_conflict use_column
 declare
     v_tenant text := agentmem.current_tenant();
 begin
-    perform agentmem._check_range('radius', search_with_context.radius, 0, 100);
+    perform agentmem_private.check_range('radius', search_with_context.radius, 0, 100);
     return query
     with hits as materialized (
         select h.message_id, h.conversation_id, h.message_index, h.similarity
@@ -259,4 +261,5 @@ comment on function agentmem.search_with_context(text, vector, int, int, text, u
 Windows of one conversation that overlap or touch are merged into one, so no message appears twice.
 One row per message: window_rank (1 = the window with the best hit), is_hit and the hit''s similarity,
 window_similarity (its best hit). Rows come by window_rank, then message_index.
-radius: 0 to 100 (AM020); k and the rest as for search_messages.';
+radius: 0 to 100 (AM020); k and the rest as for search_messages.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';

@@ -1,69 +1,5 @@
--- Answer cache upkeep and review: invalidation by source document, sweeping,
--- the review sample of the lookup log and the threshold report.
-
-create or replace function agentmem.invalidate_source(doc_id text)
-returns bigint
-language plpgsql
-volatile
-security invoker
-set search_path from current
-as $$
-declare
-    v_tenant text := agentmem.current_tenant();
-    v_count bigint;
-begin
-    if invalidate_source.doc_id is null or invalidate_source.doc_id = '' then
-        raise exception 'doc_id is missing' using errcode = 'AM020';
-    end if;
-    delete from agentmem.cache_entries as e
-    using agentmem.cache_entry_sources as s
-    where
-        s.tenant_id = v_tenant and s.doc_id = invalidate_source.doc_id
-        and e.tenant_id = v_tenant and e.entry_id = s.entry_id;
-    get diagnostics v_count = row_count;
-    return v_count;
-end
-$$;
-
-comment on function agentmem.invalidate_source(text) is
-'Remove every cached answer of the current tenant that cited the document doc_id; returns how many.
-Goes through the reverse index cache_entry_sources (no scan of the cache).';
-
-create or replace function agentmem.sweep_cache(batch_size int default 1000)
-returns bigint
-language plpgsql
-volatile
-security invoker
-set search_path from current
-as $$
-declare
-    v_tenant text := agentmem.current_tenant();
-    v_version bigint := agentmem.corpus_version();
-    v_count bigint;
-begin
-    perform agentmem._check_range('batch_size', sweep_cache.batch_size, 1, 100000);
-    delete from agentmem.cache_entries as e
-    where e.tenant_id = v_tenant and e.entry_id in (
-        select x.entry_id from (
-            (select d.entry_id from agentmem.cache_entries as d
-                where d.tenant_id = v_tenant and d.expires_at <= now()
-                limit sweep_cache.batch_size)
-            union
-            (select d.entry_id from agentmem.cache_entries as d
-                where d.tenant_id = v_tenant and d.corpus_version < v_version
-                limit sweep_cache.batch_size)
-        ) as x
-        limit sweep_cache.batch_size
-    );
-    get diagnostics v_count = row_count;
-    return v_count;
-end
-$$;
-
-comment on function agentmem.sweep_cache(int) is
-'Delete up to batch_size expired or superseded (older corpus version) entries of the current tenant;
-returns how many. One bounded batch per call, so it is safe to run often (e.g. from pg_cron):
-call it again while it returns batch_size. Expired and superseded entries are never served anyway.';
+-- Answer cache review: a sample of the lookup log for people to judge, their
+-- verdicts, and the threshold report that turns the verdicts into a choice.
 
 create or replace function agentmem.sample_hits(n int default 50, min_similarity real default 0.85)
 returns table (
@@ -72,11 +8,11 @@ returns table (
 )
 language plpgsql
 volatile
-security invoker
+security definer
 set search_path from current
 as $$
 begin
-    perform agentmem._check_range('n', sample_hits.n, 1, 10000);
+    perform agentmem_private.check_range('n', sample_hits.n, 1, 10000);
     return query
     select h.hit_id, h.kind, h.similarity, h.question_asked, h.matched_question, e.answer, h.created_at
     from agentmem.cache_hits as h
@@ -92,13 +28,14 @@ $$;
 comment on function agentmem.sample_hits(int, real) is
 'A random review sample of n unreviewed served hits and guard-passing near misses (candidates with
 similarity >= min_similarity that a lower threshold would have served), with the answer when the
-entry still exists. Record verdicts with review_hit; cache_report prices thresholds from them.';
+entry still exists. Record verdicts with review_hit; cache_report prices thresholds from them.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
 create or replace function agentmem.review_hit(hit_id uuid, correct boolean)
 returns void
 language plpgsql
 volatile
-security invoker
+security definer
 set search_path from current
 as $$
 begin
@@ -116,7 +53,8 @@ $$;
 
 comment on function agentmem.review_hit(uuid, boolean) is
 'Record a reviewer''s verdict on a logged hit: was the cached answer right for the question asked?
-AM030 for an unknown hit (or another tenant''s).';
+AM030 for an unknown hit (or another tenant''s).
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
 create or replace function agentmem.cache_report(
     cost_uncached numeric,
@@ -129,7 +67,7 @@ create or replace function agentmem.cache_report(
 )
 language plpgsql
 stable
-security invoker
+security definer
 set search_path from current
 as $$
 begin
@@ -189,4 +127,5 @@ hits(t) = exact hits + lookups whose best candidate passed the guard with simila
 wrong rate(t) = reviewed_wrong(t) / reviewed(t) from the reviewed sample at that threshold;
 hits_per_1000 = 1000 * hits / queries;  wrong_per_1000 = hits_per_1000 * wrong rate;
 net_value_per_1000 = (hits_per_1000 - wrong_per_1000) * cost_uncached - wrong_per_1000 * cost_wrong
-(a right hit saves one LLM call; a wrong hit costs cost_wrong). NULL where nothing was reviewed.';
+(a right hit saves one LLM call; a wrong hit costs cost_wrong). NULL where nothing was reviewed.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';

@@ -2,7 +2,7 @@
 -- the exact text embedded). Many texts per call in both directions, so a
 -- re-index asks once and embeds only the misses. Tenant-scoped (see the table).
 
-create or replace function agentmem._cache_check_texts(p_texts text[])
+create or replace function agentmem_private.cache_check_texts(p_texts text[])
 returns int
 language plpgsql
 immutable
@@ -24,24 +24,24 @@ begin
 end
 $$;
 
-comment on function agentmem._cache_check_texts(text[]) is
+comment on function agentmem_private.cache_check_texts(text[]) is
 'Internal: AM020 unless texts is a one-dimensional array of 1 to 10,000 non-NULL texts; returns its length.';
 
-create or replace function agentmem.cached_embeddings(
+create or replace function agentmem.embedding_cache_lookup(
     model text,
     texts text[]
 ) returns table (ord int, embedding vector)
 language plpgsql
 stable
-security invoker
+security definer
 set search_path from current
 as $$
 #variable_conflict use_column
 declare
     v_tenant text := agentmem.current_tenant();
-    v_model text := coalesce(cached_embeddings.model, agentmem._default_model());
+    v_model text := coalesce(embedding_cache_lookup.model, agentmem_private.default_model());
 begin
-    perform agentmem._cache_check_texts(cached_embeddings.texts);
+    perform agentmem_private.cache_check_texts(embedding_cache_lookup.texts);
     perform agentmem.get_model(v_model);
     -- One primary-key probe per text (a scalar subquery), whatever the
     -- statistics say: a join planned on stale statistics (a cache filled a
@@ -57,55 +57,57 @@ begin
         )
     from (
         select u.ord, sha256(convert_to(u.txt, 'UTF8')) as sha
-        from unnest(cached_embeddings.texts) with ordinality as u (txt, ord)
+        from unnest(embedding_cache_lookup.texts) with ordinality as u (txt, ord)
     ) as t
     order by t.ord;
 end
 $$;
 
-comment on function agentmem.cached_embeddings(text, text[]) is
+comment on function agentmem.embedding_cache_lookup(text, text[]) is
 'Look up many texts in the embedding cache of the current tenant at once.
 One row per text, in order: ord (1-based position in texts) and the cached embedding, NULL for a miss.
 Texts are matched exactly (sha256 of their UTF-8 bytes), so pass them with the model''s prefix if
 they were embedded with it. texts: 1 to 10,000 non-NULL texts (AM020); AM011 for an unknown model
-(default: agentmem._default_model()).';
+(default: agentmem_private.default_model()).
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
-create or replace function agentmem.cache_embeddings(
+create or replace function agentmem.embedding_cache_store(
     model text,
     texts text[],
     embeddings vector[]
 ) returns int
 language plpgsql
 volatile
-security invoker
+security definer
 set search_path from current
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
-    v_model text := coalesce(cache_embeddings.model, agentmem._default_model());
-    v_n int := agentmem._cache_check_texts(cache_embeddings.texts);
+    v_model text := coalesce(embedding_cache_store.model, agentmem_private.default_model());
+    v_n int := agentmem_private.cache_check_texts(embedding_cache_store.texts);
     v_stored int;
 begin
-    if coalesce(cardinality(cache_embeddings.embeddings), 0) <> v_n
-        or array_ndims(cache_embeddings.embeddings) <> 1 then
+    if coalesce(cardinality(embedding_cache_store.embeddings), 0) <> v_n
+        or array_ndims(embedding_cache_store.embeddings) <> 1 then
         raise exception 'texts and embeddings must be arrays of the same length (% and %)',
-            v_n, coalesce(cardinality(cache_embeddings.embeddings), 0)
+            v_n, coalesce(cardinality(embedding_cache_store.embeddings), 0)
         using errcode = 'AM020';
     end if;
     for i in 1..v_n loop
-        perform agentmem._check_embedding(v_model, cache_embeddings.embeddings[i]);
+        perform agentmem_private.check_embedding(v_model, embedding_cache_store.embeddings[i]);
     end loop;
     insert into agentmem.embedding_cache as c (tenant_id, model, text_sha256, cached_vector)
     select v_tenant, v_model, sha256(convert_to(u.txt, 'UTF8')), u.vec
-    from unnest(cache_embeddings.texts, cache_embeddings.embeddings) as u (txt, vec)
+    from unnest(embedding_cache_store.texts, embedding_cache_store.embeddings) as u (txt, vec)
     on conflict on constraint embedding_cache_pkey do nothing;
     get diagnostics v_stored = row_count;
     return v_stored;
 end
 $$;
 
-comment on function agentmem.cache_embeddings(text, text[], vector[]) is
+comment on function agentmem.embedding_cache_store(text, text[], vector[]) is
 'Store many embeddings in the embedding cache of the current tenant; returns how many were new.
 embeddings[i] is the embedding of texts[i] by model. A text already cached is left as it is
 (the same text and model give the same embedding: no TTL). All or nothing: AM020 for arrays of
-different lengths, NULL texts or more than 10,000; AM011/AM010 for an unknown model or a bad embedding.';
+different lengths, NULL texts or more than 10,000; AM011/AM010 for an unknown model or a bad embedding.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';

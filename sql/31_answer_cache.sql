@@ -1,11 +1,11 @@
--- Answer cache: store, lookup (exact, then semantic with the guard), corpus
--- versions, invalidation, sweeping, the lookup log and the threshold report.
+-- Answer cache: corpus versions, intents, store, lookup (exact, then semantic
+-- with the guard), invalidation by source document and sweeping.
 
 create or replace function agentmem.corpus_version()
 returns bigint
 language sql
 stable
-security invoker
+security definer
 set search_path from current
 as $$
     select coalesce(
@@ -16,13 +16,14 @@ $$;
 
 comment on function agentmem.corpus_version() is
 'The current tenant''s corpus version (0 until the first bump).
-Only answers cached under this version are served.';
+Only answers cached under this version are served.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
 create or replace function agentmem.bump_corpus_version()
 returns bigint
 language sql
 volatile
-security invoker
+security definer
 set search_path from current
 as $$
     insert into agentmem.corpus_versions as cv (tenant_id, version)
@@ -35,9 +36,10 @@ $$;
 comment on function agentmem.bump_corpus_version() is
 'Start a new corpus version for the current tenant and return it.
 Every answer cached under an older version stops being served at once; sweep_cache removes them later.
-Call it when the documents behind the answers change as a whole (re-index, new release of the docs).';
+Call it when the documents behind the answers change as a whole (re-index, new release of the docs).
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
-create or replace function agentmem._cache_intent(p_intent text)
+create or replace function agentmem_private.cache_intent(p_intent text)
 returns agentmem.cache_intents
 language plpgsql
 stable
@@ -60,10 +62,10 @@ begin
 end
 $$;
 
-comment on function agentmem._cache_intent(text) is
+comment on function agentmem_private.cache_intent(text) is
 'Internal: the cache_intents row of an intent; AM020 for an unknown intent.';
 
-create or replace function agentmem._cache_check_question(p_question text, p_what text default 'question')
+create or replace function agentmem_private.cache_check_question(p_question text, p_what text default 'question')
 returns text
 language plpgsql
 immutable
@@ -89,10 +91,10 @@ begin
 end
 $$;
 
-comment on function agentmem._cache_check_question(text, text) is
+comment on function agentmem_private.cache_check_question(text, text) is
 'Internal: AM020 for a missing or empty question, AM021 over 4 MiB; returns the normalised question.';
 
-create or replace function agentmem._cache_check_scope(p_acl_hash text, p_prompt_version text, p_llm_model text)
+create or replace function agentmem_private.cache_check_scope(p_acl_hash text, p_prompt_version text, p_llm_model text)
 returns void
 language plpgsql
 immutable
@@ -111,7 +113,7 @@ begin
 end
 $$;
 
-comment on function agentmem._cache_check_scope(text, text, text) is
+comment on function agentmem_private.cache_check_scope(text, text, text) is
 'Internal: AM020 unless acl_hash, prompt_version and llm_model are non-NULL and at most 200 characters.';
 
 create or replace function agentmem.cache_store(
@@ -123,7 +125,7 @@ create or replace function agentmem.cache_store(
     acl_hash text default '',
     prompt_version text default '',
     llm_model text default '',
-    model text default agentmem._default_model(),
+    model text default null,
     user_id text default null,
     conversation_id uuid default null,
     safe_to_share boolean default false,
@@ -131,20 +133,21 @@ create or replace function agentmem.cache_store(
 ) returns table (stored boolean, entry_id uuid, reason text, expires_at timestamptz)
 language plpgsql
 volatile
-security invoker
+security definer
 set search_path from current
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
-    v_norm text := agentmem._cache_check_question(cache_store.question);
-    v_intent agentmem.cache_intents := agentmem._cache_intent(cache_store.intent);
+    v_model text := coalesce(cache_store.model, agentmem_private.default_model());
+    v_norm text := agentmem_private.cache_check_question(cache_store.question);
+    v_intent agentmem.cache_intents := agentmem_private.cache_intent(cache_store.intent);
     v_ttl interval := coalesce(cache_store.ttl, v_intent.ttl);
     v_markers text[];
     v_entry uuid;
     v_expires timestamptz;
 begin
-    perform agentmem._cache_check_scope(cache_store.acl_hash, cache_store.prompt_version, cache_store.llm_model);
-    perform agentmem._check_embedding(cache_store.model, cache_store.question_embedding);
+    perform agentmem_private.cache_check_scope(cache_store.acl_hash, cache_store.prompt_version, cache_store.llm_model);
+    perform agentmem_private.check_embedding(v_model, cache_store.question_embedding);
     if cache_store.answer is null or btrim(cache_store.answer) = '' then
         raise exception 'answer is empty' using errcode = 'AM020', hint = 'Cache the answer the LLM gave.';
     end if;
@@ -158,7 +161,7 @@ begin
         using errcode = 'AM020', hint = 'Pass the ids of the documents the answer was written from, or ''{}''.';
     end if;
     if not coalesce(cache_store.safe_to_share, false) then
-        v_markers := agentmem._personal_markers(cache_store.answer, cache_store.question);
+        v_markers := agentmem_private.personal_markers(cache_store.answer, cache_store.question);
         if cardinality(v_markers) > 0 then
             return query select
                 false, null::uuid,
@@ -176,7 +179,7 @@ begin
     ) values (
         v_tenant, cache_store.question, v_norm, sha256(convert_to(v_norm, 'UTF8')), cache_store.acl_hash,
         agentmem.corpus_version(), cache_store.prompt_version, cache_store.llm_model, v_intent.intent,
-        cache_store.answer, cache_store.model, cache_store.question_embedding,
+        cache_store.answer, v_model, cache_store.question_embedding,
         array(select distinct s from unnest(cache_store.source_ids) as s order by s),
         cache_store.user_id, cache_store.conversation_id, v_expires
     )
@@ -206,7 +209,8 @@ currency amounts or capitalised names that the question does not contain; safe_t
 overrides. source_ids are the documents the answer was written from (see invalidate_source);
 user_id and conversation_id record whose conversation it came from.
 Errors: AM020 empty question or answer, unknown intent, ttl <= 0, NULL or empty source id, scope
-over 200 characters; AM021 question over 4 MiB; AM010/AM011 bad embedding or model.';
+over 200 characters; AM021 question over 4 MiB; AM010/AM011 bad embedding or model.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
 create or replace function agentmem.cache_lookup(
     question text,
@@ -215,7 +219,7 @@ create or replace function agentmem.cache_lookup(
     prompt_version text default '',
     llm_model text default '',
     intent text default 'general',
-    model text default agentmem._default_model(),
+    model text default null,
     user_id text default null
 ) returns table (
     hit boolean, kind text, similarity real, matched_question text, entry_id uuid, answer text,
@@ -223,14 +227,15 @@ create or replace function agentmem.cache_lookup(
 )
 language plpgsql
 volatile
-security invoker
+security definer
 set search_path from current
 set "hnsw.iterative_scan" = 'relaxed_order'
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
-    v_norm text := agentmem._cache_check_question(cache_lookup.question);
-    v_intent agentmem.cache_intents := agentmem._cache_intent(cache_lookup.intent);
+    v_model text := coalesce(cache_lookup.model, agentmem_private.default_model());
+    v_norm text := agentmem_private.cache_check_question(cache_lookup.question);
+    v_intent agentmem.cache_intents := agentmem_private.cache_intent(cache_lookup.intent);
     v_dim int;
     v_version bigint := agentmem.corpus_version();
     v_entry agentmem.cache_entries;
@@ -244,8 +249,8 @@ declare
     v_best_guard boolean;
     v_hit_id uuid;
 begin
-    perform agentmem._cache_check_scope(cache_lookup.acl_hash, cache_lookup.prompt_version, cache_lookup.llm_model);
-    v_dim := agentmem._check_embedding(cache_lookup.model, cache_lookup.question_embedding);
+    perform agentmem_private.cache_check_scope(cache_lookup.acl_hash, cache_lookup.prompt_version, cache_lookup.llm_model);
+    v_dim := agentmem_private.check_embedding(v_model, cache_lookup.question_embedding);
     -- 1. exact: the normalised question in the full key
     select e.* into v_entry
     from agentmem.cache_entries as e
@@ -272,8 +277,8 @@ begin
     -- 2. semantic: the nearest questions in the same key; the first one over the threshold that
     --    carries the same guard features is the hit
     if not v_intent.high_stakes then
-        v_tokens := agentmem._guard_tokens(cache_lookup.question);
-        v_features := agentmem._guard_features(v_tokens);
+        v_tokens := agentmem_private.guard_tokens(cache_lookup.question);
+        v_features := agentmem_private.guard_features(v_tokens);
         for v_cand in execute pg_catalog.format(
             'select c.* from ('
             || ' select e.entry_id, e.question, e.answer, e.source_ids, ci.threshold, ci.high_stakes,'
@@ -283,16 +288,16 @@ begin
             || '   and e.prompt_version = $5 and e.llm_model = $6 and e.expires_at > now()'
             || ' order by e.embedding::vector(%s) <=> $1::vector(%s) limit 5) as c'
             || ' order by c.similarity desc',
-            v_dim, v_dim, cache_lookup.model, v_dim, v_dim
+            v_dim, v_dim, v_model, v_dim, v_dim
         ) using cache_lookup.question_embedding, v_tenant, cache_lookup.acl_hash, v_version,
             cache_lookup.prompt_version, cache_lookup.llm_model
         loop
             if v_cand.high_stakes then
                 continue;           -- a high-stakes entry is served from an exact match only
             end if;
-            v_cand_tokens := agentmem._guard_tokens(v_cand.question);
-            if agentmem._guard_agrees(
-                v_features, v_tokens, agentmem._guard_features(v_cand_tokens), v_cand_tokens
+            v_cand_tokens := agentmem_private.guard_tokens(v_cand.question);
+            if agentmem_private.guard_agrees(
+                v_features, v_tokens, agentmem_private.guard_features(v_cand_tokens), v_cand_tokens
             ) then
                 if v_cand.similarity >= greatest(v_intent.threshold, v_cand.threshold) then
                     insert into agentmem.cache_hits as h (
@@ -355,4 +360,71 @@ comment on function agentmem.cache_lookup(text, vector, text, text, text, text, 
 Every lookup is logged in cache_hits (kind exact, semantic or miss, with the best candidate of a miss).
 A hit does not extend the entry''s life. Returns hit, kind, similarity, matched_question, entry_id,
 answer, source_ids, hit_id (for review_hit) and, for a miss, the reason.
-Errors: AM020 empty question or unknown intent; AM010/AM011 bad embedding or model.';
+Errors: AM020 empty question or unknown intent; AM010/AM011 bad embedding or model.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+
+create or replace function agentmem.invalidate_source(doc_id text)
+returns bigint
+language plpgsql
+volatile
+security definer
+set search_path from current
+as $$
+declare
+    v_tenant text := agentmem.current_tenant();
+    v_count bigint;
+begin
+    if invalidate_source.doc_id is null or invalidate_source.doc_id = '' then
+        raise exception 'doc_id is missing' using errcode = 'AM020';
+    end if;
+    delete from agentmem.cache_entries as e
+    using agentmem.cache_entry_sources as s
+    where
+        s.tenant_id = v_tenant and s.doc_id = invalidate_source.doc_id
+        and e.tenant_id = v_tenant and e.entry_id = s.entry_id;
+    get diagnostics v_count = row_count;
+    return v_count;
+end
+$$;
+
+comment on function agentmem.invalidate_source(text) is
+'Remove every cached answer of the current tenant that cited the document doc_id; returns how many.
+Goes through the reverse index cache_entry_sources (no scan of the cache).
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+
+create or replace function agentmem.sweep_cache(batch_size int default 1000)
+returns bigint
+language plpgsql
+volatile
+security definer
+set search_path from current
+as $$
+declare
+    v_tenant text := agentmem.current_tenant();
+    v_version bigint := agentmem.corpus_version();
+    v_count bigint;
+begin
+    perform agentmem_private.check_range('batch_size', sweep_cache.batch_size, 1, 100000);
+    delete from agentmem.cache_entries as e
+    where e.tenant_id = v_tenant and e.entry_id in (
+        select x.entry_id from (
+            (select d.entry_id from agentmem.cache_entries as d
+                where d.tenant_id = v_tenant and d.expires_at <= now()
+                limit sweep_cache.batch_size)
+            union
+            (select d.entry_id from agentmem.cache_entries as d
+                where d.tenant_id = v_tenant and d.corpus_version < v_version
+                limit sweep_cache.batch_size)
+        ) as x
+        limit sweep_cache.batch_size
+    );
+    get diagnostics v_count = row_count;
+    return v_count;
+end
+$$;
+
+comment on function agentmem.sweep_cache(int) is
+'Delete up to batch_size expired or superseded (older corpus version) entries of the current tenant;
+returns how many. One bounded batch per call, so it is safe to run often (e.g. from pg_cron):
+call it again while it returns batch_size. Expired and superseded entries are never served anyway.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
