@@ -2,6 +2,83 @@
 -- per-model HNSW index (pgvector iterative scans), and hits expanded to their
 -- context windows. Limits as documented at the top of sql/20_conversations.sql.
 
+create or replace function agentmem_private.nearest_messages(
+    p_tenant text,
+    p_user_id text,
+    p_model text,
+    p_dim int,
+    p_embedding vector,
+    p_k int,
+    p_conversation_id uuid default null
+) returns table (message_id uuid, distance float8)
+language plpgsql
+stable
+security invoker
+set search_path from current
+set "hnsw.iterative_scan" = 'relaxed_order'
+set "hnsw.ef_search" = 400
+set enable_sort = off
+as $$
+declare
+    v_exact_max int := coalesce(
+        nullif(pg_catalog.current_setting('agentmem.exact_search_max_rows', true), '')::int, 100
+    );
+    v_filter text := case when p_conversation_id is null then '' else 'and e.conversation_id = $4' end;
+    v_rows int;
+    v_ids uuid[];
+    v_distances float8[];
+begin
+    -- How many candidates, counted no further than the exact-scan limit.
+    execute pg_catalog.format(
+        'select count(*) from (select from agentmem.message_embeddings as e '
+        'where e.tenant_id = $2 and e.user_id = $3 and e.model = %L %s limit $6) as s',
+        p_model, v_filter
+    )
+    into v_rows
+    using p_embedding, p_tenant, p_user_id, p_conversation_id, p_k, v_exact_max + 1;
+
+    if v_rows > v_exact_max then
+        -- The model's partial HNSW index: same expression, model as a literal
+        -- so that the index predicate is provable. The iterative scan (relaxed
+        -- order) goes on until k rows pass the tenant/user filter; sorts are
+        -- disabled in this function so that the planner keeps to the index.
+        -- ef_search 400 (function setting): at 100k messages a tenant holding
+        -- 30% got recall@10 0.92 with 100, 0.99 with 300, 0.997 with 400, for
+        -- 1.3 -> 2.6 ms p50 inside the server (bench/results/conversations.md).
+        execute pg_catalog.format(
+            'select array_agg(h.message_id order by h.distance), array_agg(h.distance order by h.distance) '
+            'from (select e.message_id, e.embedding::vector(%1$s) <=> $1::vector(%1$s) as distance '
+            '      from agentmem.message_embeddings as e '
+            '      where e.tenant_id = $2 and e.user_id = $3 and e.model = %2$L %3$s '
+            '      order by e.embedding::vector(%1$s) <=> $1::vector(%1$s) limit $5) as h',
+            p_dim, p_model, v_filter
+        )
+        into v_ids, v_distances
+        using p_embedding, p_tenant, p_user_id, p_conversation_id, p_k;
+    end if;
+    if v_rows <= v_exact_max or coalesce(cardinality(v_ids), 0) < p_k then
+        -- Few candidates (or an index scan that gave up at hnsw.max_scan_tuples):
+        -- an exact scan. Its distance expression does not match the index.
+        execute pg_catalog.format(
+            'select array_agg(h.message_id order by h.distance), array_agg(h.distance order by h.distance) '
+            'from (select e.message_id, e.embedding <=> $1 as distance '
+            '      from agentmem.message_embeddings as e '
+            '      where e.tenant_id = $2 and e.user_id = $3 and e.model = %L %s '
+            '      order by 2 limit $5) as h',
+            p_model, v_filter
+        )
+        into v_ids, v_distances
+        using p_embedding, p_tenant, p_user_id, p_conversation_id, p_k;
+    end if;
+    return query select h.message_id, h.distance from unnest(v_ids, v_distances) as h (message_id, distance);
+end
+$$;
+
+comment on function agentmem_private.nearest_messages(text, text, text, int, vector, int, uuid) is
+'Internal: the vector branch of message search. The user''s p_k nearest message embeddings of one model
+(ids and cosine distances, nearest first): the model''s HNSW index with iterative scans above
+agentmem.exact_search_max_rows candidates, an exact scan at or below it or when the index stops short.';
+
 create or replace function agentmem.search_messages(
     user_id text,
     query_embedding vector,
@@ -14,21 +91,11 @@ language plpgsql
 stable
 security definer
 set search_path from current
-set "hnsw.iterative_scan" = 'relaxed_order'
-set "hnsw.ef_search" = 400
-set enable_sort = off
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
     v_model text := coalesce(search_messages.model, agentmem_private.default_model());
-    v_exact_max int := coalesce(
-        nullif(pg_catalog.current_setting('agentmem.exact_search_max_rows', true), '')::int, 100
-    );
-    v_filter text := case when search_messages.conversation_id is null then '' else 'and e.conversation_id = $4' end;
     v_dim int;
-    v_rows int;
-    v_ids uuid[];
-    v_distances float8[];
 begin
     perform agentmem_private.check_user_id(search_messages.user_id);
     perform agentmem_private.check_range('k', search_messages.k, 1, 1000);
@@ -46,57 +113,14 @@ begin
         perform agentmem_private.conv_not_found(search_messages.conversation_id);
     end if;
 
-    -- How many candidates, counted no further than the exact-scan limit.
-    execute pg_catalog.format(
-        'select count(*) from (select from agentmem.message_embeddings as e '
-        'where e.tenant_id = $2 and e.user_id = $3 and e.model = %L %s limit $6) as s',
-        v_model, v_filter
-    )
-    into v_rows
-    using search_messages.query_embedding, v_tenant, search_messages.user_id,
-    search_messages.conversation_id, search_messages.k, v_exact_max + 1;
-
-    if v_rows > v_exact_max then
-        -- The model's partial HNSW index: same expression, model as a literal
-        -- so that the index predicate is provable. The iterative scan (relaxed
-        -- order) goes on until k rows pass the tenant/user filter; sorts are
-        -- disabled in this function so that the planner keeps to the index.
-        -- ef_search 400 (function setting): at 100k messages a tenant holding
-        -- 30% got recall@10 0.92 with 100, 0.99 with 300, 0.997 with 400, for
-        -- 1.3 -> 2.6 ms p50 inside the server (bench/results/conversations.md).
-        execute pg_catalog.format(
-            'select array_agg(h.message_id order by h.distance), array_agg(h.distance order by h.distance) '
-            'from (select e.message_id, e.embedding::vector(%1$s) <=> $1::vector(%1$s) as distance '
-            '      from agentmem.message_embeddings as e '
-            '      where e.tenant_id = $2 and e.user_id = $3 and e.model = %2$L %3$s '
-            '      order by e.embedding::vector(%1$s) <=> $1::vector(%1$s) limit $5) as h',
-            v_dim, v_model, v_filter
-        )
-        into v_ids, v_distances
-        using search_messages.query_embedding, v_tenant, search_messages.user_id,
-        search_messages.conversation_id, search_messages.k;
-    end if;
-    if v_rows <= v_exact_max or coalesce(cardinality(v_ids), 0) < search_messages.k then
-        -- Few candidates (or an index scan that gave up at hnsw.max_scan_tuples):
-        -- an exact scan. Its distance expression does not match the index.
-        execute pg_catalog.format(
-            'select array_agg(h.message_id order by h.distance), array_agg(h.distance order by h.distance) '
-            'from (select e.message_id, e.embedding <=> $1 as distance '
-            '      from agentmem.message_embeddings as e '
-            '      where e.tenant_id = $2 and e.user_id = $3 and e.model = %L %s '
-            '      order by 2 limit $5) as h',
-            v_model, v_filter
-        )
-        into v_ids, v_distances
-        using search_messages.query_embedding, v_tenant, search_messages.user_id,
-        search_messages.conversation_id, search_messages.k;
-    end if;
-
     return query
     select
         m.message_id, m.conversation_id, m.message_index, m.role, m.content, m.metadata, m.created_at,
         (1 - h.distance)::real
-    from unnest(v_ids, v_distances) as h (message_id, distance)
+    from agentmem_private.nearest_messages(
+        v_tenant, search_messages.user_id, v_model, v_dim, search_messages.query_embedding,
+        search_messages.k, search_messages.conversation_id
+    ) as h
     inner join agentmem.messages as m on m.tenant_id = v_tenant and m.message_id = h.message_id
     where search_messages.min_similarity is null or 1 - h.distance >= search_messages.min_similarity
     order by h.distance, m.message_id;
