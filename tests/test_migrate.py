@@ -174,6 +174,45 @@ def test_role_not_allowed_to_create_vector_gets_a_hint(empty_db, server):
             conn.execute(f"drop role {role}")
 
 
+def test_a_non_superuser_dba_installs_once_made_a_member_of_agentmem_owner(empty_db, server):
+    """A DBA who is not a superuser (a managed service's admin): the roles are the cluster's,
+    so a second database's DBA must be made a member of agentmem_owner, and is told so."""
+    role = "agentmem_dba_" + uuid.uuid4().hex[:6]
+    name = empty_db.rsplit("/", 1)[1]
+    with psycopg.connect(empty_db, autocommit=True) as conn:
+        conn.execute("create extension vector")
+        conn.execute("select 1 from pg_roles where rolname = 'agentmem_owner'")
+        conn.execute(f"create role {role} login createrole")
+        conn.execute(f"grant create on database {name} to {role}")
+        conn.execute(f"grant agentmem_app to {role} with admin option")
+    dba_url = server.db_url(name, role)
+    try:
+        with pytest.raises(m.MigrationError) as info:
+            m.Migrator(dba_url).migrate()
+        assert info.value.sqlstate == "AM041" and f"grant agentmem_owner to {role}" in info.value.hint
+        with psycopg.connect(empty_db) as conn:  # the failed migration left nothing behind
+            assert conn.execute("select to_regnamespace('agentmem_private')").fetchone()[0] is None
+        with psycopg.connect(empty_db, autocommit=True) as conn:
+            conn.execute(f"grant agentmem_owner to {role}")
+        m.Migrator(dba_url).migrate()
+        with psycopg.connect(dba_url, autocommit=True) as conn:
+            owners = conn.execute("select distinct pg_get_userbyid(proowner) from pg_proc "
+                                  "where pronamespace = 'agentmem'::regnamespace and prosecdef").fetchall()
+            assert owners == [("agentmem_owner",)]
+            conn.execute(f"create role {role}_app login")
+            conn.execute("select agentmem.grant_app_role(role_name => %s)", (f"{role}_app",))
+        with psycopg.connect(server.db_url(name, f"{role}_app"), autocommit=True) as app:
+            app.execute("select agentmem.set_tenant(tenant_id => 'acme')")
+            cid = app.execute("select agentmem.start_conversation(user_id => 'u1')").fetchone()[0]
+            assert app.execute("select count(*) from agentmem.recent_messages(conversation_id => %s)",
+                               (cid,)).fetchone() == (0,)
+    finally:
+        with psycopg.connect(server.url, autocommit=True) as conn:
+            conn.execute(f'drop database if exists "{name}" with (force)')
+            for r in (f"{role}_app", role):
+                conn.execute(f"drop role if exists {r}")
+
+
 @pytest.mark.parametrize("replace, expected", [
     # the same preflight, pointed at an extension this server does not have
     ("'vector'", "pgvector is not installed"),
