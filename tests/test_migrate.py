@@ -52,11 +52,28 @@ def test_fresh_install_records_each_migration_with_checksum_and_version(empty_db
                                 for f in source.migrations]
 
 
+def policies(url: str) -> list[tuple]:
+    with psycopg.connect(url) as conn:
+        return conn.execute("select oid, polrelid::regclass::text from pg_policy order by 1").fetchall()
+
+
 def test_rerun_is_a_noop(empty_db):
     m.Migrator(empty_db).migrate()
-    before = ledger(empty_db)
+    before, before_policies = ledger(empty_db), policies(empty_db)
     assert m.Migrator(empty_db).migrate() == []
     assert ledger(empty_db) == before
+    # the row-security policies are left alone (no drop and re-create, no table lock) ...
+    assert policies(empty_db) == before_policies and len(before_policies) >= 13
+    # ... unless one differs from what it should be
+    with psycopg.connect(empty_db, autocommit=True) as conn:
+        conn.execute("alter policy tenant_isolation on agentmem.facts using (true)")
+    m.Migrator(empty_db).migrate()
+    after = policies(empty_db)
+    assert len(after) == len(before_policies)
+    assert [r for r in after if r[1] == "agentmem.facts"] != [r for r in before_policies if r[1] == "agentmem.facts"]
+    with psycopg.connect(empty_db) as conn:
+        assert conn.execute("select qual from pg_policies where tablename = 'facts'").fetchone() == (
+            "(tenant_id = agentmem.current_tenant())",)
 
 
 def test_eight_concurrent_migrators_apply_each_migration_once(empty_db):
