@@ -70,6 +70,10 @@ begin
     v_removed := v_removed || jsonb_build_object(
         'embedding_cache', agentmem_private.forget_text_hashes(v_tenant, v_texts || v_questions)
     );
+    delete from agentmem.retrievals as r
+    where r.tenant_id = v_tenant and r.conversation_id = forget_conversation.conversation_id;
+    get diagnostics v_n = row_count;
+    v_removed := v_removed || jsonb_build_object('retrievals', v_n);
     delete from agentmem.message_embeddings as me where me.tenant_id = v_tenant and me.message_id = any(v_ids);
     get diagnostics v_n = row_count;
     v_removed := v_removed || jsonb_build_object('message_embeddings', v_n);
@@ -86,7 +90,7 @@ $$;
 
 comment on function agentmem.forget_conversation(uuid) is
 'Erase one conversation of the current tenant, in one transaction, and return the receipt.
-The conversation, its messages and their embeddings go; facts whose every source message was in it
+The conversation, its messages, their embeddings and retrieval records go; facts whose every source message was in it
 are deleted and other facts (and fact history) lose those links; cached answers written from it go,
 with the hit log''s copies of their questions; embedding-cache rows of its texts go. The receipt
 (rows removed per table, when; no content, no id of what was erased) is kept in agentmem.erasure_log.
@@ -171,6 +175,9 @@ begin
     perform agentmem_private.prune_fact_sources(v_tenant, v_ids, true);
 
     v_removed := v_removed || jsonb_build_object('embedding_cache', agentmem_private.forget_text_hashes(v_tenant, v_texts));
+    delete from agentmem.retrievals as r where r.tenant_id = v_tenant and r.message_id = any(v_ids);
+    get diagnostics v_n = row_count;
+    v_removed := v_removed || jsonb_build_object('retrievals', v_n);
     delete from agentmem.message_embeddings as me where me.tenant_id = v_tenant and me.user_id = forget_user.user_id;
     get diagnostics v_n = row_count;
     v_removed := v_removed || jsonb_build_object('message_embeddings', v_n);
@@ -210,7 +217,7 @@ $$;
 
 comment on function agentmem.forget_user(text) is
 'Erase everything derived from one user of the current tenant, in every agentmem table, in one
-transaction: conversations, messages, their embeddings, facts and fact history, cached answers the
+transaction: conversations, messages, their embeddings and retrieval records, facts and fact history, cached answers the
 user''s conversations wrote and the hit log''s copies of the user''s questions, embedding-cache rows of
 the user''s texts, and rows of any other table with a user_id column. Returns the receipt (rows removed
 per table, when; no content and no identifier of the user), also kept in agentmem.erasure_log.

@@ -219,7 +219,7 @@ begin
             if to_regclass('agentmem.messages') is null then
                 return 0;
             end if;
-            -- Their embeddings go by cascade; fact history whose every source
+            -- Their embeddings and retrieval records go by cascade; fact history whose every source
             -- expired goes too, and facts lose the dangling links (facts
             -- themselves have their own policy).
             -- Their embedding-cache rows go as well.
@@ -347,7 +347,8 @@ comment on function agentmem.apply_retention(int) is
 'Delete what the retention policies say is too old: at most batch_size rows per kind of data per call,
 oldest first, then run the answer cache''s sweep. Safe to run too often (a concurrent run returns at once;
 a run with nothing to do removes nothing) and records each run in agentmem.job_runs (rows removed per
-kind, duration, errors: a failing kind does not stop the others). Messages go with their embeddings;
+kind, duration, errors: a failing kind does not stop the others). Messages go with their embeddings
+and retrieval records (by cascade);
 fact history whose sources all expired goes with them. Runs as a superuser or BYPASSRLS role (AM041
 otherwise) because it works across tenants; schedule it with agentmem.schedule_retention or call it
 from any scheduler.';

@@ -63,6 +63,14 @@ class ContextItem:
     created_at: datetime
 
 
+@dataclass(frozen=True)
+class TopicShift:
+    overlap: float | None       # Jaccard overlap of the last two recorded turns (None with fewer)
+    shifted: bool               # overlap < threshold
+    turns_compared: int         # 0, 1 or 2 recorded turns found
+    since_message_index: int | None  # the last recorded turn's user message
+
+
 def _as_json(value: Any):
     from psycopg.types.json import Jsonb
     return None if value is None else Jsonb(value)
@@ -138,6 +146,20 @@ class ConversationAPI:
         """Store embeddings in the tenant's cache; returns how many were new."""
         return self._call("select agentmem.embedding_cache_store(model => %s, texts => %s, embeddings => %s)",
                           (model, list(texts), as_vectors(embeddings)), fetch="scalar", conn=conn)
+
+    def record_retrieval(self, message_id: UUID, doc_ids: Sequence[str], *, conn=None):
+        """Record the documents retrieved for a user message (replaces an earlier record); returns how many."""
+        return self._call("select agentmem.record_retrieval(message_id => %s, doc_ids => %s::text[])",
+                          (message_id, list(doc_ids)), fetch="scalar", conn=conn)
+
+    def topic_shift(self, conversation_id: UUID, threshold: float = 0.15, *, conn=None):
+        return self._call("select * from agentmem.topic_shift(conversation_id => %s, threshold => %s::real)",
+                          (conversation_id, threshold), fetch="one", row=TopicShift, conn=conn)
+
+    def unseen_docs(self, conversation_id: UUID, doc_ids: Sequence[str], lookback: int = 6, *, conn=None):
+        """The ids not retrieved in the conversation's last `lookback` turns, in the given order."""
+        return self._call("select agentmem.unseen_docs(conversation_id => %s, doc_ids => %s::text[], "
+                          "lookback => %s)", (conversation_id, list(doc_ids), lookback), fetch="scalar", conn=conn)
 
     def get_model(self, model: str, *, conn=None):
         return self._call("select * from agentmem.get_model(model => %s)", (model,), fetch="one", conn=conn)
