@@ -45,7 +45,7 @@ MODEL = "all-minilm"
 APP_ROLE = "agentmem_bench_app"
 DBNAME = "agentmem_bench_hybrid"
 TENANT = "locomo"
-EMB_CACHE = ROOT / ".pgdata" / "bench" / "minilm_locomo.npz"
+EMB_CACHE = ROOT / ".pgdata" / "hybrid-cache" / "minilm_locomo.npz"
 
 
 def data_file() -> Path:
@@ -77,7 +77,7 @@ def load_locomo():
 
 
 def embed(texts: list[str]) -> np.ndarray:
-    """all-MiniLM-L6-v2, normalised; memoised in .pgdata/bench/ by text so reruns skip the model."""
+    """all-MiniLM-L6-v2, normalised; memoised in .pgdata/hybrid-cache/ by text so reruns skip the model."""
     cache: dict[str, np.ndarray] = {}
     keys_file = EMB_CACHE.with_suffix(".json")
     if EMB_CACHE.exists() and keys_file.exists():
