@@ -49,8 +49,8 @@ end
 $owner_tables$;
 revoke all on agentmem.schema_migrations, agentmem.job_runs, agentmem.erasure_log from agentmem_owner;
 grant select, insert on agentmem.erasure_log to agentmem_owner;
-revoke all on agentmem.models, agentmem.cache_intents from agentmem_owner;
-grant select on agentmem.models, agentmem.cache_intents to agentmem_owner;
+revoke all on agentmem.models, agentmem.cache_intents, agentmem.text_search_settings from agentmem_owner;
+grant select on agentmem.models, agentmem.cache_intents, agentmem.text_search_settings to agentmem_owner;
 grant usage, select on all sequences in schema agentmem to agentmem_owner;
 revoke all on agentmem.retention_health from agentmem_owner;
 
@@ -67,7 +67,8 @@ agentmem.apply_retention(int),
 agentmem.schedule_retention(text),
 agentmem.unschedule_retention(),
 agentmem.set_default_retention_policy(text, interval),
-agentmem.clear_default_retention_policy(text)
+agentmem.clear_default_retention_policy(text),
+agentmem.set_text_search_config(regconfig)
 from agentmem_app, agentmem_owner;
 
 -- Every security definer function of the API belongs to agentmem_owner.
