@@ -121,3 +121,28 @@ a rewrite of both tables under an ACCESS EXCLUSIVE lock, so every read and write
 facts waits for it (minutes for millions of messages); run it in a maintenance window.
 Queries use the new configuration as soon as the transaction commits. Returns false, doing nothing,
 when the configuration is already the current one. AM020 for NULL. Needs to own the tables.';
+
+-- Row-level security and the GIN index. Under forced RLS the planner may use
+-- an index for a condition only if the condition's function is LEAKPROOF (it
+-- could otherwise see rows the policy rejects before the policy runs), and
+-- ts_match_vq, behind tsvector @@ tsquery, is not marked so. It cannot leak:
+-- it returns true or false, and the only errors it can raise (stack depth,
+-- out of memory) depend on the query, which agentmem_private.text_query
+-- builds, never on a row's contents. So the installer marks it LEAKPROOF in
+-- this database when it runs as a superuser (only a superuser may), and the
+-- text branch takes the GIN index. Otherwise the text branch still works,
+-- reading the user's own rows through (tenant_id, user_id) and testing each,
+-- and this NOTICE tells the DBA the statement to run.
+do $leakproof$
+begin
+    if (select not p.proleakproof from pg_catalog.pg_proc as p where p.oid = 'pg_catalog.ts_match_vq'::regproc) then
+        if (select r.rolsuper from pg_catalog.pg_roles as r where r.rolname = current_user) then
+            alter function pg_catalog.ts_match_vq(tsvector, tsquery) leakproof;
+        else
+            raise notice 'full-text search will not use its GIN index under row-level security until a superuser runs: %',
+                'alter function pg_catalog.ts_match_vq(tsvector, tsquery) leakproof;'
+            using hint = 'See README, "Searching by words, and hybrid search".';
+        end if;
+    end if;
+end
+$leakproof$;

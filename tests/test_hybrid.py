@@ -250,10 +250,9 @@ def _explain_as_app(admin, statement, params):
 
 
 def test_the_text_branch_reads_only_the_users_rows_and_the_vector_branch_still_uses_hnsw(admin, app):
-    """Under forced row-level security the planner may not use the GIN index for `@@`: ts_match_vq is
-    not LEAKPROOF, so it must run after the tenant policy. The text branch therefore reads the user's
-    rows through (tenant_id, user_id), never the table; once a superuser marks ts_match_vq leakproof
-    in the database, the same statement takes the GIN index."""
+    """Under forced row-level security the planner uses the GIN index for `@@` only if ts_match_vq is
+    LEAKPROOF, which a superuser's install marks it (sql/16_text_search.sql). Without that mark the
+    text branch reads the user's rows through (tenant_id, user_id), never the table."""
     n, mine = 20_000, 2_000
     vectors = clustered_vectors(n, DIM, seed=5)
     rows = [("acme", "alice")] * mine + [(f"big{i % 9}", "alice") for i in range(n - mine)]
@@ -265,22 +264,23 @@ def test_the_text_branch_reads_only_the_users_rows_and_the_vector_branch_still_u
     admin.execute("vacuum analyze agentmem.messages")  # as autovacuum would: the GIN pending list merged
     statement = ("select message_id, vector_rank, text_rank from agentmem.search_messages(user_id => 'alice', "
                  "query_embedding => %s, query_text => 'zebracorn INV-2291', k => 10, model => 'all-minilm')")
+    assert admin.execute("select proleakproof from pg_proc where oid = 'ts_match_vq'::regproc").fetchone() == (True,)
+    got_gin, plans = _explain_as_app(admin, statement, (vectors[3],))
+    text_plans = [p for p in plans if "content_tsv @@" in p]
+    assert text_plans and "Bitmap Index Scan on messages_content_tsv_idx" in text_plans[-1], text_plans
+    knn = [p for p in plans if "Order By: ((embedding)::vector(384) <=>" in p]
+    assert knn, "no plan of the vector branch ordered by the HNSW index:\n" + "\n---\n".join(plans)
+    assert "Index Scan using message_embeddings_all_minilm_" in knn[0] and "_hnsw" in knn[0]
+
+    admin.execute("alter function pg_catalog.ts_match_vq(tsvector, tsquery) not leakproof")  # this database only
     got, plans = _explain_as_app(admin, statement, (vectors[3],))
+    assert got == got_gin
     assert len(got) == 10
     assert {r[0] for r in got if r[2] is not None} == set(targets)  # not the other tenants' copies
     text_plans = [p for p in plans if "content_tsv @@" in p]
     assert text_plans, "no plan of the text branch:\n" + "\n---\n".join(plans)
     assert "Seq Scan" not in text_plans[-1]
     assert "Index Cond: ((tenant_id = 'acme'::text) AND (user_id = 'alice'::text))" in text_plans[-1], text_plans[-1]
-    knn = [p for p in plans if "Order By: ((embedding)::vector(384) <=>" in p]
-    assert knn, "no plan of the vector branch ordered by the HNSW index:\n" + "\n---\n".join(plans)
-    assert "Index Scan using message_embeddings_all_minilm_" in knn[0] and "_hnsw" in knn[0]
-
-    admin.execute("alter function pg_catalog.ts_match_vq(tsvector, tsquery) leakproof")  # this database only
-    got_gin, plans = _explain_as_app(admin, statement, (vectors[3],))
-    assert got_gin == got
-    text_plans = [p for p in plans if "content_tsv @@" in p]
-    assert "Bitmap Index Scan on messages_content_tsv_idx" in text_plans[-1], text_plans[-1]
 
 
 def test_the_dba_switches_the_text_search_configuration(admin, app, connect, app_url):
