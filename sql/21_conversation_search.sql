@@ -99,9 +99,8 @@ declare
 begin
     perform agentmem_private.check_user_id(search_messages.user_id);
     perform agentmem_private.check_range('k', search_messages.k, 1, 1000);
-    if search_messages.min_similarity not between -1 and 1 or search_messages.min_similarity = 'NaN' then
-        raise exception 'min_similarity must be between -1 and 1, got %', search_messages.min_similarity
-        using errcode = 'AM020', hint = 'It is a cosine similarity; NULL means no threshold.';
+    if search_messages.min_similarity is not null then
+        perform agentmem_private.check_similarity('min_similarity', search_messages.min_similarity);
     end if;
     v_dim := agentmem_private.check_embedding(v_model, search_messages.query_embedding);
     if search_messages.conversation_id is not null and not exists (
@@ -122,7 +121,9 @@ begin
         search_messages.k, search_messages.conversation_id
     ) as h
     inner join agentmem.messages as m on m.tenant_id = v_tenant and m.message_id = h.message_id
-    where search_messages.min_similarity is null or 1 - h.distance >= search_messages.min_similarity
+    -- A NaN distance (a degenerate vector stored before check_embedding refused
+    -- them) is never a hit: NaN >= x is true in PostgreSQL.
+    where h.distance <> 'NaN' and (search_messages.min_similarity is null or 1 - h.distance >= search_messages.min_similarity)
     order by h.distance, m.message_id;
 end
 $$;
