@@ -202,6 +202,16 @@ declare
     v_tenant text := agentmem.current_tenant();
 begin
     perform agentmem_private.check_range('radius', search_with_context.radius, 0, 100);
+    -- The arguments search_messages checks, checked here too: the plan below
+    -- may never run search_messages (a hash join over no messages skips it).
+    perform agentmem_private.check_user_id(search_with_context.user_id);
+    perform agentmem_private.check_range('k', search_with_context.k, 1, 1000);
+    if search_with_context.min_similarity is not null then
+        perform agentmem_private.check_similarity('min_similarity', search_with_context.min_similarity);
+    end if;
+    perform agentmem_private.check_embedding(
+        coalesce(search_with_context.model, agentmem_private.default_model()), search_with_context.query_embedding
+    );
     return query
     with hits as materialized (
         select h.message_id, h.conversation_id, h.message_index, h.similarity
