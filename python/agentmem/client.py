@@ -77,10 +77,13 @@ class Memory(ConversationAPI, CacheAPI, FactsAPI, _Base):
                 max_size: int = 10, timeout: float = 10.0) -> "Memory":
         """Open a pool. ``timeout`` (seconds) bounds how long a call waits for a connection
         (and each connection attempt); past it the call raises ``ConnectionLost``. Connections
-        are checked when taken from the pool, so after a server restart the next call works."""
+        are checked when taken from the pool, so after a server restart the next call works:
+        the pool's reconnection attempts (backing off 1, 2, 4 s ...) give up after ``timeout``
+        too, so the next call starts a fresh attempt instead of waiting out a long back-off."""
         pool = ConnectionPool(conninfo, min_size=min_size, max_size=max_size, open=True,
                               configure=register_vector, check=ConnectionPool.check_connection,
-                              timeout=timeout, kwargs={"connect_timeout": max(2, round(timeout))})
+                              timeout=timeout, reconnect_timeout=timeout,
+                              kwargs={"connect_timeout": max(2, round(timeout))})
         return cls(pool, tenant=tenant, embedder=embedder)
 
     def close(self) -> None:
@@ -133,7 +136,8 @@ class AsyncMemory(ConversationAPI, CacheAPI, FactsAPI, _Base):
         pool = AsyncConnectionPool(conninfo, min_size=min_size, max_size=max_size, open=False,
                                    configure=register_vector_async,
                                    check=AsyncConnectionPool.check_connection,
-                                   timeout=timeout, kwargs={"connect_timeout": max(2, round(timeout))})
+                                   timeout=timeout, reconnect_timeout=timeout,
+                                   kwargs={"connect_timeout": max(2, round(timeout))})
         await pool.open()
         return cls(pool, tenant=tenant, embedder=embedder)
 
