@@ -62,8 +62,10 @@ begin
         using errcode = 'AM021', hint = 'Questions that long are not worth caching.';
     end if;
     -- Normalising runs four regular expressions whose cost grows with the
-    -- text (6 s for 4 MiB): past the guard's limit a question is its own key.
-    if octet_length(question) > agentmem_private.guard_max_bytes() then
+    -- text (6 s for 4 MiB): past the guard's limit (16384 bytes, as
+    -- agentmem_private.guard_max_bytes(), which this security invoker function
+    -- cannot call as the application role) a question is its own key.
+    if octet_length(question) > 16384 then
         return question;
     end if;
     return btrim(regexp_replace(
