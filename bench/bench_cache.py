@@ -134,7 +134,7 @@ def database(args) -> str:
     if args.database_url:
         url = args.database_url
     else:
-        base = devserver.start(ROOT / ".pgdata" / "bench", port=args.port)
+        base = devserver.start(ROOT / ".pgdata" / "bench", port=args.port, fast=True)  # throwaway data: fsync etc. off, on purpose
         with psycopg.connect(base, autocommit=True) as c:
             c.execute("drop database if exists agentmem_bench with (force)")
             c.execute("create database agentmem_bench")

@@ -364,7 +364,7 @@ def main() -> int:
         server_url = args.database_url
     else:
         from agentmem import devserver
-        server_url = devserver.start(ROOT / ".pgdata" / "bench", port=args.port)
+        server_url = devserver.start(ROOT / ".pgdata" / "bench", port=args.port, fast=True)  # throwaway data: fsync etc. off, on purpose
     started = time.perf_counter()
     results = [run_size(server_url, 10_000, 1_000, 100)]
     if not args.quick:

@@ -379,7 +379,7 @@ def main():
     rng = np.random.default_rng(1)
     wall0 = time.perf_counter()
 
-    server_url = args.database_url or devserver.start(ROOT / ".pgdata" / "bench", port=PORT)
+    server_url = args.database_url or devserver.start(ROOT / ".pgdata" / "bench", port=PORT, fast=True)  # throwaway data: fsync etc. off, on purpose
     with psycopg.connect(server_url, autocommit=True) as c:
         c.execute(f"drop database if exists {DBNAME} with (force)")
         c.execute(f"create database {DBNAME}")

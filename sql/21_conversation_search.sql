@@ -139,9 +139,8 @@ begin
     perform agentmem_private.check_range('k', search_messages.k, 1, 1000);
     perform agentmem_private.check_range('candidate_pool', search_messages.candidate_pool, 1, 1000);
     perform agentmem_private.check_range('rrf_k', search_messages.rrf_k, 0, 1000);
-    if search_messages.min_similarity not between -1 and 1 or search_messages.min_similarity = 'NaN' then
-        raise exception 'min_similarity must be between -1 and 1, got %', search_messages.min_similarity
-        using errcode = 'AM020', hint = 'It is a cosine similarity; NULL means no threshold.';
+    if search_messages.min_similarity is not null then
+        perform agentmem_private.check_similarity('min_similarity', search_messages.min_similarity);
     end if;
     if search_messages.query_embedding is null and search_messages.query_text is null then
         raise exception 'search_messages needs query_embedding, query_text or both'
@@ -192,7 +191,10 @@ begin
                 v_tenant, search_messages.user_id, v_model, v_dim, search_messages.query_embedding,
                 search_messages.k, search_messages.conversation_id
             ) as n
-            where search_messages.min_similarity is null or 1 - n.distance >= search_messages.min_similarity
+            -- A NaN distance (a degenerate vector stored before check_embedding refused
+            -- them) is never a hit: NaN >= x is true in PostgreSQL.
+            where n.distance <> 'NaN' and (search_messages.min_similarity is null
+                or 1 - n.distance >= search_messages.min_similarity)
         ) as h
         inner join agentmem.messages as m on m.tenant_id = v_tenant and m.message_id = h.message_id
         order by h.distance, m.message_id;
@@ -227,7 +229,8 @@ begin
             v_tenant, search_messages.user_id, v_model, v_dim, search_messages.query_embedding,
             v_pool, search_messages.conversation_id
         ) as n
-        where search_messages.min_similarity is null or 1 - n.distance >= search_messages.min_similarity
+        where n.distance <> 'NaN' and (search_messages.min_similarity is null
+            or 1 - n.distance >= search_messages.min_similarity)
     ),
 
     txt as (
@@ -355,6 +358,18 @@ declare
     v_tenant text := agentmem.current_tenant();
 begin
     perform agentmem_private.check_range('radius', search_with_context.radius, 0, 100);
+    -- The arguments search_messages checks, checked here too: the plan below
+    -- may never run search_messages (a hash join over no messages skips it).
+    perform agentmem_private.check_user_id(search_with_context.user_id);
+    perform agentmem_private.check_range('k', search_with_context.k, 1, 1000);
+    if search_with_context.min_similarity is not null then
+        perform agentmem_private.check_similarity('min_similarity', search_with_context.min_similarity);
+    end if;
+    if search_with_context.query_embedding is not null then
+        perform agentmem_private.check_embedding(
+            coalesce(search_with_context.model, agentmem_private.default_model()), search_with_context.query_embedding
+        );
+    end if;
     return query
     with hits as materialized (
         select h.message_id, h.conversation_id, h.message_index, h.similarity, h.vector_rank, h.text_rank, h.score

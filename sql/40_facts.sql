@@ -24,11 +24,11 @@ declare
     v_similarity real;
 begin
     perform agentmem_private.check_user_id(upsert_fact.user_id);
-    if v_subject is null or v_subject = '' then
+    if agentmem_private.is_blank(v_subject) then
         raise exception 'subject must be a non-empty text'
         using errcode = 'AM020', hint = 'A subject names the slot a fact fills, e.g. home_city or diet.';
     end if;
-    if upsert_fact.fact is null or btrim(upsert_fact.fact) = '' then
+    if agentmem_private.is_blank(upsert_fact.fact) then
         raise exception 'fact must be a non-empty text'
         using errcode = 'AM020', hint = 'Pass one standalone statement, e.g. "The user lives in Lyon."';
     end if;
@@ -40,11 +40,13 @@ begin
         raise exception 'fact is % characters long; the limit is 4000', length(upsert_fact.fact)
         using errcode = 'AM021', hint = 'Split it into several standalone facts.';
     end if;
-    if upsert_fact.merge_threshold is null or upsert_fact.merge_threshold not between 0 and 1 then
+    if upsert_fact.merge_threshold is null or upsert_fact.merge_threshold = 'NaN'
+        or upsert_fact.merge_threshold not between 0 and 1 then
         raise exception 'merge_threshold must be between 0 and 1, got %',
             coalesce(upsert_fact.merge_threshold::text, 'NULL')
         using errcode = 'AM020';
     end if;
+    perform agentmem_private.check_array('source_message_ids', upsert_fact.source_message_ids, 10000);
     if array_position(upsert_fact.source_message_ids, null) is not null then
         raise exception 'source_message_ids contains NULL'
         using errcode = 'AM020', hint = 'Pass the ids of the messages the fact was extracted from.';
@@ -52,6 +54,8 @@ begin
     perform agentmem_private.check_embedding(v_model, upsert_fact.embedding);
     v_sources := array(select distinct s from unnest(coalesce(upsert_fact.source_message_ids, '{}')) as s order by s);
 
+    -- The user's lock (shared) first: forget_user waits for this write.
+    perform agentmem_private.lock_user(v_tenant, upsert_fact.user_id, false);
     -- Serialise writers of one slot: two sessions upserting the same fact at
     -- once must leave one row, and a merge must see the other's sources.
     perform pg_catalog.pg_advisory_xact_lock(
@@ -80,7 +84,9 @@ begin
     v_similarity := (1 - (v_old.embedding <=> upsert_fact.embedding))::real;
     fact_id := v_old.fact_id;
     similarity := v_similarity;
-    if v_similarity >= upsert_fact.merge_threshold then
+    -- A NaN similarity (a degenerate vector stored before check_embedding
+    -- refused them) never merges: NaN >= x is true in PostgreSQL.
+    if v_similarity <> 'NaN' and v_similarity >= upsert_fact.merge_threshold then
         -- The same fact said again: keep one row, newest wording, all sources.
         update agentmem.facts as f
         set
@@ -126,8 +132,10 @@ is a contradiction: it replaces the text and sources, and the old text goes to
 agentmem.fact_history, which keeps it only as long as one of its source messages lives
 ("replaced"). Concurrent calls for one slot are serialised by an advisory lock, so they
 leave one row. Returns the fact id, the action and the similarity to the previous text.
-Raises AM020 for an empty user, subject or fact or NULL source ids, AM021 for a subject
-over 200 or a fact over 4,000 characters, AM010/AM011 for a bad embedding or model.
+Raises AM020 for an empty or blank (whitespace only) user, subject or fact, NULL source ids,
+source_message_ids not one-dimensional from index 1 or over 10,000 ids, AM021 for a subject over
+200 or a fact over 4,000 characters, AM010/AM011 for a bad embedding or model.
+Takes the user''s erasure lock shared (see forget_user).
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
 create or replace function agentmem_private.text_match_facts(

@@ -34,7 +34,7 @@ declare
     v_row agentmem.retention_policies;
 begin
     if p_kind is null or p_kind not in ('messages', 'cached_answers', 'hit_log', 'facts', 'erasure_log', 'job_runs') then
-        raise exception 'unknown kind of data: %', coalesce(p_kind, 'NULL')
+        raise exception 'unknown kind of data: %', coalesce(left(p_kind, 100), 'NULL')
         using
             errcode = 'AM020',
             hint = 'Kinds: messages, cached_answers, hit_log, facts, erasure_log, job_runs.';
