@@ -90,8 +90,26 @@ language plpgsql
 stable
 security invoker
 set search_path from current
+set enable_bitmapscan = on
 as $$
+declare
+    v_rows int;
 begin
+    -- A user with few messages is read through the (tenant_id, user_id)
+    -- index and each row tested: the GIN index's posting lists hold every
+    -- tenant's rows with the words, so at 100,000 messages a common word
+    -- made the bitmap path 3x slower (10.2 ms against 3.4 ms for a user of
+    -- 419 messages; about 8 microseconds per row tested and ranked). Bitmap
+    -- scans (the only way GIN is read) are switched off for that statement;
+    -- the function's own setting restores them when it returns.
+    select count(*) into v_rows from (
+        select from agentmem.messages as m
+        where m.tenant_id = p_tenant and m.user_id = p_user_id
+        limit 1001
+    ) as s;
+    if v_rows <= 1000 then
+        perform pg_catalog.set_config('enable_bitmapscan', 'off', true);
+    end if;
     -- Planned with the query's own tsquery (execute), so that the planner
     -- weighs the GIN index on content_tsv against the user's btree index.
     return query execute pg_catalog.format(
