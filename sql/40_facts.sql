@@ -148,35 +148,63 @@ stable
 security definer
 set search_path from current
 set "hnsw.iterative_scan" = 'relaxed_order'
-set "hnsw.ef_search" = 100
+set "hnsw.ef_search" = 400
+set enable_sort = off
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
     v_model text := coalesce(recall_facts.model, agentmem_private.default_model());
     v_dim int;
+    v_rows int;
 begin
     perform agentmem_private.check_user_id(recall_facts.user_id);
     perform agentmem_private.check_range('k', recall_facts.k, 1, 100);
     v_dim := agentmem_private.check_embedding(v_model, recall_facts.query_embedding);
+    -- As message search: few candidates are scanned exactly (B-tree on
+    -- (tenant, user)); more go through the tenant's own HNSW index when it has
+    -- one, else the model's shared one, asking for k + 20 rows and keeping the
+    -- k nearest (relaxed order).
+    select count(*) into v_rows from (
+        select from agentmem.facts as f
+        where f.tenant_id = v_tenant and f.user_id = recall_facts.user_id and f.model = v_model
+        limit agentmem_private.exact_search_max_rows(v_dim) + 1
+    ) as s;
+    if v_rows <= agentmem_private.exact_search_max_rows(v_dim) then
+        return query
+        select f.fact_id, f.subject, f.fact, (1 - (f.embedding <=> recall_facts.query_embedding))::real,
+            f.source_message_ids, f.updated_at
+        from agentmem.facts as f
+        where f.tenant_id = v_tenant and f.user_id = recall_facts.user_id and f.model = v_model
+        order by f.embedding <=> recall_facts.query_embedding, f.fact_id
+        limit recall_facts.k;
+        return;
+    end if;
     return query execute pg_catalog.format(
         'select r.fact_id, r.subject, r.fact, r.similarity, r.source_message_ids, r.updated_at '
         'from ('
         '  select f.fact_id, f.subject, f.fact, (1 - (f.embedding::vector(%1$s) <=> $1::vector(%1$s)))::real as similarity,'
         '         f.source_message_ids, f.updated_at, f.embedding::vector(%1$s) <=> $1::vector(%1$s) as distance'
         '  from agentmem.facts as f'
-        '  where f.model = $2 and f.tenant_id = $3 and f.user_id = $4'
+        '  where f.model = %2$L and %3$s and f.user_id = $4'
         '  order by f.embedding::vector(%1$s) <=> $1::vector(%1$s)'
-        '  limit $5'
-        ') as r order by r.distance, r.fact_id',
-        v_dim
+        '  limit $5 + 20'
+        ') as r order by r.distance, r.fact_id limit $5',
+        v_dim, v_model,
+        case
+            when agentmem_private.has_tenant_index('facts', v_tenant, v_model)
+                then pg_catalog.format('f.tenant_id = %L', v_tenant)
+            else 'f.tenant_id = $3'
+        end
     ) using recall_facts.query_embedding, v_model, v_tenant, recall_facts.user_id, recall_facts.k;
 end
 $$;
 
 comment on function agentmem.recall_facts(text, vector, int, text) is
 'The user''s facts most similar to a query embedding, most similar first, with their sources.
-Searches the current tenant only, through the model''s HNSW index (iterative scans, so a small
-user among many still gets k rows). Raises AM020 for an empty user or k outside 1..100,
+Searches the current tenant only: an exact scan of the user''s facts up to
+agentmem.exact_search_max_rows of them (as search_messages), above it the tenant''s own HNSW index
+when a DBA built one (agentmem.create_tenant_index, table_name => ''facts''), else the model''s
+shared one, with iterative scans. Raises AM020 for an empty user or k outside 1..100,
 AM010/AM011 for a bad embedding or model.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
