@@ -5,6 +5,28 @@
 -- the DBA may run by hand, e.g. CREATE INDEX CONCURRENTLY). Figures behind the
 -- defaults: README, "Tuning".
 
+create or replace function agentmem_private.exact_search_max_rows(p_dim int)
+returns int
+language sql
+stable
+security invoker
+set search_path from current
+as $$
+    -- An exact scan costs rows x dimension; 4,608,000 is 6,000 rows of 768
+    -- dimensions, where an exact scan of random vectors cost what the
+    -- tenant's own HNSW index cost at recall@10 >= 0.95 (README, "Tuning").
+    select coalesce(
+        nullif(pg_catalog.current_setting('agentmem.exact_search_max_rows', true), '')::int,
+        greatest(100, 4608000 / greatest(p_dim, 1))
+    )
+$$;
+
+comment on function agentmem_private.exact_search_max_rows(int) is
+'Internal: how many candidate rows a vector search scans exactly before it turns to an HNSW index:
+the setting agentmem.exact_search_max_rows when set, else 4,608,000 / dimension (6,000 rows at 768
+dimensions, 12,000 at 384), the measured point where an exact scan stops being cheaper than an index
+scan of the same recall (README, "Tuning").';
+
 create or replace function agentmem_private.embedding_tables()
 returns setof text
 language sql
@@ -202,12 +224,28 @@ create or replace view agentmem.tenants_needing_index
 with (security_invoker = true) as
 with
 sizes as (
-    select 'message_embeddings'::text as table_name, e.tenant_id, e.model, count(*) as row_count
-    from agentmem.message_embeddings as e group by e.tenant_id, e.model
+    select
+        'message_embeddings'::text as table_name,
+        e.tenant_id,
+        e.model,
+        count(*) as row_count
+    from agentmem.message_embeddings as e
+    group by e.tenant_id, e.model
     union all
-    select 'facts', f.tenant_id, f.model, count(*) from agentmem.facts as f group by f.tenant_id, f.model
+    select
+        'facts' as table_name,
+        f.tenant_id,
+        f.model,
+        count(*) as row_count
+    from agentmem.facts as f
+    group by f.tenant_id, f.model
     union all
-    select 'cache_entries', c.tenant_id, c.model, count(*) from agentmem.cache_entries as c
+    select
+        'cache_entries' as table_name,
+        c.tenant_id,
+        c.model,
+        count(*) as row_count
+    from agentmem.cache_entries as c
     group by c.tenant_id, c.model
 )
 
@@ -216,39 +254,21 @@ select
     s.tenant_id,
     s.model,
     s.row_count,
-    agentmem.tenant_index_ddl(tenant_id => s.tenant_id, model => s.model, table_name => s.table_name)
-    as create_statement
+    agentmem.tenant_index_ddl(
+        tenant_id => s.tenant_id, model => s.model, table_name => s.table_name
+    ) as create_statement
 from sizes as s
+inner join agentmem.models as m on s.model = m.model
 where
     s.row_count > coalesce(
-        nullif(pg_catalog.current_setting('agentmem.tenant_index_min_rows', true), '')::bigint, 20000
+        nullif(pg_catalog.current_setting('agentmem.tenant_index_min_rows', true), '')::bigint,
+        agentmem_private.exact_search_max_rows(m.dimension)
     )
     and not agentmem_private.has_tenant_index(s.table_name, s.tenant_id, s.model)
 order by s.row_count desc;
 
 comment on view agentmem.tenants_needing_index is
-'Tenants holding more than agentmem.tenant_index_min_rows rows (a setting, default 20,000) of one
-table and model without an index of their own, biggest first, with the CREATE INDEX CONCURRENTLY to
-run for each. Counts every row: a scan of the three embedding tables, meant for the DBA now and then.';
-
-create or replace function agentmem_private.exact_search_max_rows(p_dim int)
-returns int
-language sql
-stable
-security invoker
-set search_path from current
-as $$
-    -- An exact scan costs rows x dimension; 4,608,000 is 6,000 rows of 768
-    -- dimensions, where an exact scan of random vectors cost what the
-    -- tenant's own HNSW index cost at recall@10 >= 0.95 (README, "Tuning").
-    select coalesce(
-        nullif(pg_catalog.current_setting('agentmem.exact_search_max_rows', true), '')::int,
-        greatest(100, 4608000 / greatest(p_dim, 1))
-    )
-$$;
-
-comment on function agentmem_private.exact_search_max_rows(int) is
-'Internal: how many candidate rows a vector search scans exactly before it turns to an HNSW index:
-the setting agentmem.exact_search_max_rows when set, else 4,608,000 / dimension (6,000 rows at 768
-dimensions, 12,000 at 384), the measured point where an exact scan stops being cheaper than an index
-scan of the same recall (README, "Tuning").';
+'Tenants holding more rows of one table and model than a search scans exactly (setting
+agentmem.tenant_index_min_rows, by default agentmem.exact_search_max_rows: 6,000 rows at 768
+dimensions, 12,000 at 384) without an index of their own, biggest first, with the CREATE INDEX
+CONCURRENTLY to run for each. Counts every row: a scan of the three embedding tables, meant for the DBA now and then.';
