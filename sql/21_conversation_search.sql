@@ -16,7 +16,7 @@ stable
 security invoker
 set search_path from current
 set "hnsw.iterative_scan" = 'relaxed_order'
-set "hnsw.ef_search" = 400
+set "hnsw.ef_search" = 1000
 set enable_sort = off
 as $$
 declare

@@ -148,7 +148,7 @@ stable
 security definer
 set search_path from current
 set "hnsw.iterative_scan" = 'relaxed_order'
-set "hnsw.ef_search" = 400
+set "hnsw.ef_search" = 1000
 set enable_sort = off
 as $$
 declare
