@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import sys
 import time
@@ -93,6 +94,23 @@ class Dataset:
     def truth(self, t: int, q: np.ndarray) -> set:
         idx = self.members[t]
         return {str(self.ids[i]) for i in idx[np.argsort(-(self.vectors[idx] @ q))[:K]]}
+
+
+def urls(server_url: str) -> tuple[str, str]:
+    admin_url = server_url.rsplit("/", 1)[0] + f"/{DBNAME}"
+    user = admin_url.split("//", 1)[1].split("@", 1)[0]
+    return admin_url, admin_url.replace(f"//{user}@", f"//{APP_ROLE}@", 1)
+
+
+def reuse_dataset(admin, ds: "Dataset") -> None:
+    """--reuse: the four users' rows as loaded by an earlier run (ids are random, so read them back)."""
+    rows = admin.execute("select tenant_id, message_id, embedding from agentmem.message_embeddings "
+                         "where tenant_id like 'share%%' and model = %s", (ds.model,)).fetchall()
+    names = [ds.name(t) for t in range(len(SHARES))]
+    ds.tenant = np.array([names.index(t) for t, _, _ in rows], dtype=np.int32)
+    ds.ids = [m for _, m, _ in rows]
+    ds.vectors = np.array([v.to_numpy() for _, _, v in rows], dtype=np.float32)
+    ds.members = {i: np.flatnonzero(ds.tenant == i) for i in range(len(SHARES))}
 
 
 def fresh_database(server_url: str) -> tuple[str, str]:
@@ -175,11 +193,12 @@ def path_of(admin, ds: Dataset, t: int) -> str:
     return "tenant's own index" if own else "shared index"
 
 
-def run_dataset(server_url: str, kind: str, n: int, dim: int, queries: int) -> dict:
+def run_dataset(server_url: str, kind: str, n: int, dim: int, queries: int, reuse: bool = False) -> dict:
     from langgraph.store.postgres import PostgresStore
     print(f"--- {kind} {dim}-d, {n:,} vectors", flush=True)
     ds = Dataset(kind, n, dim)
-    admin_url, app_url = fresh_database(server_url)
+    sidecar = ROOT / ".pgdata" / f"bench_recall_{kind}_{n}.json"
+    admin_url, app_url = urls(server_url) if reuse else fresh_database(server_url)
     lookup: dict = {}
 
     def embed(texts):
@@ -191,10 +210,16 @@ def run_dataset(server_url: str, kind: str, n: int, dim: int, queries: int) -> d
                                                              "distance_type": "cosine"}) as lg:
         lg.setup()
         admin.execute("set maintenance_work_mem = '1GB'")
-        out["agentmem_load"] = load_agentmem(admin, ds)
-        print("agentmem loaded", out["agentmem_load"], flush=True)
-        out["langgraph_load"] = load_langgraph(admin, ds)
-        print("langgraph loaded", out["langgraph_load"], flush=True)
+        if reuse:  # the data and indexes of an earlier run of the same data set, its load figures
+            loads = json.loads(sidecar.read_text())
+            out["agentmem_load"], out["langgraph_load"] = loads["agentmem"], loads["langgraph"]
+            reuse_dataset(admin, ds)
+        else:
+            out["agentmem_load"] = load_agentmem(admin, ds)
+            print("agentmem loaded", out["agentmem_load"], flush=True)
+            out["langgraph_load"] = load_langgraph(admin, ds)
+            print("langgraph loaded", out["langgraph_load"], flush=True)
+            sidecar.write_text(json.dumps({"agentmem": out["agentmem_load"], "langgraph": out["langgraph_load"]}))
         for t in range(len(SHARES)):
             qs = ds.queries(t, queries + 3)
             lat = {"agentmem": [], "langgraph": []}
@@ -210,7 +235,9 @@ def run_dataset(server_url: str, kind: str, n: int, dim: int, queries: int) -> d
                     else:
                         key = f"q{len(lookup)}"
                         lookup[key] = q
-                        got = [it.key for it in lg.search((ds.name(t), "user"), query=key, limit=K)]
+                        # PostgresStore keeps a namespace as its labels joined by '.'
+                        got = [it.key for it in lg.search((*ds.name(t).split("."), "user"), query=key,
+                                                          limit=K)]
                     ms = (time.perf_counter() - t0) * 1000
                     if j < 3:
                         continue  # warm-up
@@ -274,6 +301,8 @@ def main() -> int:
     parser.add_argument("--large", action="store_true", help="also 1,000,000 clustered 384-d vectors")
     parser.add_argument("--only", choices=("random", "clustered"), help="one kind of vectors only")
     parser.add_argument("--queries", type=int, default=40, help="queries per user size")
+    parser.add_argument("--reuse", choices=("random", "clustered"),
+                        help="search the data set of this kind an interrupted run left loaded, instead of loading it")
     parser.add_argument("--database-url", help="a server to use (default: an embedded one on --port)")
     parser.add_argument("--port", type=int, default=int(os.environ.get("AGENTMEM_EMBEDDED_PORT", 55431)))
     args = parser.parse_args()
@@ -293,7 +322,8 @@ def main() -> int:
     if args.large:
         runs.append(("clustered", 1_000_000, 384))
     started = time.perf_counter()
-    results = [run_dataset(server_url, kind, size, dim, args.queries) for kind, size, dim in runs]
+    results = [run_dataset(server_url, kind, size, dim, args.queries, reuse=(kind == args.reuse and size == n))
+               for kind, size, dim in runs]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(report(results, time.perf_counter() - started, args.large))
     print(f"wrote {args.out}")
