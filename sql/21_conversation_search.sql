@@ -16,19 +16,19 @@ stable
 security invoker
 set search_path from current
 set "hnsw.iterative_scan" = 'relaxed_order'
-set "hnsw.ef_search" = 400
+set "hnsw.ef_search" = 1000
 set enable_sort = off
 as $$
 declare
-    v_exact_max int := coalesce(
-        nullif(pg_catalog.current_setting('agentmem.exact_search_max_rows', true), '')::int, 100
-    );
+    v_exact_max int := agentmem_private.exact_search_max_rows(p_dim);
     v_filter text := case when p_conversation_id is null then '' else 'and e.conversation_id = $4' end;
+    v_tenant_filter text;
     v_rows int;
     v_ids uuid[];
     v_distances float8[];
 begin
-    -- How many candidates, counted no further than the exact-scan limit.
+    -- How many candidates, counted through the B-tree on (tenant, user, model)
+    -- no further than the exact-scan limit.
     execute pg_catalog.format(
         'select count(*) from (select from agentmem.message_embeddings as e '
         'where e.tenant_id = $2 and e.user_id = $3 and e.model = %L %s limit $6) as s',
@@ -38,20 +38,26 @@ begin
     using p_embedding, p_tenant, p_user_id, p_conversation_id, p_k, v_exact_max + 1;
 
     if v_rows > v_exact_max then
-        -- The model's partial HNSW index: same expression, model as a literal
-        -- so that the index predicate is provable. The iterative scan (relaxed
-        -- order) goes on until k rows pass the tenant/user filter; sorts are
-        -- disabled in this function so that the planner keeps to the index.
-        -- ef_search 400 (function setting): at 100k messages a tenant holding
-        -- 30% got recall@10 0.92 with 100, 0.99 with 300, 0.997 with 400, for
-        -- 1.3 -> 2.6 ms p50 inside the server (bench/results/conversations.md).
+        -- An HNSW index: the tenant's own (its predicate names the tenant, so
+        -- the tenant goes into the statement as a literal for the planner to
+        -- prove it), else the model's shared one (model as a literal, same
+        -- reason). Same distance expression as the index; the iterative scan
+        -- (relaxed order) goes on until enough rows pass the user filter; sorts
+        -- are disabled here so that the planner keeps to the index. The scan
+        -- asks for k + 20 rows and keeps the k nearest: relaxed order hands
+        -- rows back roughly, not exactly, nearest first.
+        v_tenant_filter := case
+            when agentmem_private.has_tenant_index('message_embeddings', p_tenant, p_model)
+                then pg_catalog.format('e.tenant_id = %L', p_tenant)
+            else 'e.tenant_id = $2'
+        end;
         execute pg_catalog.format(
-            'select array_agg(h.message_id order by h.distance), array_agg(h.distance order by h.distance) '
+            'select (array_agg(h.message_id order by h.distance))[1:$5], (array_agg(h.distance order by h.distance))[1:$5] '
             'from (select e.message_id, e.embedding::vector(%1$s) <=> $1::vector(%1$s) as distance '
             '      from agentmem.message_embeddings as e '
-            '      where e.tenant_id = $2 and e.user_id = $3 and e.model = %2$L %3$s '
-            '      order by e.embedding::vector(%1$s) <=> $1::vector(%1$s) limit $5) as h',
-            p_dim, p_model, v_filter
+            '      where %4$s and e.user_id = $3 and e.model = %2$L %3$s '
+            '      order by e.embedding::vector(%1$s) <=> $1::vector(%1$s) limit $5 + 20) as h',
+            p_dim, p_model, v_filter, v_tenant_filter
         )
         into v_ids, v_distances
         using p_embedding, p_tenant, p_user_id, p_conversation_id, p_k;
@@ -76,8 +82,9 @@ $$;
 
 comment on function agentmem_private.nearest_messages(text, text, text, int, vector, int, uuid) is
 'Internal: the vector branch of message search. The user''s p_k nearest message embeddings of one model
-(ids and cosine distances, nearest first): the model''s HNSW index with iterative scans above
-agentmem.exact_search_max_rows candidates, an exact scan at or below it or when the index stops short.';
+(ids and cosine distances, nearest first): at or below agentmem.exact_search_max_rows candidates an
+exact scan; above it the tenant''s own HNSW index when it has one (agentmem.create_tenant_index),
+else the model''s shared HNSW index, with iterative scans; an exact scan when the index stops short.';
 
 create or replace function agentmem_private.text_match_messages(
     p_tenant text,
@@ -287,10 +294,11 @@ $$;
 comment on function agentmem.search_messages(text, vector, int, uuid, real, text, text, int, int) is
 'The user''s k past messages best matching a query embedding, a query text or both, in the current tenant, best first.
 - query_embedding only: the k most similar messages (today''s vector search). Returns k rows whenever
-  k matching rows exist, however small the tenant is beside the others: above
-  agentmem.exact_search_max_rows candidates (a setting, default 100) it uses the model''s HNSW index
-  with pgvector iterative scans; at or below it, or should the index scan stop short of k rows, an
-  exact scan of the user''s messages.
+  k matching rows exist, however small the tenant is beside the others: up to
+  agentmem.exact_search_max_rows candidates (a setting; by default 4,608,000 / dimension, i.e. 6,000
+  rows at 768 dimensions, 12,000 at 384) an exact scan of the user''s messages; above it the tenant''s
+  own HNSW index when a DBA built one (agentmem.create_tenant_index), else the model''s shared HNSW
+  index, with pgvector iterative scans, and an exact scan should the index stop short of k rows.
 - query_text only (query_embedding NULL, e.g. from psql): full-text search over the GIN index of
   messages.content_tsv, ranked by ts_rank_cd; any of the text''s words (at most its first 64 distinct
   ones, stemmed under the installation''s text search configuration, stop words dropped) makes a

@@ -249,6 +249,8 @@ volatile
 security definer
 set search_path from current
 set "hnsw.iterative_scan" = 'relaxed_order'
+set "hnsw.ef_search" = 1000
+set enable_sort = on
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
@@ -267,6 +269,8 @@ declare
     v_best_question text;
     v_best_guard boolean;
     v_hit_id uuid;
+    v_scope_rows int;
+    v_exact boolean;
 begin
     perform agentmem_private.cache_check_scope(cache_lookup.acl_hash, cache_lookup.prompt_version, cache_lookup.llm_model);
     v_dim := agentmem_private.check_embedding(v_model, cache_lookup.question_embedding);
@@ -304,17 +308,40 @@ begin
     if not v_intent.high_stakes and octet_length(cache_lookup.question) <= agentmem_private.guard_max_bytes() then
         v_tokens := agentmem_private.guard_tokens(cache_lookup.question);
         v_features := agentmem_private.guard_features(v_tokens);
+        -- A small scope (counted through cache_entries_scope_idx, up to
+        -- agentmem.exact_search_max_rows) is scanned exactly; a bigger one goes
+        -- through the tenant's own HNSW index when it has one, else the model's.
+        select count(*) into v_scope_rows from (
+            select from agentmem.cache_entries as e
+            where
+                e.tenant_id = v_tenant and e.model = v_model and e.acl_hash = cache_lookup.acl_hash
+                and e.prompt_version = cache_lookup.prompt_version and e.llm_model = cache_lookup.llm_model
+                and e.corpus_version = v_version
+            limit agentmem_private.exact_search_max_rows(v_dim) + 1
+        ) as s;
+        v_exact := v_scope_rows <= agentmem_private.exact_search_max_rows(v_dim);
+        -- sorts off for the nearest-neighbour statement only (so that the planner
+        -- keeps to the HNSW index); the function's SET clause restores it on exit
+        perform pg_catalog.set_config('enable_sort', 'off', true);
         for v_cand in execute pg_catalog.format(
             'select c.* from ('
             || ' select e.entry_id, e.question, e.answer, e.source_ids, ci.threshold, ci.high_stakes,'
-            || '   (1 - (e.embedding::vector(%s) <=> $1::vector(%s)))::real as similarity'
+            || '   (1 - (%1$s <=> $1::vector(%2$s)))::real as similarity'
             || ' from agentmem.cache_entries as e join agentmem.cache_intents as ci on ci.intent = e.intent'
-            || ' where e.model = %L and e.tenant_id = $2 and e.acl_hash = $3 and e.corpus_version = $4'
+            || ' where e.model = %3$L and %4$s and e.acl_hash = $3 and e.corpus_version = $4'
             || '   and e.prompt_version = $5 and e.llm_model = $6 and e.expires_at > now()'
-            || '   and octet_length(e.question) <= %s'
-            || ' order by e.embedding::vector(%s) <=> $1::vector(%s) limit 5) as c'
+            || '   and octet_length(e.question) <= %5$s'
+            || ' order by %1$s <=> $1::vector(%2$s) limit 5) as c'
             || ' order by c.similarity desc',
-            v_dim, v_dim, v_model, agentmem_private.guard_max_bytes(), v_dim, v_dim
+            -- the exact scan's expression (no cast) does not match the HNSW index's
+            case when v_exact then 'e.embedding' else 'e.embedding::vector(' || v_dim || ')' end,
+            v_dim, v_model,
+            case
+                when not v_exact and agentmem_private.has_tenant_index('cache_entries', v_tenant, v_model)
+                    then pg_catalog.format('e.tenant_id = %L', v_tenant)
+                else 'e.tenant_id = $2'
+            end,
+            agentmem_private.guard_max_bytes()
         ) using cache_lookup.question_embedding, v_tenant, cache_lookup.acl_hash, v_version,
             cache_lookup.prompt_version, cache_lookup.llm_model
         loop
@@ -383,7 +410,8 @@ comment on function agentmem.cache_lookup(text, vector, text, text, text, text, 
 1. Exact: the normalised question (normalize_question) in the full key: current tenant, acl_hash,
    the tenant''s corpus version, prompt_version, llm_model; not expired.
 2. Semantic, only when exact misses and the intent is not high-stakes: the nearest cached questions in
-   the same key (HNSW of the model); the nearest one with cosine similarity at or above the threshold
+   the same key (an exact scan up to agentmem.exact_search_max_rows entries in the key, above it the
+   tenant''s own HNSW index when a DBA built one, else the model''s); the nearest one with cosine similarity at or above the threshold
    (the larger of the asking and the cached intent''s) that passes the guard with the asked question
    (question_guard_agrees: the same question_guard_features, negation scope compared on shared words)
    is the hit. A candidate over the threshold with other numbers, dates, amounts,

@@ -190,12 +190,14 @@ stable
 security definer
 set search_path from current
 set "hnsw.iterative_scan" = 'relaxed_order'
-set "hnsw.ef_search" = 100
+set "hnsw.ef_search" = 1000
+set enable_sort = off
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
     v_model text := coalesce(recall_facts.model, agentmem_private.default_model());
     v_dim int;
+    v_rows int;
     v_query tsquery;
     v_pool int := greatest(recall_facts.candidate_pool, recall_facts.k);
     -- The vector branch: the model's HNSW index (same expression as the
@@ -221,15 +223,37 @@ begin
         v_dim := agentmem_private.check_embedding(v_model, recall_facts.query_embedding);
     end if;
     v_query := agentmem_private.text_query(recall_facts.query_text);
-    v_nearest := pg_catalog.format(
-        'select f.fact_id, f.subject, f.fact, (1 - (f.embedding::vector(%1$s) <=> $1::vector(%1$s)))::real as similarity,'
-        '       f.source_message_ids, f.updated_at, f.embedding::vector(%1$s) <=> $1::vector(%1$s) as distance'
-        '  from agentmem.facts as f'
-        '  where f.model = $2 and f.tenant_id = $3 and f.user_id = $4'
-        '  order by f.embedding::vector(%1$s) <=> $1::vector(%1$s)'
-        '  limit $5',
-        v_dim
-    );
+    if recall_facts.query_embedding is not null then
+        -- As message search: few candidates are scanned exactly (B-tree on
+        -- (tenant, user)); more go through the tenant's own HNSW index when it
+        -- has one, else the model's shared one, asking for $5 + 20 rows and
+        -- keeping the $5 nearest (relaxed order).
+        select count(*) into v_rows from (
+            select from agentmem.facts as f
+            where f.tenant_id = v_tenant and f.user_id = recall_facts.user_id and f.model = v_model
+            limit agentmem_private.exact_search_max_rows(v_dim) + 1
+        ) as s;
+        v_nearest := pg_catalog.format(
+            'select n.* from ('
+            '  select f.fact_id, f.subject, f.fact, (1 - (%1$s <=> $1::vector(%2$s)))::real as similarity,'
+            '         f.source_message_ids, f.updated_at, %1$s <=> $1::vector(%2$s) as distance'
+            '  from agentmem.facts as f'
+            '  where f.model = %3$L and %4$s and f.user_id = $4'
+            '  order by %1$s <=> $1::vector(%2$s)'
+            '  limit $5 + 20'
+            ') as n order by n.distance, n.fact_id limit $5',
+            -- the exact scan's expression (no cast) does not match the HNSW index's
+            case when v_rows <= agentmem_private.exact_search_max_rows(v_dim) then 'f.embedding'
+                else 'f.embedding::vector(' || v_dim || ')' end,
+            v_dim, v_model,
+            case
+                when v_rows > agentmem_private.exact_search_max_rows(v_dim)
+                    and agentmem_private.has_tenant_index('facts', v_tenant, v_model)
+                    then pg_catalog.format('f.tenant_id = %L', v_tenant)
+                else 'f.tenant_id = $3'
+            end
+        );
+    end if;
 
     if v_query is null and recall_facts.query_embedding is null then
         raise notice 'recall_facts: query_text holds no searchable word, so nothing was searched'
