@@ -173,8 +173,8 @@ def quality(app, questions, qvecs, where, pool=60, rrf_k=60):
 
 TEXT_VARIANTS = {
     # name: (tsquery expression over $1 = question, rank expression over tsv/q)
-    "OR of words, ts_rank_cd (chosen)": ("agentmem_private.text_query($1)", "ts_rank_cd(m.content_tsv, q)"),
-    "OR of words, ts_rank": ("agentmem_private.text_query($1)", "ts_rank(m.content_tsv, q)"),
+    "OR of words, ts_rank_cd": ("agentmem_private.text_query($1)", "ts_rank_cd(m.content_tsv, q)"),
+    "OR of words, ts_rank (chosen)": ("agentmem_private.text_query($1)", "ts_rank(m.content_tsv, q)"),
     "OR of words, ts_rank_cd /(1+log length)": ("agentmem_private.text_query($1)",
                                                 "ts_rank_cd(m.content_tsv, q, 1)"),
     "OR of words, ts_rank /(1+log length)": ("agentmem_private.text_query($1)", "ts_rank(m.content_tsv, q, 1)"),

@@ -53,7 +53,7 @@ $$;
 comment on function agentmem_private.text_query(text) is
 'Internal: the full-text query for a caller''s text: its distinct words under the installation''s
 configuration (stop words dropped, stemmed), the first 64 by position, OR-ed (a message matching any
-of them is a candidate; ts_rank_cd ranks those matching more, and closer together, first).
+of them is a candidate; ts_rank ranks those matching more of them, and more often, first).
 Operators and quotes in the text are characters of words, never tsquery syntax.
 NULL when the text holds no searchable word (NULL, blank, punctuation or stop words only).';
 

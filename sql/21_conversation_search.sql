@@ -121,7 +121,7 @@ begin
     -- weighs the GIN index on content_tsv against the user's btree index.
     return query execute pg_catalog.format(
         'select r.message_id, (row_number() over (order by r.score desc, r.message_id))::int '
-        'from (select m.message_id, ts_rank_cd(m.content_tsv, $3) as score '
+        'from (select m.message_id, ts_rank(m.content_tsv, $3) as score '
         '      from agentmem.messages as m '
         '      where m.tenant_id = $1 and m.user_id = $2 and m.content_tsv @@ $3 %s '
         '      order by 2 desc, 1 limit $4) as r '
@@ -134,7 +134,7 @@ $$;
 
 comment on function agentmem_private.text_match_messages(text, text, tsquery, int, uuid) is
 'Internal: the full-text branch of message search. The user''s p_k messages best matching p_query
-(ts_rank_cd on messages.content_tsv, GIN index), with their rank (1 = best), optionally in one
+(ts_rank on messages.content_tsv, GIN index), with their rank (1 = best), optionally in one
 conversation.';
 
 create or replace function agentmem.search_messages(
@@ -300,7 +300,7 @@ comment on function agentmem.search_messages(text, vector, int, uuid, real, text
   own HNSW index when a DBA built one (agentmem.create_tenant_index), else the model''s shared HNSW
   index, with pgvector iterative scans, and an exact scan should the index stop short of k rows.
 - query_text only (query_embedding NULL, e.g. from psql): full-text search over the GIN index of
-  messages.content_tsv, ranked by ts_rank_cd; any of the text''s words (at most its first 64 distinct
+  messages.content_tsv, ranked by ts_rank; any of the text''s words (at most its first 64 distinct
   ones, stemmed under the installation''s text search configuration, stop words dropped) makes a
   candidate. Punctuation such as & | ! :* quotes and backslashes is never query syntax.
 - both (hybrid): each branch takes its best candidate_pool messages (at least k), fused by reciprocal

@@ -153,7 +153,7 @@ as $$
 begin
     return query execute
     'select r.fact_id, (row_number() over (order by r.score desc, r.fact_id))::int '
-    'from (select f.fact_id, ts_rank_cd(f.fact_tsv, $4) as score '
+    'from (select f.fact_id, ts_rank(f.fact_tsv, $4) as score '
     '      from agentmem.facts as f '
     '      where f.tenant_id = $1 and f.user_id = $2 and f.model = $3 and f.fact_tsv @@ $4 '
     '      order by 2 desc, 1 limit $5) as r '
@@ -164,7 +164,7 @@ $$;
 
 comment on function agentmem_private.text_match_facts(text, text, text, tsquery, int) is
 'Internal: the full-text branch of recall_facts. The user''s p_k facts of one model best matching
-p_query (ts_rank_cd on facts.fact_tsv, GIN index), with their rank (1 = best).';
+p_query (ts_rank on facts.fact_tsv, GIN index), with their rank (1 = best).';
 
 create or replace function agentmem.recall_facts(
     user_id text,
@@ -313,7 +313,7 @@ comment on function agentmem.recall_facts(text, vector, int, text, text, int, in
 'The user''s facts best matching a query embedding, a query text or both, best first, with their sources.
 Searches the current tenant and one model''s facts only. query_embedding only: the most similar facts
 through the model''s HNSW index (iterative scans, so a small user among many still gets k rows).
-query_text only (e.g. from psql): full-text search of subject and fact (GIN index, ts_rank_cd, any of
+query_text only (e.g. from psql): full-text search of subject and fact (GIN index, ts_rank, any of
 the text''s words, operators never syntax). Both (hybrid): each branch''s best candidate_pool facts
 (at least k) fused by reciprocal rank, score = 1 / (rrf_k + vector_rank) + 1 / (rrf_k + text_rank).
 Neither: AM020. A text with no searchable word falls back to the vector branch when there is an
