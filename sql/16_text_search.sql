@@ -57,6 +57,45 @@ of them is a candidate; ts_rank ranks those matching more of them, and more ofte
 Operators and quotes in the text are characters of words, never tsquery syntax.
 NULL when the text holds no searchable word (NULL, blank, punctuation or stop words only).';
 
+create or replace function agentmem_private.check_search_query(
+    p_function text,
+    p_model text,
+    p_embedding vector,
+    p_text text,
+    p_candidate_pool int,
+    p_rrf_k int
+) returns int
+language plpgsql
+stable
+security invoker
+set search_path from current
+as $$
+begin
+    perform agentmem_private.check_range('candidate_pool', p_candidate_pool, 1, 1000);
+    perform agentmem_private.check_range('rrf_k', p_rrf_k, 0, 1000);
+    if p_embedding is null and p_text is null then
+        raise exception '% needs query_embedding, query_text or both', p_function
+        using
+            errcode = 'AM020',
+            hint = 'Pass query_text => ''words to find'' to search by words (e.g. from psql), '
+            || 'query_embedding => the embedded question, or both for hybrid search.';
+    end if;
+    if length(p_text) > 100000 then
+        raise exception 'query_text is too large: % characters, the limit is 100000', length(p_text)
+        using errcode = 'AM021', hint = 'Search with the question itself, not a document.';
+    end if;
+    if p_embedding is not null then
+        return agentmem_private.check_embedding(p_model, p_embedding);
+    end if;
+    return null;
+end
+$$;
+
+comment on function agentmem_private.check_search_query(text, text, vector, text, int, int) is
+'Internal: the query arguments every hybrid search shares: candidate_pool 1..1,000 and rrf_k 0..1,000
+(AM020), an embedding, a text or both (AM020), a text of at most 100,000 characters (AM021), a valid
+embedding of the model (AM010/AM011). Returns the embedding''s dimension, NULL without one.';
+
 create or replace function agentmem.set_text_search_config(config regconfig)
 returns boolean
 language plpgsql

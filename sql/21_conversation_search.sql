@@ -162,25 +162,12 @@ declare
 begin
     perform agentmem_private.check_user_id(search_messages.user_id);
     perform agentmem_private.check_range('k', search_messages.k, 1, 1000);
-    perform agentmem_private.check_range('candidate_pool', search_messages.candidate_pool, 1, 1000);
-    perform agentmem_private.check_range('rrf_k', search_messages.rrf_k, 0, 1000);
     if search_messages.min_similarity is not null then
         perform agentmem_private.check_similarity('min_similarity', search_messages.min_similarity);
     end if;
-    if search_messages.query_embedding is null and search_messages.query_text is null then
-        raise exception 'search_messages needs query_embedding, query_text or both'
-        using
-            errcode = 'AM020',
-            hint = 'Pass query_text => ''words to find'' to search by words (e.g. from psql), '
-            || 'query_embedding => the embedded question, or both for hybrid search.';
-    end if;
-    if length(search_messages.query_text) > 100000 then
-        raise exception 'query_text is too large: % characters, the limit is 100000', length(search_messages.query_text)
-        using errcode = 'AM021', hint = 'Search with the question itself, not a document.';
-    end if;
-    if search_messages.query_embedding is not null then
-        v_dim := agentmem_private.check_embedding(v_model, search_messages.query_embedding);
-    end if;
+    v_dim := agentmem_private.check_search_query(
+        'search_messages', v_model, search_messages.query_embedding, search_messages.query_text, search_messages.candidate_pool, search_messages.rrf_k
+    );
     if search_messages.conversation_id is not null and not exists (
         select from agentmem.conversations as c
         where

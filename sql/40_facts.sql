@@ -206,22 +206,9 @@ declare
 begin
     perform agentmem_private.check_user_id(recall_facts.user_id);
     perform agentmem_private.check_range('k', recall_facts.k, 1, 100);
-    perform agentmem_private.check_range('candidate_pool', recall_facts.candidate_pool, 1, 1000);
-    perform agentmem_private.check_range('rrf_k', recall_facts.rrf_k, 0, 1000);
-    if recall_facts.query_embedding is null and recall_facts.query_text is null then
-        raise exception 'recall_facts needs query_embedding, query_text or both'
-        using
-            errcode = 'AM020',
-            hint = 'Pass query_text => ''words to find'' to search by words (e.g. from psql), '
-            || 'query_embedding => the embedded question, or both for hybrid search.';
-    end if;
-    if length(recall_facts.query_text) > 100000 then
-        raise exception 'query_text is too large: % characters, the limit is 100000', length(recall_facts.query_text)
-        using errcode = 'AM021', hint = 'Search with the question itself, not a document.';
-    end if;
-    if recall_facts.query_embedding is not null then
-        v_dim := agentmem_private.check_embedding(v_model, recall_facts.query_embedding);
-    end if;
+    v_dim := agentmem_private.check_search_query(
+        'recall_facts', v_model, recall_facts.query_embedding, recall_facts.query_text, recall_facts.candidate_pool, recall_facts.rrf_k
+    );
     v_query := agentmem_private.text_query(recall_facts.query_text);
     if recall_facts.query_embedding is not null then
         -- As message search: few candidates are scanned exactly (B-tree on
