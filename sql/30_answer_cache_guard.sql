@@ -362,7 +362,6 @@ as $$
         union all
         select n[1]
         from regexp_matches(answer, '(?:[^.!?:\n\s]\s+)([[:upper:]][[:lower:]]+)', 'g') as n
-        where n[1] not in ('I', 'I''m', 'OK')
     )
     select coalesce(array_agg(distinct a.marker order by a.marker), '{}')
     from a

@@ -352,6 +352,14 @@ def test_answer_repeating_the_questions_facts_is_not_personalised(app):
     assert row[0] is True, row
 
 
+def test_personal_markers_capture_only_capitalised_words_of_two_letters_or_more(admin):
+    """Why personal_markers has no exclusion list: its capture, an upper-case letter then lower-case
+    ones, can never yield 'I', "I'm" or 'OK' (the clause `not in ('I', 'I''m', 'OK')` was dead)."""
+    markers = "select agentmem_private.personal_markers(answer => %s, question => '')"
+    assert admin.execute(markers, ("Yes, I think so and I'm sure it is OK now.",)).fetchone() == ([],)
+    assert admin.execute(markers, ("Yes, then Maria said I'm OK.",)).fetchone() == (["Maria"],)
+
+
 # --- bad input ------------------------------------------------------------------------------
 
 BAD_STORES = [
