@@ -33,8 +33,10 @@ pg15:
 test-pg15: venv pg15
 	AGENTMEM_TEST_SERVER=debian15 AGENTMEM_REQUIRE_PG_CRON=1 $(BIN)/pytest -q tests
 
+# sqlfluff on the SQL; mypy on what a type checker sees of the clients (tests/typecheck_clients.py).
 lint: venv
 	$(BIN)/sqlfluff lint sql migrations
+	MYPYPATH=python $(BIN)/mypy --follow-imports=silent tests/typecheck_clients.py
 
 migrate: venv
 	$(BIN)/agentmem migrate --database-url "$(AGENTMEM_DATABASE_URL)"

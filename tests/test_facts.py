@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 import agentmem
-from agentmem._facts import FactExtractionError, parse_facts
+from agentmem._extraction import FactExtractionError, parse_facts
 from agentmem.client import AsyncMemory, Memory
 from helpers_facts import StubEmbedder, count, sqlstate_of, upsert, vec
 

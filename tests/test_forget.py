@@ -223,7 +223,7 @@ def test_erasure_while_the_users_messages_are_written_leaves_no_orphan(app_url, 
 
 def test_driver_forget_methods(app_url, admin):
     with Memory.connect(app_url, tenant="acme", max_size=1) as mem:
-        conv = mem._call("select agentmem.start_conversation(user_id => 'u1')", fetch="scalar")
+        conv = mem.start_conversation("u1")
         receipt = mem.forget_conversation(conv)
         assert receipt.scope == "conversation" and receipt.rows_removed["conversations"] == 1
         receipt = mem.forget_user("u1")

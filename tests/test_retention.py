@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import time
 import uuid
 
@@ -9,6 +10,7 @@ import psycopg
 import pytest
 
 import agentmem
+from agentmem.admin import Admin
 from agentmem.client import Memory
 from helpers_facts import count, sqlstate_of, vec
 
@@ -194,14 +196,37 @@ def test_a_role_confined_by_rls_may_not_apply_retention(admin):
         admin.execute(f"drop role {role}")
 
 
-def test_driver_retention_methods(admin_url, admin):
+def test_driver_retention_methods(admin_url, app_url, admin):
     add_facts(admin, "acme", 2, "40 days")
-    with Memory.connect(admin_url, tenant="acme", max_size=1) as mem:
-        policy = mem.set_retention_policy("facts", __import__("datetime").timedelta(days=1))
+    add_facts(admin, "beta", 3, "40 days")
+    with Memory.connect(app_url, tenant="acme", max_size=1) as mem:
+        policy = mem.set_retention_policy("facts", dt.timedelta(days=1))
         assert policy.tenant_id == "acme" and policy.max_age.days == 1
-        result = mem.apply_retention(batch_size=10)
-        assert result.rows_removed["facts"] == 2 and result.error is None
-        assert mem.retention_health()["status"] == "ok"
+        assert not hasattr(mem, "apply_retention") and not hasattr(mem, "schedule_retention")
+    with Admin.connect(admin_url) as dba:
+        default = dba.set_default_retention_policy("facts", dt.timedelta(days=2))
+        assert default.tenant_id == "" and default.max_age.days == 2
+        result = dba.apply_retention(batch_size=10)
+        assert result.rows_removed["facts"] == 5 and result.error is None
+        assert dba.retention_health()["status"] == "ok"
+        assert dba.clear_default_retention_policy("facts") is True
+        assert dba.clear_default_retention_policy("facts") is False
+    assert count(admin, "facts") == 0
+
+
+def test_admin_client_registers_models_and_grants_app_roles(admin_url, admin):
+    with Admin.connect(admin_url) as dba:
+        model = dba.register_model("admin-model", 8, query_prefix="q: ")
+        assert (model["model"], model["dimension"], model["query_prefix"]) == ("admin-model", 8, "q: ")
+        admin.execute("create role admin_client_login login")
+        try:
+            assert dba.grant_app_role("admin_client_login") is None
+            assert admin.execute("select pg_has_role('admin_client_login', 'agentmem_app', 'member')"
+                                 ).fetchone() == (True,)
+            with pytest.raises(agentmem.InvalidArgument):
+                dba.register_model("", 8)
+        finally:
+            admin.execute("drop role admin_client_login")
 
 
 # -- without pg_cron ------------------------------------------------------------
@@ -214,9 +239,11 @@ def test_without_pg_cron_scheduling_says_to_call_apply_retention_from_any_schedu
             admin.execute(call)
         assert info.value.sqlstate == "AM050"
         assert "agentmem.apply_retention()" in info.value.diag.message_hint
-    with Memory.connect(server.db_url(admin.info.dbname), tenant="acme", max_size=1) as mem:
+    with Admin.connect(server.db_url(admin.info.dbname)) as dba:
         with pytest.raises(agentmem.PrerequisiteMissing):
-            mem.schedule_retention("*/5 * * * *")
+            dba.schedule_retention("*/5 * * * *")
+        with pytest.raises(agentmem.PrerequisiteMissing):
+            dba.unschedule_retention()
     health = admin.execute("select cron_note, status from agentmem.retention_health").fetchone()
     assert health == ("pg_cron is not available on this server", "never run")
 

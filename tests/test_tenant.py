@@ -8,6 +8,7 @@ import psycopg
 import pytest
 
 import agentmem
+from agentmem.calls import Sql
 from agentmem.client import AsyncMemory, Memory
 from agentmem.errors import translate
 
@@ -180,9 +181,9 @@ def test_every_table_carries_tenant_id_with_forced_rls(admin):
 
 def test_driver_sets_the_tenant_per_transaction_never_leaking_it(app_url):
     with Memory.connect(app_url, tenant="acme", max_size=1) as mem:
-        assert mem._call("select agentmem.current_tenant()", fetch="scalar") == "acme"
+        assert mem.current_tenant() == "acme"
         other = mem.for_tenant("globex")
-        assert other._call("select agentmem.current_tenant()", fetch="scalar") == "globex"
+        assert other.current_tenant() == "globex"
         # the single pooled connection carries no tenant between calls
         with mem.pool.connection() as conn:
             with pytest.raises(psycopg.Error) as info:
@@ -195,7 +196,7 @@ def test_driver_sets_the_tenant_per_transaction_never_leaking_it(app_url):
 def test_driver_translates_sqlstates_to_exception_classes(app_url):
     with Memory.connect(app_url, tenant="acme", max_size=1) as mem:
         with pytest.raises(agentmem.InvalidTenant) as info:
-            mem._call("select agentmem.set_tenant(tenant_id => '')")
+            mem.run(Sql("select agentmem.set_tenant(tenant_id => '')"))
         assert info.value.sqlstate == "AM002"
 
 
@@ -203,7 +204,7 @@ def test_async_driver_sets_the_tenant_too(app_url):
     async def go():
         mem = await AsyncMemory.connect(app_url, tenant="acme", max_size=1)
         try:
-            return await mem._call("select agentmem.current_tenant()", fetch="scalar")
+            return await mem.current_tenant()
         finally:
             await mem.close()
     assert asyncio.run(go()) == "acme"

@@ -1,8 +1,6 @@
-"""Python values -> what the driver sends. Shared by every feature mixin."""
+"""Python values -> what the driver sends, and embedding through the client's embedder."""
 
 from __future__ import annotations
-
-import inspect
 
 import numpy as np
 from pgvector import Vector
@@ -35,10 +33,6 @@ def require_embedder(client):
                             hint="Pass embedder=OllamaEmbedder(...) to Memory.connect, or call the "
                                  "function that takes an embedding with your own vectors.")
     return client.embedder
-
-
-def is_async(client) -> bool:
-    return inspect.iscoroutinefunction(client._call)
 
 
 def embed_texts(client, method: str, texts: list[str]):
