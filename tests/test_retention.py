@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import datetime as dt
-import time
 import uuid
 
 import psycopg
@@ -11,8 +9,7 @@ import pytest
 
 import agentmem
 from agentmem.admin import Admin
-from agentmem.client import Memory
-from helpers_facts import count, sqlstate_of, vec
+from helpers import count, sqlstate_of, vec, wait_until
 
 APPLY = "select * from agentmem.apply_retention(batch_size => %s)"
 
@@ -196,39 +193,6 @@ def test_a_role_confined_by_rls_may_not_apply_retention(admin):
         admin.execute(f"drop role {role}")
 
 
-def test_driver_retention_methods(admin_url, app_url, admin):
-    add_facts(admin, "acme", 2, "40 days")
-    add_facts(admin, "beta", 3, "40 days")
-    with Memory.connect(app_url, tenant="acme", max_size=1) as mem:
-        policy = mem.set_retention_policy("facts", dt.timedelta(days=1))
-        assert policy.tenant_id == "acme" and policy.max_age.days == 1
-        assert not hasattr(mem, "apply_retention") and not hasattr(mem, "schedule_retention")
-    with Admin.connect(admin_url) as dba:
-        default = dba.set_default_retention_policy("facts", dt.timedelta(days=2))
-        assert default.tenant_id == "" and default.max_age.days == 2
-        result = dba.apply_retention(batch_size=10)
-        assert result.rows_removed["facts"] == 5 and result.error is None
-        assert dba.retention_health()["status"] == "ok"
-        assert dba.clear_default_retention_policy("facts") is True
-        assert dba.clear_default_retention_policy("facts") is False
-    assert count(admin, "facts") == 0
-
-
-def test_admin_client_registers_models_and_grants_app_roles(admin_url, admin):
-    with Admin.connect(admin_url) as dba:
-        model = dba.register_model("admin-model", 8, query_prefix="q: ")
-        assert (model["model"], model["dimension"], model["query_prefix"]) == ("admin-model", 8, "q: ")
-        admin.execute("create role admin_client_login login")
-        try:
-            assert dba.grant_app_role("admin_client_login") is None
-            assert admin.execute("select pg_has_role('admin_client_login', 'agentmem_app', 'member')"
-                                 ).fetchone() == (True,)
-            with pytest.raises(agentmem.InvalidArgument):
-                dba.register_model("", 8)
-        finally:
-            admin.execute("drop role admin_client_login")
-
-
 # -- without pg_cron ------------------------------------------------------------
 
 def test_without_pg_cron_scheduling_says_to_call_apply_retention_from_any_scheduler(admin, server):
@@ -303,15 +267,11 @@ def test_schedule_and_unschedule_through_dblink(cron_db, admin):
 
 
 def wait_for_run(cron_db, jobid, after_runid, deadline_s):
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        row = cron_db.execute("select runid, status, return_message from cron.job_run_details "
-                              "where jobid = %s and runid > %s and status in ('succeeded', 'failed') "
-                              "order by runid limit 1", (jobid, after_runid)).fetchone()
-        if row:
-            return row
-        time.sleep(2)
-    pytest.fail(f"pg_cron did not run job {jobid} within {deadline_s} s")
+    return wait_until(lambda: cron_db.execute(
+        "select runid, status, return_message from cron.job_run_details "
+        "where jobid = %s and runid > %s and status in ('succeeded', 'failed') "
+        "order by runid limit 1", (jobid, after_runid)).fetchone(),
+        timeout=deadline_s, interval=2, what=f"pg_cron to run job {jobid}")
 
 
 def test_the_scheduled_job_really_runs_and_a_failing_run_shows_in_health(cron_db, admin, connect, admin_url):
