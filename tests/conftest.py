@@ -210,7 +210,7 @@ def driver(request, app_url):
 
 @pytest.fixture(scope="session")
 def ollama_stub():
-    from ollama_stub import OllamaStub
+    from agentmem._ollama_stub import OllamaStub
     stub = OllamaStub().start()
     yield stub
     stub.stop()

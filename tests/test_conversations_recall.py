@@ -5,10 +5,30 @@ from __future__ import annotations
 
 import numpy as np
 
-from conftest import APP_ROLE
-from helpers_conversations import bulk_load, clustered_vectors
+from agentmem._bulk import Bulk
+from helpers import plans_of
 
 N, SMALL, K, DIM = 20_000, 200, 10, 384
+
+
+def clustered_vectors(n: int, dim: int, *, clusters: int = 64, noise: float = 0.35,
+                      seed: int = 0) -> np.ndarray:
+    """n unit vectors around `clusters` random centres: a nearest-neighbour structure like real text."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((clusters, dim)).astype(np.float32)
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    noise_v = rng.standard_normal((n, dim)).astype(np.float32) * (noise / np.sqrt(dim))
+    vecs = centres[rng.integers(0, clusters, n)] + noise_v
+    return vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
+
+
+def bulk_load(admin, rows: list[tuple[str, str]], vectors: np.ndarray, *, model: str) -> list[tuple]:
+    """Messages with embeddings through the shared loader (COPY as the superuser, the HNSW index rebuilt
+    after): rows[i] = (tenant_id, user_id) of message i. Returns (tenant, user, message_id) per message."""
+    bulk = Bulk(admin, model=model)
+    with bulk.hnsw_dropped(tables=["message_embeddings"], maintenance_work_mem="256MB"):
+        ids, _ = bulk.load_messages(rows, vectors, per_conversation=50)
+    return [(tenant, user, mid) for (tenant, user), mid in zip(rows, ids)]
 
 
 def test_small_tenant_among_big_ones_gets_k_results_through_the_hnsw_index(admin, app):
@@ -34,19 +54,10 @@ def test_small_tenant_among_big_ones_gets_k_results_through_the_hnsw_index(admin
     assert np.mean(recalls) >= 0.95, recalls
 
     # EXPLAIN the function's statements as the application role, under RLS
-    admin.execute("load 'auto_explain'")
-    admin.execute("set auto_explain.log_min_duration = 0")
-    admin.execute("set auto_explain.log_nested_statements = on")
-    admin.execute("set auto_explain.log_level = notice")
-    admin.execute("set client_min_messages = notice")
-    plans: list[str] = []
-    admin.add_notice_handler(lambda diag: plans.append(diag.message_primary or ""))
-    admin.execute(f"set role {APP_ROLE}")
-    admin.execute("select agentmem.set_tenant(tenant_id => 'acme')")
     q = queries[0] / np.linalg.norm(queries[0])
-    assert len(admin.execute("select * from agentmem.search_messages(user_id => 'alice', query_embedding => %s, "
-                             "k => %s, model => 'all-minilm')", (q, K)).fetchall()) == K
-    admin.execute("reset role")
+    got, plans = plans_of(admin, "select * from agentmem.search_messages(user_id => 'alice', query_embedding => %s, "
+                          "k => %s, model => 'all-minilm')", (q, K))
+    assert len(got) == K
     knn = [p for p in plans if "Order By: ((embedding)::vector(384) <=>" in p]
     assert knn, "no plan of the function ordered by the HNSW index:\n" + "\n---\n".join(plans)
     assert "Index Scan using message_embeddings_all_minilm_" in knn[0] and "_hnsw" in knn[0]
