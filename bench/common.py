@@ -28,7 +28,7 @@ APP_ROLE = "agentmem_bench_app"
 
 def start_server(port: int | None = None) -> str:
     """The benchmarks' own embedded server (data in .pgdata/bench); its URL."""
-    return devserver.start(ROOT / ".pgdata" / "bench", port=port)
+    return devserver.start(ROOT / ".pgdata" / "bench", port=port, fast=True)  # throwaway data: fsync etc. off, on purpose
 
 
 def connect(url: str, tenant: str | None = None) -> psycopg.Connection:

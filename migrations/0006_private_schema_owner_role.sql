@@ -17,6 +17,9 @@ begin
     if not exists (select from pg_catalog.pg_roles where rolname = 'agentmem_owner') then
         begin
             create role agentmem_owner nologin nosuperuser nobypassrls;
+            comment on role agentmem_owner is
+            'agentmem: owns the API''s security definer functions and holds the table privileges they '
+            'need; cannot log in; forced row-level security binds it.';
         exception when insufficient_privilege then
             raise exception 'role % may not create the role agentmem_owner', current_user
             using
@@ -38,14 +41,19 @@ begin
     -- The installer re-creates the API's functions on every upgrade, which
     -- needs membership in their owner.
     if not pg_catalog.pg_has_role(current_user, 'agentmem_owner', 'usage') then
-        execute pg_catalog.format('grant agentmem_owner to %I', current_user);
+        begin
+            execute pg_catalog.format('grant agentmem_owner to %I', current_user);
+        exception when insufficient_privilege then
+            raise exception 'role % is not a member of agentmem_owner and may not make itself one', current_user
+            using
+                errcode = 'AM041',
+                detail = sqlerrm,
+                hint = 'Ask a superuser to run "grant agentmem_owner to ' || quote_ident(current_user)
+                || ';", then migrate again.';
+        end;
     end if;
 end
 $roles$;
-
-comment on role agentmem_owner is
-'agentmem: owns the API''s security definer functions and holds the table privileges they need; '
-'cannot log in; forced row-level security binds it.';
 
 -- Helpers named agentmem._* move to agentmem_private (re-created by sql/);
 -- cascade drops what referred to them (function defaults, the health view),

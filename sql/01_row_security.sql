@@ -10,7 +10,11 @@ do $policies$
 declare
     v_table record;
     v_expected constant text := '(tenant_id = agentmem.current_tenant())';
+    v_search_path text := pg_catalog.current_setting('search_path');
 begin
+    -- Policies are compared as deparsed text, which names agentmem only when
+    -- it is not on the search_path: deparse with pg_catalog alone.
+    perform pg_catalog.set_config('search_path', 'pg_catalog', true);
     for v_table in
         select
             c.relname,
@@ -48,5 +52,6 @@ begin
             );
         end if;
     end loop;
+    perform pg_catalog.set_config('search_path', v_search_path, true);
 end
 $policies$;

@@ -111,3 +111,32 @@ comment on function agentmem_private.prune_fact_sources(text, uuid[], boolean) i
 'Internal: the messages p_message_ids are gone. Delete history entries left without a source, '
 'unlink them from the remaining history and facts, and (p_delete_orphans) delete facts whose every '
 'source was among them. Returns counts per table.';
+
+create or replace function agentmem_private.lock_user(p_tenant text, p_user_id text, p_exclusive boolean)
+returns void
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+declare
+    -- One key per (tenant, user). Two pairs that hash alike only wait for
+    -- each other; they never share data.
+    v_key bigint := pg_catalog.hashtextextended(
+        pg_catalog.format('agentmem.user/%s/%s', p_tenant, p_user_id), 12
+    );
+begin
+    if p_exclusive then
+        perform pg_catalog.pg_advisory_xact_lock(v_key);
+    else
+        perform pg_catalog.pg_advisory_xact_lock_shared(v_key);
+    end if;
+end
+$$;
+
+comment on function agentmem_private.lock_user(text, text, boolean) is
+'Internal: the per-(tenant, user) transaction advisory lock that serialises erasure against writers.
+Every function that writes rows of a user (start_conversation, store_messages, upsert_fact, and
+cache_store/cache_lookup given a user_id) takes it shared, before any row lock; forget_user takes it
+exclusive, first. So an erasure waits for every write of that user in flight and sees it, and a write
+that starts during the erasure runs after it: nothing committed before the erasure survives it.';

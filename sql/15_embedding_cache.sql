@@ -10,9 +10,10 @@ security invoker
 set search_path from current
 as $$
 declare
-    v_n int := coalesce(cardinality(p_texts), 0);
+    v_n int := agentmem_private.check_array('texts', p_texts, 10000);
+    v_big int;
 begin
-    if v_n not between 1 and 10000 or array_ndims(p_texts) <> 1 then
+    if v_n not between 1 and 10000 then
         raise exception 'texts must hold 1 to 10000 texts, got %', v_n
         using errcode = 'AM020', hint = 'Split a larger batch into several calls.';
     end if;
@@ -20,12 +21,21 @@ begin
         raise exception 'texts[%] is NULL', array_position(p_texts, null)
         using errcode = 'AM020';
     end if;
+    select u.ord into v_big
+    from unnest(p_texts) with ordinality as u (txt, ord)
+    where octet_length(u.txt) > 4194304
+    limit 1;
+    if v_big is not null then
+        raise exception 'texts[%] is % bytes; the limit is 4 MiB', v_big, octet_length(p_texts[v_big])
+        using errcode = 'AM021', hint = 'No embedding model reads texts that long; embed a shorter text.';
+    end if;
     return v_n;
 end
 $$;
 
 comment on function agentmem_private.cache_check_texts(text[]) is
-'Internal: AM020 unless texts is a one-dimensional array of 1 to 10,000 non-NULL texts; returns its length.';
+'Internal: AM020 unless texts is a one-dimensional array (lower bound 1) of 1 to 10,000 non-NULL texts,
+AM021 for a text over 4 MiB; returns its length.';
 
 create or replace function agentmem.embedding_cache_lookup(
     model text,
@@ -67,7 +77,8 @@ comment on function agentmem.embedding_cache_lookup(text, text[]) is
 'Look up many texts in the embedding cache of the current tenant at once.
 One row per text, in order: ord (1-based position in texts) and the cached embedding, NULL for a miss.
 Texts are matched exactly (sha256 of their UTF-8 bytes), so pass them with the model''s prefix if
-they were embedded with it. texts: 1 to 10,000 non-NULL texts (AM020); AM011 for an unknown model
+they were embedded with it. texts: 1 to 10,000 non-NULL texts, a one-dimensional array from index 1
+(AM020), each at most 4 MiB (AM021); AM011 for an unknown model
 (default: agentmem_private.default_model()).
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
@@ -87,8 +98,7 @@ declare
     v_n int := agentmem_private.cache_check_texts(embedding_cache_store.texts);
     v_stored int;
 begin
-    if coalesce(cardinality(embedding_cache_store.embeddings), 0) <> v_n
-        or array_ndims(embedding_cache_store.embeddings) <> 1 then
+    if agentmem_private.check_array('embeddings', embedding_cache_store.embeddings, 10000) <> v_n then
         raise exception 'texts and embeddings must be arrays of the same length (% and %)',
             v_n, coalesce(cardinality(embedding_cache_store.embeddings), 0)
         using errcode = 'AM020';
@@ -109,5 +119,8 @@ comment on function agentmem.embedding_cache_store(text, text[], vector[]) is
 'Store many embeddings in the embedding cache of the current tenant; returns how many were new.
 embeddings[i] is the embedding of texts[i] by model. A text already cached is left as it is
 (the same text and model give the same embedding: no TTL). All or nothing: AM020 for arrays of
-different lengths, NULL texts or more than 10,000; AM011/AM010 for an unknown model or a bad embedding.
+different lengths, not one-dimensional from index 1, NULL texts or more than 10,000; AM021 for a text
+over 4 MiB; AM011/AM010 for an unknown model or a bad embedding (as check_embedding: also a norm
+that is zero, subnormal or not finite in float32). The embedding cache names no user: forget_user
+deletes the rows of the user''s texts by their hash, but does not serialise against this function.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';

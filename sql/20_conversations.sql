@@ -5,8 +5,9 @@
 -- Documented limits (checked by every function, AM020 out of range, AM021 too large):
 --   user_id             1 .. 256 characters
 --   title               at most 1,000 characters (AM021)
---   content, summary    1 .. 100,000 characters, not blank (AM021 above)
---   metadata            a JSON object of at most 100,000 characters as text (AM021)
+--   content, summary    1 .. 100,000 characters, not blank: whitespace of any kind only (AM021 above)
+--   metadata            a JSON object of at most 100,000 characters as text (AM021), 32 levels deep
+--   arrays              one-dimensional, lower bound 1 (AM020)
 --   messages per batch  1 .. 10,000
 --   k, n                1 .. 1,000
 --   before, after, radius  0 .. 100
@@ -48,6 +49,7 @@ declare
     v_id uuid;
 begin
     perform agentmem_private.check_user_id(start_conversation.user_id);
+    perform agentmem_private.lock_user(v_tenant, start_conversation.user_id, false);
     if length(start_conversation.title) > 1000 then
         raise exception 'title is too large: % characters, the limit is 1000', length(start_conversation.title)
         using errcode = 'AM021';
@@ -65,7 +67,7 @@ $$;
 comment on function agentmem.start_conversation(text, text, jsonb) is
 'Start a conversation of a user in the current tenant; returns its id.
 user_id: 1 to 256 characters (AM020); title: at most 1,000 characters (AM021);
-metadata: a JSON object (AM020) of at most 100,000 characters (AM021).
+metadata: a JSON object (AM020) of at most 100,000 characters (AM021), nested at most 32 levels (AM020).
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
 create or replace function agentmem.store_messages(
@@ -93,6 +95,12 @@ begin
     if store_messages.conversation_id is null then
         perform agentmem_private.conv_not_found(null);
     end if;
+    -- Element i of each array is the i-th that unnest reads only when every
+    -- array is one-dimensional and starts at 1.
+    perform agentmem_private.check_array('roles', store_messages.roles, 10000);
+    perform agentmem_private.check_array('contents', store_messages.contents, 10000);
+    perform agentmem_private.check_array('embeddings', store_messages.embeddings, 10000);
+    perform agentmem_private.check_array('metadata', store_messages.metadata, 10000);
     if v_n not between 1 and 10000 or array_ndims(store_messages.roles) <> 1 then
         raise exception 'a batch holds 1 to 10000 messages, got %', v_n
         using errcode = 'AM020', hint = 'Split a larger import into several calls.';
@@ -125,6 +133,15 @@ begin
         perform agentmem_private.check_metadata(v_what || 'metadata', store_messages.metadata[i]);
     end loop;
 
+    -- The user's lock (shared) before the conversation's row lock, in the
+    -- order forget_user takes them; a conversation's user never changes.
+    select c.user_id into v_user
+    from agentmem.conversations as c
+    where c.tenant_id = v_tenant and c.conversation_id = store_messages.conversation_id;
+    if not found then
+        perform agentmem_private.conv_not_found(store_messages.conversation_id);
+    end if;
+    perform agentmem_private.lock_user(v_tenant, v_user, false);
     -- The row lock on the conversation serialises writers of one conversation
     -- until commit; a rolled-back insert rolls next_index back with it: no gap.
     update agentmem.conversations as c
@@ -181,7 +198,8 @@ $$;
 comment on function agentmem.store_messages(uuid, text[], text[], vector[], text, jsonb[]) is
 'Store a batch of messages (an import) at the end of a conversation, each with its embedding.
 roles[i], contents[i], embeddings[i] and metadata[i] (optional) describe message i; the messages get
-consecutive message_index values in array order. All or nothing: one bad message stores none.
+consecutive message_index values in array order. Every array must be one-dimensional with lower
+bound 1 (AM020). All or nothing: one bad message stores none.
 Returns (message_id, message_index) per message, in order. 1 to 10,000 messages per call (AM020);
 see store_message for the checks of each message. AM030 for a conversation not in the current tenant.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
@@ -215,9 +233,11 @@ comment on function agentmem.store_message(uuid, text, text, vector, text, jsonb
 A message is never searchable half-written, and a rejected message stores nothing.
 message_index is gap-free per conversation (0, 1, 2, ...) under concurrent writers.
 Errors: AM030 conversation not in the current tenant; AM020 role not one of user, assistant, tool,
-system, or NULL/blank content; AM021 content over 100,000 characters or metadata over 100,000;
-AM011 unknown model (default: agentmem_private.default_model()); AM010 missing, wrong-dimension or zero
-embedding; 22000 (from pgvector) NaN or infinite components.
+system, or NULL/blank content (whitespace of any kind only), or metadata that is not a JSON object
+or is nested more than 32 levels deep; AM021 content over 100,000 characters or metadata over 100,000;
+AM011 unknown model (default: agentmem_private.default_model()); AM010 missing or wrong-dimension
+embedding, or one whose norm is zero, subnormal or not finite in float32; 22000 (from pgvector) NaN or
+infinite components.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
 create or replace function agentmem.recent_messages(

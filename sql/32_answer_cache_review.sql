@@ -13,13 +13,14 @@ set search_path from current
 as $$
 begin
     perform agentmem_private.check_range('n', sample_hits.n, 1, 10000);
+    perform agentmem_private.check_similarity('min_similarity', sample_hits.min_similarity);
     return query
     select h.hit_id, h.kind, h.similarity, h.question_asked, h.matched_question, e.answer, h.created_at
     from agentmem.cache_hits as h
     left join agentmem.cache_entries as e on e.tenant_id = h.tenant_id and e.entry_id = h.entry_id
     where
         h.tenant_id = agentmem.current_tenant() and h.reviewed_correct is null
-        and (h.kind <> 'miss' or (h.guard_passed and h.similarity >= sample_hits.min_similarity))
+        and (h.kind <> 'miss' or (h.guard_passed and h.similarity <> 'NaN' and h.similarity >= sample_hits.min_similarity))
     order by random()
     limit sample_hits.n;
 end
@@ -29,6 +30,7 @@ comment on function agentmem.sample_hits(int, real) is
 'A random review sample of n unreviewed served hits and guard-passing near misses (candidates with
 similarity >= min_similarity that a lower threshold would have served), with the answer when the
 entry still exists. Record verdicts with review_hit; cache_report prices thresholds from them.
+n: 1 to 10,000; min_similarity: -1 to 1, not NULL or NaN (AM020).
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
 create or replace function agentmem.review_hit(hit_id uuid, correct boolean)
@@ -71,8 +73,26 @@ security definer
 set search_path from current
 as $$
 begin
-    if cost_uncached is null or cost_wrong is null or cost_uncached < 0 or cost_wrong < 0 then
-        raise exception 'cost_uncached and cost_wrong must be numbers >= 0' using errcode = 'AM020';
+    -- numeric has NaN (and, from PostgreSQL 14, infinities): 'NaN' < 0 is false.
+    if cost_uncached is null or cost_wrong is null or cost_uncached = 'NaN' or cost_wrong = 'NaN'
+        or cost_uncached not between 0 and 1e15 or cost_wrong not between 0 and 1e15 then
+        raise exception 'cost_uncached and cost_wrong must be finite numbers >= 0, got % and %',
+            coalesce(cost_uncached::text, 'NULL'), coalesce(cost_wrong::text, 'NULL')
+        using errcode = 'AM020', hint = 'Costs are per query, in any currency; at most 1e15.';
+    end if;
+    if cache_report.since is null then
+        raise exception 'since may not be NULL'
+        using errcode = 'AM020', hint = 'Leave it out to report on the whole log (''-infinity'').';
+    end if;
+    if cache_report.thresholds is not null then
+        perform agentmem_private.check_array('thresholds', cache_report.thresholds, 1000);
+        if cardinality(cache_report.thresholds) = 0 or exists (
+            select from unnest(cache_report.thresholds) as x
+            where x is null or x = 'NaN' or x not between -1 and 1
+        ) then
+            raise exception 'thresholds must be 1 to 1000 cosine similarities between -1 and 1'
+            using errcode = 'AM020', hint = 'NULL, NaN and values out of range are refused; leave it out for 0.85 to 0.99.';
+        end if;
     end if;
     return query
     with t as (
@@ -96,7 +116,7 @@ begin
             count(*) filter (where not h.reviewed_correct) as reviewed_wrong
         from t
         left join h
-            on h.kind = 'exact' or (h.guard_passed and h.similarity >= t.threshold)
+            on h.kind = 'exact' or (h.guard_passed and h.similarity <> 'NaN' and h.similarity >= t.threshold)
         group by t.threshold
     ),
     r as (
@@ -128,4 +148,7 @@ wrong rate(t) = reviewed_wrong(t) / reviewed(t) from the reviewed sample at that
 hits_per_1000 = 1000 * hits / queries;  wrong_per_1000 = hits_per_1000 * wrong rate;
 net_value_per_1000 = (hits_per_1000 - wrong_per_1000) * cost_uncached - wrong_per_1000 * cost_wrong
 (a right hit saves one LLM call; a wrong hit costs cost_wrong). NULL where nothing was reviewed.
+AM020 for a cost that is NULL, NaN, infinite, negative or over 1e15, for since => NULL, and for
+thresholds that are empty, not one-dimensional from index 1, over 1,000, or hold NULL, NaN or a
+value outside -1..1.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';

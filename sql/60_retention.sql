@@ -34,7 +34,7 @@ declare
     v_row agentmem.retention_policies;
 begin
     if p_kind is null or p_kind not in ('messages', 'cached_answers', 'hit_log', 'facts', 'erasure_log', 'job_runs') then
-        raise exception 'unknown kind of data: %', coalesce(p_kind, 'NULL')
+        raise exception 'unknown kind of data: %', coalesce(left(p_kind, 100), 'NULL')
         using
             errcode = 'AM020',
             hint = 'Kinds: messages, cached_answers, hit_log, facts, erasure_log, job_runs.';
@@ -216,9 +216,9 @@ declare
 begin
     case p_kind
         when 'messages' then
-            -- Their embeddings go by cascade; fact history whose every source
-            -- expired goes too, and facts lose the dangling links (facts
-            -- themselves have their own policy).
+            -- Their embeddings and retrieval records go by cascade; fact history
+            -- whose every source expired goes too, and facts lose the dangling
+            -- links (facts themselves have their own policy).
             -- Their embedding-cache rows go as well.
             for v_tenant, v_ids, v_texts in
                 with gone as (
@@ -338,7 +338,8 @@ comment on function agentmem.apply_retention(int) is
 'Delete what the retention policies say is too old: at most batch_size rows per kind of data per call,
 oldest first, then run the answer cache''s sweep. Safe to run too often (a concurrent run returns at once;
 a run with nothing to do removes nothing) and records each run in agentmem.job_runs (rows removed per
-kind, duration, errors: a failing kind does not stop the others). Messages go with their embeddings;
+kind, duration, errors: a failing kind does not stop the others). Messages go with their embeddings
+and retrieval records (by cascade);
 fact history whose sources all expired goes with them. Runs as a superuser or BYPASSRLS role (AM041
 otherwise) because it works across tenants; schedule it with agentmem.schedule_retention or call it
 from any scheduler.';

@@ -94,8 +94,8 @@ declare
     v_sql text;
     v_jobid bigint;
 begin
-    if schedule_retention.schedule is null or btrim(schedule_retention.schedule) = '' then
-        raise exception 'schedule must be a cron expression, e.g. */15 * * * *'
+    if agentmem_private.is_blank(schedule_retention.schedule) or length(schedule_retention.schedule) > 200 then
+        raise exception 'schedule must be a cron expression of at most 200 characters, e.g. */15 * * * *'
         using errcode = 'AM020';
     end if;
     if pg_catalog.current_setting('cron.database_name', true) = current_database() then

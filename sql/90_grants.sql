@@ -49,10 +49,10 @@ end
 $owner_tables$;
 revoke all on agentmem.schema_migrations, agentmem.job_runs, agentmem.erasure_log from agentmem_owner;
 grant select, insert on agentmem.erasure_log to agentmem_owner;
-revoke all on agentmem.models, agentmem.cache_intents from agentmem_owner;
-grant select on agentmem.models, agentmem.cache_intents to agentmem_owner;
+revoke all on agentmem.models, agentmem.cache_intents, agentmem.text_search_settings from agentmem_owner;
+grant select on agentmem.models, agentmem.cache_intents, agentmem.text_search_settings to agentmem_owner;
 grant usage, select on all sequences in schema agentmem to agentmem_owner;
-revoke all on agentmem.retention_health from agentmem_owner;
+revoke all on agentmem.retention_health, agentmem.tenants_needing_index from agentmem_owner;
 
 -- Functions: the API to both roles, internals to the owner only, then the
 -- DBA's functions taken back from both.
@@ -67,7 +67,11 @@ agentmem.apply_retention(int),
 agentmem.schedule_retention(text),
 agentmem.unschedule_retention(),
 agentmem.set_default_retention_policy(text, interval),
-agentmem.clear_default_retention_policy(text)
+agentmem.clear_default_retention_policy(text),
+agentmem.set_text_search_config(regconfig),
+agentmem.tenant_index_ddl(text, text, text, boolean),
+agentmem.create_tenant_index(text, text, text),
+agentmem.drop_tenant_index(text, text, text)
 from agentmem_app, agentmem_owner;
 
 -- Every security definer function of the API belongs to agentmem_owner.

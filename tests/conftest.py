@@ -54,7 +54,9 @@ def _start_server(name: str) -> Server:
     if name == "embedded":
         from agentmem import devserver
         port = int(os.environ.get("AGENTMEM_TEST_PORT", 55419))
-        url = devserver.start(ROOT / ".pgdata" / "test", port=port)
+        # fast=True: fsync, full_page_writes and synchronous_commit off. The test
+        # data is thrown away; the dev server users get is durable.
+        url = devserver.start(ROOT / ".pgdata" / "test", port=port, fast=True)
         return Server(name, url, Path(devserver.bin_path("psql")).parent,
                       require_cron=os.environ.get("AGENTMEM_REQUIRE_PG_CRON") == "1")
     url = os.environ.get("AGENTMEM_PG15_URL", "postgresql://postgres@127.0.0.1:55415/postgres")

@@ -7,12 +7,14 @@ that runs a method on a sync or an async client); plain functions live here.
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Any, Callable
 
 import numpy as np
 import psycopg
 import pytest
 
+from agentmem._bulk import Bulk
 from agentmem.lexical import lexical_embedding
 
 from conftest import APP_ROLE  # noqa: E402
@@ -104,3 +106,29 @@ class StubEmbedder:
 
     def embed_query(self, text: str) -> list[float]:
         return self.embed_documents([text])[0]
+
+
+def clustered_vectors(n: int, dim: int, *, clusters: int = 64, noise: float = 0.35,
+                      seed: int = 0) -> np.ndarray:
+    """n unit vectors around `clusters` random centres: a nearest-neighbour structure like real text."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((clusters, dim)).astype(np.float32)
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    noise_v = rng.standard_normal((n, dim)).astype(np.float32) * (noise / np.sqrt(dim))
+    vecs = centres[rng.integers(0, clusters, n)] + noise_v
+    return vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
+
+
+def bulk_load(admin, rows: list[tuple[str, str]], vectors: np.ndarray, *, model: str,
+              per_conversation: int = 50, rebuild_index: bool = True) -> list[tuple[str, str, uuid.UUID]]:
+    """Messages with embeddings through the shared loader (agentmem._bulk.Bulk: COPY as the superuser,
+    invariants kept): rows[i] = (tenant_id, user_id) of message i. With rebuild_index the model's HNSW
+    index is dropped for the load and rebuilt after. Returns (tenant, user, message_id) per message."""
+    bulk = Bulk(admin, model=model)
+    if rebuild_index:
+        with bulk.hnsw_dropped(tables=["message_embeddings"], maintenance_work_mem="256MB"):
+            ids, _ = bulk.load_messages(rows, vectors, per_conversation=per_conversation)
+    else:
+        ids, _ = bulk.load_messages(rows, vectors, per_conversation=per_conversation)
+        admin.execute("analyze agentmem.messages, agentmem.message_embeddings")
+    return [(tenant, user, mid) for (tenant, user), mid in zip(rows, ids)]

@@ -493,11 +493,12 @@ def test_app_role_may_neither_read_nor_edit_intents(app, admin):
 def test_lookup_uses_the_hnsw_index(app, admin):
     for i in range(20):
         store(app, f"Question {i} about widgets?", at_cosine(0.5 + i / 50, 0, 1 + i))
-    # the plans of cache_lookup's own statements, on the session that calls it; with 20 rows the planner
-    # prefers a scan, so scans are discouraged there to show the statement can use the model's HNSW index
+    # the plans of cache_lookup's own statements, on the session that calls it; 20 rows are scanned exactly
+    # unless agentmem.exact_search_max_rows is below that, and then the planner still prefers a scan, so
+    # scans are discouraged there to show the statement can use the model's HNSW index
     rows, plans = plans_of(admin, "select hit from agentmem.cache_lookup(question => 'Something else entirely?', "
                            "question_embedding => %s, model => 'all-minilm')", (unit(0),),
-                           settings={"enable_seqscan": "off"})
+                           settings={"enable_seqscan": "off", "agentmem.exact_search_max_rows": "10"})
     knn = [p for p in plans if "<=>" in p and "Order By" in p]
     assert rows == [(False,)]  # nearest at cosine 0.88: below the threshold
     assert knn and "cache_entries_all_minilm" in knn[0] and "hnsw" in knn[0], "\n---\n".join(plans)

@@ -1,34 +1,14 @@
 """search_messages at scale: a tenant holding 1% of 20,000 messages gets k results, recall >= 0.95
-against an exact scan, through the HNSW index (EXPLAIN of the function's own statements)."""
+against an exact scan, through the shared HNSW index (EXPLAIN of the function's own statements) once
+agentmem.exact_search_max_rows is below its size (by default its 200 rows are scanned exactly)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from agentmem._bulk import Bulk
-from helpers import plans_of
+from helpers import bulk_load, clustered_vectors, plans_of
 
 N, SMALL, K, DIM = 20_000, 200, 10, 384
-
-
-def clustered_vectors(n: int, dim: int, *, clusters: int = 64, noise: float = 0.35,
-                      seed: int = 0) -> np.ndarray:
-    """n unit vectors around `clusters` random centres: a nearest-neighbour structure like real text."""
-    rng = np.random.default_rng(seed)
-    centres = rng.standard_normal((clusters, dim)).astype(np.float32)
-    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
-    noise_v = rng.standard_normal((n, dim)).astype(np.float32) * (noise / np.sqrt(dim))
-    vecs = centres[rng.integers(0, clusters, n)] + noise_v
-    return vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
-
-
-def bulk_load(admin, rows: list[tuple[str, str]], vectors: np.ndarray, *, model: str) -> list[tuple]:
-    """Messages with embeddings through the shared loader (COPY as the superuser, the HNSW index rebuilt
-    after): rows[i] = (tenant_id, user_id) of message i. Returns (tenant, user, message_id) per message."""
-    bulk = Bulk(admin, model=model)
-    with bulk.hnsw_dropped(tables=["message_embeddings"], maintenance_work_mem="256MB"):
-        ids, _ = bulk.load_messages(rows, vectors, per_conversation=50)
-    return [(tenant, user, mid) for (tenant, user), mid in zip(rows, ids)]
 
 
 def test_small_tenant_among_big_ones_gets_k_results_through_the_hnsw_index(admin, app):
@@ -42,6 +22,8 @@ def test_small_tenant_among_big_ones_gets_k_results_through_the_hnsw_index(admin
 
     rng = np.random.default_rng(11)
     queries = vectors[rng.integers(SMALL, N, 25)] + rng.standard_normal((25, DIM)).astype(np.float32) * 0.02
+    # below the user's 200 rows, so that the search goes through the shared index
+    app.execute("set agentmem.exact_search_max_rows = 100")
     recalls = []
     for q in queries:
         q = q / np.linalg.norm(q)
@@ -56,7 +38,8 @@ def test_small_tenant_among_big_ones_gets_k_results_through_the_hnsw_index(admin
     # EXPLAIN the function's statements as the application role, under RLS
     q = queries[0] / np.linalg.norm(queries[0])
     got, plans = plans_of(admin, "select * from agentmem.search_messages(user_id => 'alice', query_embedding => %s, "
-                          "k => %s, model => 'all-minilm')", (q, K))
+                          "k => %s, model => 'all-minilm')", (q, K),
+                          settings={"agentmem.exact_search_max_rows": "100"})
     assert len(got) == K
     knn = [p for p in plans if "Order By: ((embedding)::vector(384) <=>" in p]
     assert knn, "no plan of the function ordered by the HNSW index:\n" + "\n---\n".join(plans)

@@ -12,6 +12,7 @@ import datetime as dt
 import inspect
 import uuid
 
+import numpy as np
 import psycopg
 import pytest
 
@@ -26,9 +27,12 @@ from agentmem.embed import OllamaEmbedder
 from agentmem.lexical import LexicalEmbedder
 from helpers import StubEmbedder, count, vec
 
-CONVENIENCES = {"remember", "recall", "cached_answer", "store_answer", "extract_facts"}
+CONVENIENCES = {"remember", "recall", "recall_facts_about", "cached_answer", "store_answer", "extract_facts"}
 ADMIN = {"apply_retention", "schedule_retention", "unschedule_retention", "set_default_retention_policy",
-         "clear_default_retention_policy", "register_model", "grant_app_role", "retention_health"}
+         "clear_default_retention_policy", "register_model", "grant_app_role", "retention_health",
+         "set_text_search_config", "tenant_index_ddl", "create_tenant_index", "drop_tenant_index",
+         "tenants_needing_index"}
+VIEWS = {"retention_health", "tenants_needing_index"}  # read by Admin, not functions
 
 
 def literals(cls) -> set[str]:
@@ -43,7 +47,7 @@ def test_one_literal_method_per_function_the_app_role_may_call_and_the_dba_ones_
     # set_tenant has no method: every call runs set_tenant(tenant_id => ..., local => true) first
     assert literals(Calls) == app - {"set_tenant"}
     assert literals(Admin) == ADMIN
-    assert {n for n, ok in callable_by.items() if not ok} == ADMIN - {"retention_health"}
+    assert {n for n, ok in callable_by.items() if not ok} == ADMIN - VIEWS
     for name in ADMIN:
         assert not hasattr(Memory, name) and not hasattr(AsyncMemory, name), name
 
@@ -372,3 +376,35 @@ def test_admin_client_registers_models_and_grants_app_roles(admin_url, admin):
                 dba.register_model("", 8)
         finally:
             admin.execute("drop role admin_client_login")
+
+
+def test_admin_client_switches_text_search_and_manages_tenant_indexes(admin_url, admin, dbname):
+    from agentmem._bulk import Bulk, unit_vectors
+    with Admin.connect(admin_url) as dba:
+        assert dba.set_text_search_config("simple") is True
+        assert dba.set_text_search_config("pg_catalog.simple") is False
+        assert admin.execute("select config from agentmem.text_search_settings").fetchone() == ("pg_catalog.simple",)
+        with pytest.raises(agentmem.InvalidArgument):
+            dba.set_text_search_config(None)
+
+        dba.register_model("tiny-admin", 8)
+        Bulk(admin, model="tiny-admin").messages("acme", "alice", unit_vectors(np.random.default_rng(0), 5, 8))
+        ddl = dba.tenant_index_ddl("acme", "tiny-admin")
+        assert ddl.startswith("create index concurrently if not exists ") and "tenant_id = 'acme'" in ddl
+        assert "concurrently" not in dba.tenant_index_ddl("acme", "tiny-admin", concurrently=False)
+        admin.execute(f"alter database {dbname} set agentmem.tenant_index_min_rows = 2")
+        with Admin.connect(admin_url) as fresh:  # the setting applies to new sessions
+            needing = fresh.tenants_needing_index()
+            assert [(r["table_name"], r["tenant_id"], r["model"], r["row_count"]) for r in needing] == [
+                ("message_embeddings", "acme", "tiny-admin", 5)]
+            assert needing[0]["create_statement"] == ddl
+            name = fresh.create_tenant_index("acme", "tiny-admin")
+            assert admin.execute("select count(*) from pg_indexes where schemaname = 'agentmem' and indexname = %s",
+                                 (name,)).fetchone() == (1,)
+            assert fresh.tenants_needing_index() == []
+            assert fresh.drop_tenant_index("acme", "tiny-admin") is True
+            assert fresh.drop_tenant_index("acme", "tiny-admin") is False
+        with pytest.raises(agentmem.UnknownModel):
+            dba.create_tenant_index("acme", "no-such-model")
+    assert admin.execute("select count(*) from pg_indexes where schemaname = 'agentmem' and indexname = %s",
+                         (name,)).fetchone() == (0,)

@@ -23,6 +23,8 @@ def populate(conn, user: str, marker: str) -> dict:
         convs.append(conv)
         for i in range(3):
             msgs.append(store(conn, conv, "user" if i % 2 == 0 else "assistant", f"{marker} message {c} {i} ok"))
+    conn.execute("select agentmem.record_retrieval(message_id => %s, doc_ids => %s)",
+                 (msgs[0], [f"docs/{marker}.md", "docs/shared.md"]))
     upsert(conn, user, "home_city", f"{marker} lives in Lyon", [msgs[0], msgs[3]])
     upsert(conn, user, "home_city", f"{marker} moved to Berlin quickly", [msgs[1]])  # history of Lyon
     upsert(conn, user, "diet", f"{marker} is vegetarian", [msgs[2]])
@@ -110,6 +112,7 @@ def test_forget_user_leaves_nothing_that_refers_to_the_user_and_touches_no_one_e
     assert receipt[2] == "user" and removed["messages"] == 6 and removed["conversations"] == 2
     assert removed["message_embeddings"] == 6 and removed["facts"] == 2 and removed["fact_history"] == 1
     assert removed["cache_entries"] == 1 and removed["cache_hits"] == 1 and removed["embedding_cache"] == 2
+    assert removed["retrievals"] == 1
     # the receipt holds no content and no identifier of the user
     logged = admin.execute("select e::text from agentmem.erasure_log e").fetchone()[0]
     assert "u1" not in logged.replace("acme", "") and "zorkmid" not in logged
@@ -145,6 +148,7 @@ def test_forget_conversation_cascades_and_prunes_facts(app, admin):
     assert receipt[0] == "conversation"
     assert receipt[1]["messages"] == 3 and receipt[1]["message_embeddings"] == 3
     assert receipt[1]["cache_entries"] == 1 and receipt[1]["cache_hits"] == 1
+    assert receipt[1]["retrievals"] == 1 and count(admin, "retrievals", "conversation_id = %s", (conv0,)) == 0
     assert count(admin, "messages", "conversation_id = %s", (conv0,)) == 0
     assert count(admin, "message_embeddings", "conversation_id = %s", (conv0,)) == 0
     assert count(admin, "conversations") == 1 and count(admin, "messages") == 3

@@ -52,11 +52,28 @@ def test_fresh_install_records_each_migration_with_checksum_and_version(empty_db
                                 for f in source.migrations]
 
 
+def policies(url: str) -> list[tuple]:
+    with psycopg.connect(url) as conn:
+        return conn.execute("select oid, polrelid::regclass::text from pg_policy order by 1").fetchall()
+
+
 def test_rerun_is_a_noop(empty_db):
     m.Migrator(empty_db).migrate()
-    before = ledger(empty_db)
+    before, before_policies = ledger(empty_db), policies(empty_db)
     assert m.Migrator(empty_db).migrate() == []
     assert ledger(empty_db) == before
+    # the row-security policies are left alone (no drop and re-create, no table lock) ...
+    assert policies(empty_db) == before_policies and len(before_policies) >= 13
+    # ... unless one differs from what it should be
+    with psycopg.connect(empty_db, autocommit=True) as conn:
+        conn.execute("alter policy tenant_isolation on agentmem.facts using (true)")
+    m.Migrator(empty_db).migrate()
+    after = policies(empty_db)
+    assert len(after) == len(before_policies)
+    assert [r for r in after if r[1] == "agentmem.facts"] != [r for r in before_policies if r[1] == "agentmem.facts"]
+    with psycopg.connect(empty_db) as conn:
+        assert conn.execute("select qual from pg_policies where tablename = 'facts'").fetchone() == (
+            "(tenant_id = agentmem.current_tenant())",)
 
 
 def test_eight_concurrent_migrators_apply_each_migration_once(empty_db):
@@ -172,6 +189,48 @@ def test_role_not_allowed_to_create_vector_gets_a_hint(empty_db, server):
         with psycopg.connect(server.url, autocommit=True) as conn:
             conn.execute(f"drop database if exists \"{empty_db.rsplit('/', 1)[1]}\" with (force)")
             conn.execute(f"drop role {role}")
+
+
+def test_a_non_superuser_dba_installs_once_made_a_member_of_agentmem_owner(empty_db, server):
+    """A DBA who is not a superuser (a managed service's admin): the roles are the cluster's,
+    so a second database's DBA must be made a member of agentmem_owner, and is told so."""
+    role = "agentmem_dba_" + uuid.uuid4().hex[:6]
+    name = empty_db.rsplit("/", 1)[1]
+    with psycopg.connect(empty_db, autocommit=True) as conn:
+        conn.execute("create extension vector")
+        conn.execute("select 1 from pg_roles where rolname = 'agentmem_owner'")
+        conn.execute(f"create role {role} login createrole")
+        conn.execute(f"grant create on database {name} to {role}")
+        conn.execute(f"grant agentmem_app to {role} with admin option")
+    dba_url = server.db_url(name, role)
+    with psycopg.connect(empty_db) as conn:
+        version = conn.info.server_version
+    try:
+        if version >= 160000:  # CREATEROLE no longer grants membership in roles it did not create
+            with pytest.raises(m.MigrationError) as info:
+                m.Migrator(dba_url).migrate()
+            assert info.value.sqlstate == "AM041" and f"grant agentmem_owner to {role}" in info.value.hint
+            with psycopg.connect(empty_db) as conn:  # the failed migration left nothing behind
+                assert conn.execute("select to_regnamespace('agentmem_private')").fetchone()[0] is None
+            with psycopg.connect(empty_db, autocommit=True) as conn:
+                conn.execute(f"grant agentmem_owner to {role}")
+        m.Migrator(dba_url).migrate()
+        with psycopg.connect(dba_url, autocommit=True) as conn:
+            owners = conn.execute("select distinct pg_get_userbyid(proowner) from pg_proc "
+                                  "where pronamespace = 'agentmem'::regnamespace and prosecdef").fetchall()
+            assert owners == [("agentmem_owner",)]
+            conn.execute(f"create role {role}_app login")
+            conn.execute("select agentmem.grant_app_role(role_name => %s)", (f"{role}_app",))
+        with psycopg.connect(server.db_url(name, f"{role}_app"), autocommit=True) as app:
+            app.execute("select agentmem.set_tenant(tenant_id => 'acme')")
+            cid = app.execute("select agentmem.start_conversation(user_id => 'u1')").fetchone()[0]
+            assert app.execute("select count(*) from agentmem.recent_messages(conversation_id => %s)",
+                               (cid,)).fetchone() == (0,)
+    finally:
+        with psycopg.connect(server.url, autocommit=True) as conn:
+            conn.execute(f'drop database if exists "{name}" with (force)')
+            for r in (f"{role}_app", role):
+                conn.execute(f"drop role if exists {r}")
 
 
 @pytest.mark.parametrize("replace, expected", [

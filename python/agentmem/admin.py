@@ -1,7 +1,8 @@
 """The DBA's operations, on a client bound to no tenant: ``Admin.connect(url)``.
 
 Retention runs and schedules, the installation's default retention policies,
-the model registry, application-role grants and the retention health view. The
+the model registry, application-role grants, the retention health view, the
+text search configuration and tenants' own HNSW indexes. The
 SQL functions behind them are ``security invoker`` and not granted to
 ``agentmem_app``: connect as the schema's owner, a superuser or a BYPASSRLS
 role. Each method is one literal call, written as in ``calls.py`` (adding one
@@ -20,7 +21,8 @@ from typing import Any, Callable
 import psycopg
 from pgvector.psycopg import register_vector
 
-from .calls import Sql, SyncClient, literal, nothing, one, value
+from ._adapt import check_params
+from .calls import Sql, SyncClient, literal, nothing, one, rows, value
 from .client import row_factory, shape
 from .errors import translate
 from .rows import JobRun, RetentionPolicy
@@ -48,6 +50,7 @@ class Admin(SyncClient):
         self.close()
 
     def run(self, stmt: Sql[Any]) -> Any:
+        check_params(stmt.params)
         try:
             with self.conn.transaction(), self.conn.cursor(row_factory=row_factory(stmt.row)) as cur:
                 cur.execute(stmt.query, stmt.params)
@@ -100,3 +103,37 @@ class Admin(SyncClient):
     @literal
     def grant_app_role(self, role_name: str) -> Sql[None]:
         return nothing("select agentmem.grant_app_role(role_name => %s)", role_name)
+
+    # -- full-text search ---------------------------------------------------------------------
+
+    @literal
+    def set_text_search_config(self, config: str) -> Sql[bool]:
+        """Switch the text search configuration (e.g. 'english', 'simple'); re-derives every stored tsvector."""
+        return value(bool, "select agentmem.set_text_search_config(config => %s::regconfig)", config)
+
+    # -- tenants' own HNSW indexes ------------------------------------------------------------
+
+    @literal
+    def tenant_index_ddl(self, tenant_id: str, model: str | None = None, table_name: str = "message_embeddings",
+                         concurrently: bool = True) -> Sql[str]:
+        """The CREATE INDEX statement that builds a tenant's own HNSW index (to run outside a transaction)."""
+        return value(str, "select agentmem.tenant_index_ddl(tenant_id => %s, model => %s, table_name => %s, "
+                     "concurrently => %s)", tenant_id, model, table_name, concurrently)
+
+    @literal
+    def create_tenant_index(self, tenant_id: str, model: str | None = None,
+                            table_name: str = "message_embeddings") -> Sql[str]:
+        """Build a tenant's own HNSW index in this call's transaction; returns its name."""
+        return value(str, "select agentmem.create_tenant_index(tenant_id => %s, model => %s, table_name => %s)",
+                     tenant_id, model, table_name)
+
+    @literal
+    def drop_tenant_index(self, tenant_id: str, model: str | None = None,
+                          table_name: str = "message_embeddings") -> Sql[bool]:
+        return value(bool, "select agentmem.drop_tenant_index(tenant_id => %s, model => %s, table_name => %s)",
+                     tenant_id, model, table_name)
+
+    @literal
+    def tenants_needing_index(self) -> Sql[list[dict]]:
+        """The view agentmem.tenants_needing_index: tenants past the exact-scan size without their own index."""
+        return rows(dict, "select * from agentmem.tenants_needing_index")

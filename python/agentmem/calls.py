@@ -9,11 +9,13 @@ returns the value, on ``AsyncMemory`` an awaitable of it, and a type checker
 sees both (``literal.__get__`` is overloaded on the client's kind; ``make lint``
 runs mypy on ``tests/typecheck_clients.py``).
 
-Adding a call when a SQL function lands is one method here::
+Adding a call when a SQL function lands is one method here, e.g.::
 
     @literal
-    def topic_shift(self, conversation_id: uuid.UUID | str, *, conn: Conn = None) -> Sql[bool]:
-        return value(bool, "select agentmem.topic_shift(conversation_id => %s)", conversation_id)
+    def unseen_docs(self, conversation_id: uuid.UUID | str, doc_ids: Sequence[str], lookback: int = 6, *,
+                    conn: Conn = None) -> Sql[list[str]]:
+        return value(list, "select agentmem.unseen_docs(conversation_id => %s, doc_ids => %s::text[], "
+                     "lookback => %s)", conversation_id, list(doc_ids), lookback)
 
 (a new parameter of an existing function, e.g. ``query_text``, is one more
 parameter and one more ``name => %s``). ``tests/test_driver.py`` fails while a
@@ -36,7 +38,7 @@ from psycopg.types.json import Jsonb
 
 from ._adapt import as_vector, as_vectors
 from .rows import (CacheLookup, CacheStore, ContextItem, Fact, FactUpsert, FactVersion, Message, MessageHit,
-                   Receipt, ReportRow, RetentionPolicy, SampledHit, StoredMessage, WindowMessage)
+                   Receipt, ReportRow, RetentionPolicy, SampledHit, StoredMessage, TopicShift, WindowMessage)
 
 if TYPE_CHECKING:
     import psycopg
@@ -176,12 +178,16 @@ class Calls:
                     conversation_id, n)
 
     @literal
-    def search_messages(self, user_id: str, query_embedding: Embedding, k: int = 5, *,
+    def search_messages(self, user_id: str, query_embedding: Embedding | None = None, k: int = 5, *,
                         conversation_id: uuid.UUID | str | None = None, min_similarity: float | None = None,
-                        model: str | None = None, conn: Conn = None) -> Sql[list[MessageHit]]:
+                        model: str | None = None, query_text: str | None = None, candidate_pool: int = 60,
+                        rrf_k: int = 60, conn: Conn = None) -> Sql[list[MessageHit]]:
+        """By embedding, by words (query_text), or both fused by reciprocal rank."""
         return rows(MessageHit, "select * from agentmem.search_messages(user_id => %s, query_embedding => %s, "
-                    "k => %s, conversation_id => %s, min_similarity => %s::real, model => %s)",
-                    user_id, as_vector(query_embedding), k, conversation_id, min_similarity, model)
+                    "k => %s, conversation_id => %s, min_similarity => %s::real, model => %s, "
+                    "query_text => %s, candidate_pool => %s, rrf_k => %s)",
+                    user_id, as_vector(query_embedding), k, conversation_id, min_similarity, model,
+                    query_text, candidate_pool, rrf_k)
 
     @literal
     def context_window(self, message_id: uuid.UUID | str, before: int = 3, after: int = 3, *,
@@ -190,13 +196,16 @@ class Calls:
                     message_id, before, after)
 
     @literal
-    def search_with_context(self, user_id: str, query_embedding: Embedding, k: int = 3, radius: int = 3, *,
-                            model: str | None = None, conversation_id: uuid.UUID | str | None = None,
-                            min_similarity: float | None = None, conn: Conn = None) -> Sql[list[WindowMessage]]:
+    def search_with_context(self, user_id: str, query_embedding: Embedding | None = None, k: int = 3,
+                            radius: int = 3, *, model: str | None = None,
+                            conversation_id: uuid.UUID | str | None = None, min_similarity: float | None = None,
+                            query_text: str | None = None, candidate_pool: int = 60, rrf_k: int = 60,
+                            conn: Conn = None) -> Sql[list[WindowMessage]]:
         return rows(WindowMessage, "select * from agentmem.search_with_context(user_id => %s, "
                     "query_embedding => %s, k => %s, radius => %s, model => %s, conversation_id => %s, "
-                    "min_similarity => %s::real)",
-                    user_id, as_vector(query_embedding), k, radius, model, conversation_id, min_similarity)
+                    "min_similarity => %s::real, query_text => %s, candidate_pool => %s, rrf_k => %s)",
+                    user_id, as_vector(query_embedding), k, radius, model, conversation_id, min_similarity,
+                    query_text, candidate_pool, rrf_k)
 
     @literal
     def set_summary(self, conversation_id: uuid.UUID | str, summary: str, through_index: int, *,
@@ -209,6 +218,28 @@ class Calls:
                            conn: Conn = None) -> Sql[list[ContextItem]]:
         return rows(ContextItem, "select * from agentmem.short_term_context(conversation_id => %s, "
                     "keep_last => %s)", conversation_id, keep_last)
+
+    # -- conversational RAG: what each turn retrieved ------------------------------------------
+
+    @literal
+    def record_retrieval(self, message_id: uuid.UUID | str, doc_ids: Sequence[str], *,
+                         conn: Conn = None) -> Sql[int]:
+        """Record the documents retrieved for a user message (replaces an earlier record); returns how many."""
+        return value(int, "select agentmem.record_retrieval(message_id => %s, doc_ids => %s::text[])",
+                     message_id, list(doc_ids))
+
+    @literal
+    def topic_shift(self, conversation_id: uuid.UUID | str, threshold: float = 0.15, *,
+                    conn: Conn = None) -> Sql[TopicShift]:
+        return one(TopicShift, "select * from agentmem.topic_shift(conversation_id => %s, threshold => %s::real)",
+                   conversation_id, threshold)
+
+    @literal
+    def unseen_docs(self, conversation_id: uuid.UUID | str, doc_ids: Sequence[str], lookback: int = 6, *,
+                    conn: Conn = None) -> Sql[list[str]]:
+        """The ids not retrieved in the conversation's last `lookback` turns, in the given order."""
+        return value(list, "select agentmem.unseen_docs(conversation_id => %s, doc_ids => %s::text[], "
+                     "lookback => %s)", conversation_id, list(doc_ids), lookback)
 
     # -- models and the embedding cache -------------------------------------------------------
 
@@ -317,10 +348,12 @@ class Calls:
                    user_id, subject, fact, as_vector(embedding), list(source_message_ids), model, merge_threshold)
 
     @literal
-    def recall_facts(self, user_id: str, query_embedding: Embedding, k: int = 5, model: str | None = None, *,
-                     conn: Conn = None) -> Sql[list[Fact]]:
+    def recall_facts(self, user_id: str, query_embedding: Embedding | None = None, k: int = 5,
+                     model: str | None = None, *, query_text: str | None = None, candidate_pool: int = 60,
+                     rrf_k: int = 60, conn: Conn = None) -> Sql[list[Fact]]:
         return rows(Fact, "select * from agentmem.recall_facts(user_id => %s, query_embedding => %s, k => %s, "
-                    "model => %s)", user_id, as_vector(query_embedding), k, model)
+                    "model => %s, query_text => %s, candidate_pool => %s, rrf_k => %s)",
+                    user_id, as_vector(query_embedding), k, model, query_text, candidate_pool, rrf_k)
 
     @literal
     def fact_history(self, fact_id: uuid.UUID | str, *, conn: Conn = None) -> Sql[list[FactVersion]]:

@@ -5,15 +5,16 @@ A client is three things, each in its own module:
 * the literal calls (``calls.Calls``): one method per public SQL function the
   application role may call, each one literal ``select ... from agentmem.fn(name => %s)``;
 * the conveniences (``conveniences``): embed text with the client's embedder,
-  then make literal calls (``remember``, ``recall``, ``cached_answer``,
-  ``store_answer``, ``extract_facts``);
+  then make literal calls (``remember``, ``recall``, ``recall_facts_about``,
+  ``cached_answer``, ``store_answer``, ``extract_facts``);
 * the runner (here): every call runs in a transaction that starts with
   ``agentmem.set_tenant(tenant_id => %s, local => true)``, so a pooled
   connection never carries one request's tenant into the next. Pass ``conn=``
   to run a call inside a transaction of your own (a savepoint is used).
 
 The DBA's operations (retention runs and schedules, default policies, models,
-grants) are not here: they belong to no tenant, see ``admin.Admin``.
+grants, text search configuration, tenants' own indexes) are not here: they
+belong to no tenant, see ``admin.Admin``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from pgvector.psycopg import register_vector, register_vector_async
 from psycopg.rows import class_row, dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
+from ._adapt import check_params
 from .calls import Sql
 from .conveniences import AsyncConveniences, Conveniences
 from .errors import InvalidTenant, translate
@@ -72,9 +74,16 @@ class Memory(Conveniences, _Tenant):
 
     @classmethod
     def connect(cls, conninfo: str, *, tenant: str, embedder: Any = None, min_size: int = 1,
-                max_size: int = 10) -> "Memory":
+                max_size: int = 10, timeout: float = 10.0) -> "Memory":
+        """Open a pool. ``timeout`` (seconds) bounds how long a call waits for a connection
+        (and each connection attempt); past it the call raises ``ConnectionLost``. Connections
+        are checked when taken from the pool, so after a server restart the next call works:
+        the pool's reconnection attempts (backing off 1, 2, 4 s ...) give up after ``timeout``
+        too, so the next call starts a fresh attempt instead of waiting out a long back-off."""
         pool = ConnectionPool(conninfo, min_size=min_size, max_size=max_size, open=True,
-                              configure=register_vector)
+                              configure=register_vector, check=ConnectionPool.check_connection,
+                              timeout=timeout, reconnect_timeout=timeout,
+                              kwargs={"connect_timeout": max(2, round(timeout))})
         return cls(pool, tenant=tenant, embedder=embedder)
 
     def close(self) -> None:
@@ -100,6 +109,7 @@ class Memory(Conveniences, _Tenant):
 
     def run(self, stmt: Sql[Any], conn: Any = None) -> Any:
         """Run one literal statement for this client's tenant (in conn's transaction when given)."""
+        check_params(stmt.params)
         try:
             with self._transaction(conn) as c:
                 c.execute(SET_TENANT, (self.tenant,))
@@ -123,9 +133,14 @@ class AsyncMemory(AsyncConveniences, _Tenant):
 
     @classmethod
     async def connect(cls, conninfo: str, *, tenant: str, embedder: Any = None, min_size: int = 1,
-                      max_size: int = 10) -> "AsyncMemory":
+                      max_size: int = 10, timeout: float = 10.0) -> "AsyncMemory":
+        """As Memory.connect: ``timeout`` bounds the wait for a connection (ConnectionLost past
+        it); connections are checked when taken from the pool."""
         pool = AsyncConnectionPool(conninfo, min_size=min_size, max_size=max_size, open=False,
-                                   configure=register_vector_async)
+                                   configure=register_vector_async,
+                                   check=AsyncConnectionPool.check_connection,
+                                   timeout=timeout, reconnect_timeout=timeout,
+                                   kwargs={"connect_timeout": max(2, round(timeout))})
         await pool.open()
         return cls(pool, tenant=tenant, embedder=embedder)
 
@@ -152,6 +167,7 @@ class AsyncMemory(AsyncConveniences, _Tenant):
 
     async def run(self, stmt: Sql[Any], conn: Any = None) -> Any:
         """Run one literal statement for this client's tenant (in conn's transaction when given)."""
+        check_params(stmt.params)
         try:
             async with self._transaction(conn) as c:
                 await c.execute(SET_TENANT, (self.tenant,))

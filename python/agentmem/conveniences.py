@@ -1,8 +1,10 @@
 """The conveniences: embed text with the client's embedder, then make literal calls.
 
-``remember`` (store_message), ``recall`` (search_messages), ``cached_answer``
-(cache_lookup), ``store_answer`` (cache_store) and ``extract_facts`` (one
-Ollama chat call, then upsert_fact per fact in one transaction). The embedder
+``remember`` (store_message), ``recall`` (search_messages) and
+``recall_facts_about`` (recall_facts), both hybrid by default (the query's words
+searched too), ``cached_answer`` (cache_lookup), ``store_answer`` (cache_store)
+and ``extract_facts`` (one Ollama chat call, then upsert_fact per fact in one
+transaction). The embedder
 is anything with ``embed_documents(texts)`` / ``embed_query(text)`` and a
 ``model`` naming a registered model; ``OllamaEmbedder`` also uses the client's
 embedding cache and model prefixes. Each has a sync body (``Conveniences``, on
@@ -19,7 +21,7 @@ from typing import Any, Sequence
 from ._adapt import aembed_texts, embed_texts, require_embedder
 from ._extraction import DEFAULT_CHAT_MODEL, FactExtractionError, chat_messages, parse_facts, reply_content
 from .calls import AsyncClient, Calls, SyncClient
-from .rows import CacheLookup, CacheStore, ExtractedFact, MessageHit, StoredMessage
+from .rows import CacheLookup, CacheStore, ExtractedFact, Fact, MessageHit, StoredMessage
 
 
 def _chat_error(chat_model: str, exc: Exception) -> FactExtractionError:
@@ -39,12 +41,24 @@ class Conveniences(Calls, SyncClient):
         return self.store_message(conversation_id, role, content, vector, model=model, metadata=metadata, conn=conn)
 
     def recall(self, user_id: str, query: str, k: int = 5, *, conversation_id: uuid.UUID | str | None = None,
-               min_similarity: float | None = None, conn: Any = None) -> list[MessageHit]:
-        """Embed `query` (query prefix) and search the user's past messages."""
+               min_similarity: float | None = None, hybrid: bool = True, conn: Any = None) -> list[MessageHit]:
+        """Embed `query` (query prefix) and search the user's past messages.
+
+        hybrid (default): the query's words are searched too (full text), fused with the vector
+        search by reciprocal rank; hybrid=False searches by the embedding alone.
+        """
         model = require_embedder(self).model
         vector = embed_texts(self, "embed_queries", [query])[0]
         return self.search_messages(user_id, vector, k, conversation_id=conversation_id,
-                                    min_similarity=min_similarity, model=model, conn=conn)
+                                    min_similarity=min_similarity, model=model,
+                                    query_text=query if hybrid else None, conn=conn)
+
+    def recall_facts_about(self, user_id: str, query: str, k: int = 5, *, hybrid: bool = True,
+                           conn: Any = None) -> list[Fact]:
+        """Embed `query` (query prefix) and recall the user's facts; hybrid as for recall."""
+        model = require_embedder(self).model
+        vector = embed_texts(self, "embed_queries", [query])[0]
+        return self.recall_facts(user_id, vector, k, model, query_text=query if hybrid else None, conn=conn)
 
     def cached_answer(self, question: str, *, acl_hash: str = "", prompt_version: str = "", llm_model: str = "",
                       intent: str = "general", user_id: str | None = None, conn: Any = None) -> CacheLookup:
@@ -109,12 +123,20 @@ class AsyncConveniences(Calls, AsyncClient):
 
     async def recall(self, user_id: str, query: str, k: int = 5, *,
                      conversation_id: uuid.UUID | str | None = None, min_similarity: float | None = None,
-                     conn: Any = None) -> list[MessageHit]:
-        """Embed `query` (query prefix) and search the user's past messages."""
+                     hybrid: bool = True, conn: Any = None) -> list[MessageHit]:
+        """Embed `query` (query prefix) and search the user's past messages; hybrid as for Memory.recall."""
         model = require_embedder(self).model
         vector = (await aembed_texts(self, "embed_queries", [query]))[0]
         return await self.search_messages(user_id, vector, k, conversation_id=conversation_id,
-                                          min_similarity=min_similarity, model=model, conn=conn)
+                                          min_similarity=min_similarity, model=model,
+                                          query_text=query if hybrid else None, conn=conn)
+
+    async def recall_facts_about(self, user_id: str, query: str, k: int = 5, *, hybrid: bool = True,
+                                 conn: Any = None) -> list[Fact]:
+        """Embed `query` (query prefix) and recall the user's facts; hybrid as for Memory.recall."""
+        model = require_embedder(self).model
+        vector = (await aembed_texts(self, "embed_queries", [query]))[0]
+        return await self.recall_facts(user_id, vector, k, model, query_text=query if hybrid else None, conn=conn)
 
     async def cached_answer(self, question: str, *, acl_hash: str = "", prompt_version: str = "",
                             llm_model: str = "", intent: str = "general", user_id: str | None = None,

@@ -92,6 +92,12 @@ SEARCH_PATH_SQL = (
     "where e.extname = 'vector'"
 )
 
+# Loads pgvector's library into the session (its type input does), so that its
+# settings (hnsw.ef_search, hnsw.iterative_scan, ...) are defined before the
+# definitions pin them on functions: for a role that is not a superuser,
+# PostgreSQL refuses to pin a setting of a library that is not loaded yet.
+LOAD_VECTOR_SQL = "select '[1]'::vector"
+
 
 @dataclass(frozen=True)
 class SqlFile:
@@ -260,6 +266,7 @@ class Migrator:
                             _run_file(conn, m, "migration")
                         applied.append(m.path.name)
                     with conn.transaction():
+                        conn.execute(LOAD_VECTOR_SQL)
                         for d in self.source.definitions:
                             _run_file(conn, d, "definitions file")
                 finally:
@@ -325,7 +332,8 @@ def render_psql(source: Source | None = None) -> str:
             "\\endif",
             "commit;",
         ]
-    out += ["", "-- idempotent definitions, re-applied on every install and upgrade", "begin;"]
+    out += ["", "-- idempotent definitions, re-applied on every install and upgrade", "begin;",
+            LOAD_VECTOR_SQL + " \\gset agentmem_loaded_"]
     for d in source.definitions:
         out += [f"-- sql/{d.path.name}", d.text.rstrip()]
     out += ["commit;", f"do $lock$ begin perform pg_advisory_unlock({LOCK_KEY}); end $lock$;", ""]

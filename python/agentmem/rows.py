@@ -28,7 +28,10 @@ class Message:
 
 @dataclass(frozen=True)
 class MessageHit(Message):
-    similarity: float
+    similarity: float | None      # None unless the vector branch found it
+    vector_rank: int | None       # rank in each branch (1 = best), None where it did not find it
+    text_rank: int | None
+    score: float                  # fused score: sum of 1 / (rrf_k + rank) over the branches
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,11 @@ class WindowMessage:
     created_at: dt.datetime
     is_hit: bool
     similarity: float | None
-    window_similarity: float
+    window_similarity: float | None
+    vector_rank: int | None
+    text_rank: int | None
+    score: float | None
+    window_score: float
 
 
 @dataclass(frozen=True)
@@ -55,6 +62,14 @@ class ContextItem:
     content: str
     metadata: dict
     created_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class TopicShift:
+    overlap: float | None       # Jaccard overlap of the last two recorded turns (None with fewer)
+    shifted: bool               # overlap < threshold
+    turns_compared: int         # 0, 1 or 2 recorded turns found
+    since_message_index: int | None  # the last recorded turn's user message
 
 
 # -- answer cache ------------------------------------------------------------------------------
@@ -126,9 +141,12 @@ class Fact:
     fact_id: uuid.UUID
     subject: str
     fact: str
-    similarity: float
+    similarity: float | None      # None unless the vector branch found it
     source_message_ids: list[uuid.UUID]
     updated_at: dt.datetime
+    vector_rank: int | None       # rank in each branch (1 = best), None where it did not find it
+    text_rank: int | None
+    score: float                  # fused score: sum of 1 / (rrf_k + rank) over the branches
 
 
 @dataclass(frozen=True)
