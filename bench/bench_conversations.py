@@ -31,14 +31,10 @@ from pathlib import Path
 
 import numpy as np
 import psycopg
-from pgvector.psycopg import register_vector
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "python"))
-sys.path.insert(0, str(ROOT / "tests"))  # the Ollama stub
-
-from agentmem.client import Memory  # noqa: E402
-from agentmem.migrate import Migrator, Source  # noqa: E402
+from agentmem.client import Memory
+from common import Bulk, command, connect, percentile, start_server, write_report
+from common import fresh_database as _fresh_database
 
 DIM, MODEL, K = 384, "all-minilm", 10
 TENANTS, BIG_SHARE = 1000, 0.30
@@ -50,10 +46,6 @@ def clustered(n: int, rng: np.random.Generator, centres: np.ndarray) -> np.ndarr
     v = centres[rng.integers(0, len(centres), n)] + rng.standard_normal((n, DIM)).astype(np.float32) * (
         0.35 / np.sqrt(DIM))
     return v / np.linalg.norm(v, axis=1, keepdims=True)
-
-
-def pct(values: list[float], p: float) -> float:
-    return float(np.percentile(np.asarray(values), p))
 
 
 class Dataset:
@@ -75,52 +67,19 @@ class Dataset:
         return f"t{t:04d}"
 
 
-def connect(url: str) -> psycopg.Connection:
-    conn = psycopg.connect(url, autocommit=True)
-    register_vector(conn)
-    return conn
-
-
 def fresh_database(server_url: str) -> tuple[str, str]:
-    with psycopg.connect(server_url, autocommit=True) as conn:
-        conn.execute(f"drop database if exists {DBNAME} with (force)")
-        conn.execute(f"create database {DBNAME}")
-    base = server_url.rsplit("/", 1)[0]
-    admin_url = f"{base}/{DBNAME}"
-    Migrator(admin_url, Source.load(ROOT)).migrate()
-    with connect(admin_url) as conn:
-        if not conn.execute("select 1 from pg_roles where rolname = %s", (APP_ROLE,)).fetchone():
-            conn.execute(f"create role {APP_ROLE} login")
-        conn.execute("select agentmem.grant_app_role(role_name => %s)", (APP_ROLE,))
-        conn.execute(f"grant all on schema public to {APP_ROLE}")
-    user = admin_url.split("//", 1)[1].split("@", 1)[0]
-    return admin_url, admin_url.replace(f"//{user}@", f"//{APP_ROLE}@", 1)
+    return _fresh_database(server_url, DBNAME, app_role=APP_ROLE)
 
 
 def load_agentmem(admin: psycopg.Connection, ds: Dataset) -> dict:
-    """COPY the data set into agentmem's tables, index dropped and rebuilt (one conversation per tenant)."""
-    index = admin.execute("select agentmem_private.model_index_name('message_embeddings', %s)", (MODEL,)).fetchone()[0]
-    admin.execute(f'drop index if exists agentmem."{index}"')
-    conv = {t: uuid.uuid4() for t in range(TENANTS)}
-    counts = np.bincount(ds.tenant, minlength=TENANTS)
+    """COPY the data set into agentmem's tables (one conversation per tenant, user 'user') through the
+    shared loader, the HNSW index dropped and rebuilt."""
+    bulk = Bulk(admin, model=MODEL)
     t0 = time.perf_counter()
-    next_idx = np.zeros(TENANTS, dtype=np.int64)
-    with admin.cursor() as cur:
-        with cur.copy("copy agentmem.conversations (tenant_id, conversation_id, user_id, next_index) from stdin") as cp:
-            for t in range(TENANTS):
-                cp.write_row((ds.name(t), conv[t], "user", int(counts[t])))
-        with cur.copy("copy agentmem.messages (tenant_id, message_id, conversation_id, user_id, message_index, "
-                      "role, content) from stdin") as cp:
-            for i, t in enumerate(ds.tenant):
-                cp.write_row((ds.name(t), ds.ids[i], conv[t], "user", int(next_idx[t]), "user", f"message {i}"))
-                next_idx[t] += 1
-        with cur.copy("copy agentmem.message_embeddings (tenant_id, message_id, model, user_id, conversation_id, "
-                      "embedding) from stdin with (format binary)") as cp:
-            cp.set_types(["text", "uuid", "text", "text", "uuid", "vector"])
-            for i, t in enumerate(ds.tenant):
-                cp.write_row((ds.name(t), ds.ids[i], MODEL, "user", conv[t], ds.vectors[i]))
-    t1 = time.perf_counter()
-    admin.execute("select agentmem_private.ensure_model_indexes(%s)", (MODEL,))
+    with bulk.hnsw_dropped(tables=["message_embeddings"]):
+        bulk.load_messages([(ds.name(t), "user") for t in ds.tenant], ds.vectors, ids=ds.ids,
+                           contents=[f"message {i}" for i in range(len(ds.ids))], per_conversation=len(ds.ids))
+        t1 = time.perf_counter()
     # as after any bulk load: statistics, visibility map and hint bits now, not
     # an autovacuum of the fresh tables running under the measurements
     admin.execute("vacuum (analyze) agentmem.conversations, agentmem.messages, agentmem.message_embeddings")
@@ -182,7 +141,7 @@ def bench_search(ds: Dataset, mem: Memory, lg_store, queries: np.ndarray, tenant
             lat[system].append((time.perf_counter() - t0) * 1000)
             short[system] += len(got) < min(K, len(truth))
             rec[system].append(len(truth & set(got)) / min(K, len(truth)))
-    return {system: {"p50": pct(lat[system], 50), "p95": pct(lat[system], 95),
+    return {system: {"p50": percentile(lat[system], 50), "p95": percentile(lat[system], 95),
                      "recall": float(np.mean(rec[system])), "short": short[system], "n": len(lat[system])}
             for system in lat}
 
@@ -238,7 +197,7 @@ def bench_store(ds: Dataset, mem: Memory, lg_store, sample: int, lookup: dict) -
 
 
 def bench_cache(app_url: str) -> dict:
-    from ollama_stub import OllamaStub
+    from agentmem._ollama_stub import OllamaStub
     from agentmem.embed import OllamaEmbedder
     stub = OllamaStub().start()
     try:
@@ -297,7 +256,7 @@ def run_size(server_url: str, n: int, sample: int, queries_per_class: int) -> di
 
 
 def report(results: list[dict], args, elapsed: float) -> str:
-    cmd = "python bench/bench_conversations.py " + " ".join(sys.argv[1:])
+    cmd = command()
     lines = [
         "## Conversation memory (issue 3): agentmem vs LangGraph PostgresStore",
         "",
@@ -360,18 +319,12 @@ def main() -> int:
     except ImportError:
         raise SystemExit("bench_conversations needs langgraph-checkpoint-postgres: "
                          "pip install 'agentmem[bench]' (or pip install langgraph-checkpoint-postgres)")
-    if args.database_url:
-        server_url = args.database_url
-    else:
-        from agentmem import devserver
-        server_url = devserver.start(ROOT / ".pgdata" / "bench", port=args.port, fast=True)  # throwaway data: fsync etc. off, on purpose
+    server_url = args.database_url or start_server(args.port)
     started = time.perf_counter()
     results = [run_size(server_url, 10_000, 1_000, 100)]
     if not args.quick:
         results.append(run_size(server_url, 100_000, 2_000, 100))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(report(results, args, time.perf_counter() - started))
-    print(f"wrote {args.out}")
+    write_report(args.out, report(results, args, time.perf_counter() - started))
     return 0
 
 

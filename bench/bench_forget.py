@@ -42,24 +42,15 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import hashlib
 import os
 import statistics
-import sys
 import threading
 import time
-import uuid
-from pathlib import Path
 
 import numpy as np
-import psycopg
-from pgvector.psycopg import register_vector
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "python"))
-
-from agentmem import devserver  # noqa: E402
-from agentmem.migrate import Migrator, Source  # noqa: E402
+from common import ROOT, Bulk, check_invariants, connect, fresh_database, percentile, start_server, unit_vectors
+from common import command, write_report
 
 MODEL = "all-minilm"
 DIM = 384
@@ -69,173 +60,6 @@ APP_ROLE = "agentmem_bench_app"
 EMBEDDING_TABLES = ("message_embeddings", "facts", "cache_entries")
 USER_TABLES = ("conversations", "messages", "message_embeddings", "facts", "fact_history",
                "cache_entries", "cache_hits")
-WORDS = ("order invoice refund shipping delay password account login upgrade plan price discount "
-         "warranty return address phone email schedule meeting report export import backup restore "
-         "error crash update version install license renew cancel trial support ticket agent").split()
-
-
-def rand_vecs(rng, n):
-    v = rng.standard_normal((n, DIM)).astype(np.float32)
-    return v / np.linalg.norm(v, axis=1, keepdims=True)
-
-
-def connect(url):
-    conn = psycopg.connect(url, autocommit=True)
-    register_vector(conn)
-    return conn
-
-
-def percentile(xs, p):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
-
-
-# -- bulk loader ---------------------------------------------------------------
-
-class Bulk:
-    """COPY a user's data straight into the private tables (superuser), invariants kept."""
-
-    def __init__(self, conn, rng):
-        self.conn, self.rng = conn, rng
-        phrases = rng.choice(WORDS, size=(997, 12))
-        self.phrases = [" ".join(p) for p in phrases]
-        conn.execute("create temp table if not exists stage_cache (entry_id uuid, user_id text, "
-                     "conversation_id uuid, question text, answer text, embedding vector, doc text, "
-                     "created_at timestamptz)")
-
-    def user(self, tenant, user, n_msgs, per_conv=500, n_facts=0, n_answers=0, hits_per_answer=2,
-             age_days=0, embedding_cache=True):
-        """Returns (message ids, conversation ids, message vectors)."""
-        now = dt.datetime.now(dt.timezone.utc)
-        base = now - dt.timedelta(days=age_days) if age_days else now
-        # created_at: expired rows spread over one hour, from base on; others at load time
-        ts = [base + dt.timedelta(seconds=3600 * i / max(n_msgs, 1)) for i in range(n_msgs)] if age_days \
-            else [now] * n_msgs
-        sizes = [min(per_conv, n_msgs - s) for s in range(0, n_msgs, per_conv)]
-        convs = [uuid.uuid4() for _ in sizes]
-        ids = [uuid.uuid4() for _ in range(n_msgs)]
-        vecs = rand_vecs(self.rng, n_msgs)
-        contents = [f"{self.phrases[i % len(self.phrases)]} ({user} #{i})" for i in range(n_msgs)]
-        conv_of, index_of = [], []
-        for c, size in zip(convs, sizes):
-            conv_of += [c] * size
-            index_of += list(range(size))
-        with self.conn.cursor() as cur:
-            with cur.copy("copy agentmem.conversations (tenant_id, conversation_id, user_id, title, next_index, "
-                          "created_at, updated_at) from stdin") as cp:
-                start = 0
-                for c, size in zip(convs, sizes):
-                    cp.write_row((tenant, c, user, f"conversation of {user}", size, ts[start], ts[start + size - 1]))
-                    start += size
-            with cur.copy("copy agentmem.messages (tenant_id, message_id, conversation_id, user_id, message_index, "
-                          "role, content, created_at) from stdin") as cp:
-                for i in range(n_msgs):
-                    cp.write_row((tenant, ids[i], conv_of[i], user, index_of[i],
-                                  "user" if index_of[i] % 2 == 0 else "assistant", contents[i], ts[i]))
-            with cur.copy("copy agentmem.message_embeddings (tenant_id, message_id, model, user_id, conversation_id, "
-                          "embedding, created_at) from stdin with (format binary)") as cp:
-                cp.set_types(["text", "uuid", "text", "text", "uuid", "vector", "timestamptz"])
-                for i in range(n_msgs):
-                    cp.write_row((tenant, ids[i], MODEL, user, conv_of[i], vecs[i], ts[i]))
-            if embedding_cache:  # what the driver leaves behind: the embedding of each text it embedded
-                with cur.copy("copy agentmem.embedding_cache (tenant_id, model, text_sha256, cached_vector, "
-                              "created_at) from stdin with (format binary)") as cp:
-                    cp.set_types(["text", "text", "bytea", "vector", "timestamptz"])
-                    for i in range(n_msgs):
-                        cp.write_row((tenant, MODEL, hashlib.sha256(contents[i].encode()).digest(), vecs[i], ts[i]))
-            if n_facts:
-                fvecs = rand_vecs(self.rng, n_facts)
-                with cur.copy("copy agentmem.facts (tenant_id, fact_id, user_id, subject, fact, model, embedding, "
-                              "source_message_ids, created_at, updated_at) from stdin with (format binary)") as cp:
-                    cp.set_types(["text", "uuid", "text", "text", "text", "text", "vector", "uuid[]",
-                                  "timestamptz", "timestamptz"])
-                    for i in range(n_facts):
-                        src = sorted({ids[int(j)] for j in self.rng.integers(0, n_msgs, 1 + i % 3)})
-                        cp.write_row((tenant, uuid.uuid4(), user, f"subject {i}", f"{user} fact {i}: "
-                                      f"{self.phrases[(7 * i) % len(self.phrases)]}", MODEL, fvecs[i], src,
-                                      ts[0], ts[0]))
-            if n_answers:
-                avecs = rand_vecs(self.rng, n_answers)
-                with cur.copy("copy stage_cache from stdin with (format binary)") as cp:
-                    cp.set_types(["uuid", "text", "uuid", "text", "text", "vector", "text", "timestamptz"])
-                    for i in range(n_answers):
-                        cp.write_row((uuid.uuid4(), user, convs[i % len(convs)],
-                                      f"{user.capitalize()} asks: how do I {self.phrases[(3 * i) % 997]}? (#{i})",
-                                      f"an answer about {self.phrases[(5 * i) % 997]}", avecs[i],
-                                      f"doc-{i % 50}", ts[0]))
-                cur.execute(
-                    "insert into agentmem.cache_entries (tenant_id, entry_id, question, question_norm, question_key, "
-                    "  corpus_version, intent, answer, model, embedding, source_ids, user_id, conversation_id, "
-                    "  created_at, expires_at) "
-                    "select %(t)s, s.entry_id, s.question, n.norm, sha256(convert_to(n.norm, 'UTF8')), "
-                    "  coalesce((select v.version from agentmem.corpus_versions as v where v.tenant_id = %(t)s), 0), "
-                    "  'general', s.answer, %(m)s, s.embedding, array[s.doc], s.user_id, s.conversation_id, "
-                    "  s.created_at, s.created_at + interval '7 days' "
-                    "from stage_cache as s cross join lateral (select agentmem.normalize_question(s.question)) "
-                    "  as n (norm)", {"t": tenant, "m": MODEL})
-                cur.execute("insert into agentmem.cache_entry_sources (tenant_id, doc_id, entry_id) "
-                            "select %s, s.doc, s.entry_id from stage_cache as s", (tenant,))
-                # the hit log as cache_lookup writes an exact hit
-                cur.execute("insert into agentmem.cache_hits (tenant_id, entry_id, kind, similarity, intent, "
-                            "  question_asked, matched_question, user_id, created_at) "
-                            "select e.tenant_id, e.entry_id, 'exact', 1, e.intent, e.question, e.question, "
-                            "  e.user_id, e.created_at "
-                            "from agentmem.cache_entries as e cross join generate_series(1, %s) "
-                            "where e.tenant_id = %s and e.user_id = %s", (hits_per_answer, tenant, user))
-                cur.execute("truncate stage_cache")
-        return ids, convs, vecs
-
-
-INVARIANTS = {
-    "conversations.next_index = message count = max(message_index) + 1, min 0": """
-        select count(*) from agentmem.conversations as c
-        left join (select m.tenant_id, m.conversation_id, count(*) as n, min(m.message_index) as lo,
-                          max(m.message_index) as hi
-                   from agentmem.messages as m group by 1, 2) as s using (tenant_id, conversation_id)
-        where c.tenant_id = any(%(t)s)
-          and (c.next_index <> coalesce(s.n, 0) or coalesce(s.lo, 0) <> 0 or coalesce(s.hi, -1) <> c.next_index - 1)""",
-    "messages.user_id = its conversation's": """
-        select count(*) from agentmem.messages as m join agentmem.conversations as c using (tenant_id, conversation_id)
-        where m.tenant_id = any(%(t)s) and m.user_id <> c.user_id""",
-    "one all-minilm embedding per message, user_id/conversation_id/created_at copied": """
-        select count(*) from agentmem.messages as m
-        left join agentmem.message_embeddings as e on e.tenant_id = m.tenant_id and e.message_id = m.message_id
-        where m.tenant_id = any(%(t)s)
-          and (e.message_id is null or e.model <> 'all-minilm' or e.user_id <> m.user_id
-               or e.conversation_id <> m.conversation_id or e.created_at <> m.created_at
-               or vector_dims(e.embedding) <> 384)""",
-    "facts' sources are the user's real messages, sorted and distinct": """
-        select count(*) from agentmem.facts as f
-        where f.tenant_id = any(%(t)s) and (
-            f.source_message_ids <> array(select distinct s from unnest(f.source_message_ids) as s order by s)
-            or exists (select from unnest(f.source_message_ids) as s where not exists (
-                select from agentmem.messages as m
-                where m.tenant_id = f.tenant_id and m.message_id = s and m.user_id = f.user_id)))""",
-    "cache_entries: question_norm/question_key/corpus_version as cache_store writes them": """
-        select count(*) from agentmem.cache_entries as e
-        where e.tenant_id = any(%(t)s) and (
-            e.question_norm <> agentmem.normalize_question(e.question)
-            or e.question_key <> sha256(convert_to(e.question_norm, 'UTF8'))
-            or e.corpus_version <> coalesce((select v.version from agentmem.corpus_versions as v
-                                             where v.tenant_id = e.tenant_id), 0))""",
-    "cache_entry_sources = cache_entries.source_ids": """
-        select count(*) from agentmem.cache_entries as e
-        where e.tenant_id = any(%(t)s) and e.source_ids <> array(
-            select s.doc_id from agentmem.cache_entry_sources as s
-            where s.tenant_id = e.tenant_id and s.entry_id = e.entry_id order by s.doc_id)""",
-    "embedding_cache rows are the sha256 of a message text": """
-        select count(*) from agentmem.embedding_cache as c
-        left join (select distinct m.tenant_id, sha256(convert_to(m.content, 'UTF8')) as h
-                   from agentmem.messages as m where m.tenant_id = any(%(t)s)) as m
-            on m.tenant_id = c.tenant_id and m.h = c.text_sha256
-        where c.tenant_id = any(%(t)s) and m.h is null""",
-}
-
-
-def check_invariants(conn, tenants):
-    bad = {name: conn.execute(sql, {"t": tenants}).fetchone()[0] for name, sql in INVARIANTS.items()}
-    assert not any(bad.values()), f"bulk data breaks invariants: {bad}"
-    return list(INVARIANTS)
 
 
 def user_counts(conn, tenant, user):
@@ -259,7 +83,7 @@ def api_user(conn, tenant, user, n_msgs, per_conv, n_facts, n_answers, rng):
     for start in range(0, n_msgs, per_conv):
         size = min(per_conv, n_msgs - start)
         conv = conn.execute("select agentmem.start_conversation(user_id => %s)", (user,)).fetchone()[0]
-        vecs = rand_vecs(rng, size)
+        vecs = unit_vectors(rng, size, DIM)
         contents = [f"{user} says {start + i}" for i in range(size)]
         rows = conn.execute(
             "select message_id from agentmem.store_messages(conversation_id => %s, roles => %s, contents => %s, "
@@ -270,13 +94,13 @@ def api_user(conn, tenant, user, n_msgs, per_conv, n_facts, n_answers, rng):
                      (MODEL, contents, list(vecs)))
         ids += [r[0] for r in rows]
         vecs_all.append(vecs)
-    fv = rand_vecs(rng, n_facts)
+    fv = unit_vectors(rng, n_facts, DIM)
     for i in range(n_facts):
         src = sorted({ids[int(j)] for j in rng.integers(0, n_msgs, 1 + i % 3)})
         conn.execute("select * from agentmem.upsert_fact(user_id => %s, subject => %s, fact => %s, embedding => %s, "
                      "source_message_ids => %s::uuid[], model => %s)",
                      (user, f"subject {i}", f"{user} fact {i}", fv[i], src, MODEL))
-    av = rand_vecs(rng, n_answers)
+    av = unit_vectors(rng, n_answers, DIM)
     for i in range(n_answers):
         q = f"{user.capitalize()} asks: how do I do thing {i}?"
         r = conn.execute("select stored from agentmem.cache_store(question => %s, question_embedding => %s, "
@@ -331,7 +155,7 @@ class Searcher(threading.Thread):
         self.conn = connect(app_url)
         self.conn.execute("select agentmem.set_tenant(tenant_id => %s)", (tenant,))
         self.user = user
-        self.qs = rand_vecs(np.random.default_rng(seed), 256)
+        self.qs = unit_vectors(np.random.default_rng(seed), 256, DIM)
         self.phase = None
         self.lat = {}
         self.stop = threading.Event()
@@ -379,20 +203,11 @@ def main():
     rng = np.random.default_rng(1)
     wall0 = time.perf_counter()
 
-    server_url = args.database_url or devserver.start(ROOT / ".pgdata" / "bench", port=PORT, fast=True)  # throwaway data: fsync etc. off, on purpose
-    with psycopg.connect(server_url, autocommit=True) as c:
-        c.execute(f"drop database if exists {DBNAME} with (force)")
-        c.execute(f"create database {DBNAME}")
-    url = server_url.rsplit("/", 1)[0] + "/" + DBNAME
-    Migrator(url, Source.load(ROOT)).migrate()
+    server_url = args.database_url or start_server(PORT)
+    url, app_url = fresh_database(server_url, DBNAME, app_role=APP_ROLE)
     admin = connect(url)  # superuser: loads the tables, runs apply_retention (sees every tenant)
-    if not admin.execute("select 1 from pg_roles where rolname = %s", (APP_ROLE,)).fetchone():
-        admin.execute(f"create role {APP_ROLE} login")
-    admin.execute("select agentmem.grant_app_role(role_name => %s)", (APP_ROLE,))
-    user = url.split("//", 1)[1].split("@", 1)[0]
-    app_url = url.replace(f"//{user}@", f"//{APP_ROLE}@", 1)
     app = connect(app_url)
-    bulk = Bulk(admin, rng)
+    bulk = Bulk(admin, model=MODEL, rng=rng)
 
     # -- load -------------------------------------------------------------------------
     t0 = time.perf_counter()
@@ -424,7 +239,7 @@ def main():
     admin.execute("reset maintenance_work_mem")
     index_s = time.perf_counter() - t1
     admin.execute("analyze")
-    checks = check_invariants(admin, ["sanity", "acme", "other", "archive"])
+    checks = check_invariants(admin, ["sanity", "acme", "other", "archive"], MODEL)
     sane = sanity_finish(admin, app, s)
     load_s = time.perf_counter() - t0
     print(f"loaded in {load_s:.0f} s (COPY {copy_s:.0f} s, HNSW build {index_s:.0f} s)", flush=True)
@@ -507,7 +322,7 @@ def main():
     nproc = os.cpu_count()
     pgver = admin.execute("show server_version").fetchone()[0]
     pgvector = admin.execute("select extversion from pg_extension where extname = 'vector'").fetchone()[0]
-    cmd = ".venv/bin/python bench/bench_forget.py " + " ".join(sys.argv[1:])
+    cmd = command()
     lat = searcher.lat
     rows = []
     base = lat["without retention"]
@@ -587,8 +402,7 @@ For both, `search_messages` (application role) returns the message whose own vec
 (similarity > 0.999), and `forget_user` returns the same receipt, leaving nothing:
 `{sane_receipt}`.
 """
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(report)
+    write_report(args.out, report)
     print(report)
     app.close()
     admin.close()

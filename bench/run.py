@@ -2,7 +2,9 @@
 
 Each benchmark script is standalone (``python bench/bench_X.py --out FILE [--quick]``),
 starts or reuses the embedded server, and writes a markdown report with its figures
-and the command that reproduces them. Pass --quick for smaller sizes.
+and the command that reproduces them. Pass --quick for smaller sizes. What they
+share (server, fresh databases, the bulk loader, percentiles, reports) is in
+bench/common.py.
 """
 
 from __future__ import annotations

@@ -216,12 +216,9 @@ declare
 begin
     case p_kind
         when 'messages' then
-            if to_regclass('agentmem.messages') is null then
-                return 0;
-            end if;
-            -- Their embeddings and retrieval records go by cascade; fact history whose every source
-            -- expired goes too, and facts lose the dangling links (facts
-            -- themselves have their own policy).
+            -- Their embeddings and retrieval records go by cascade; fact history
+            -- whose every source expired goes too, and facts lose the dangling
+            -- links (facts themselves have their own policy).
             -- Their embedding-cache rows go as well.
             for v_tenant, v_ids, v_texts in
                 with gone as (
@@ -236,15 +233,9 @@ begin
                 perform agentmem_private.forget_text_hashes(v_tenant, v_texts);
             end loop;
         when 'cached_answers' then
-            if to_regclass('agentmem.cache_entries') is null then
-                return 0;
-            end if;
             select count(*) into v_count
             from agentmem_private.retention_delete('cached_answers', 'cache_entries', 'entry_id', 'created_at', p_batch);
         when 'hit_log' then
-            if to_regclass('agentmem.cache_hits') is null then
-                return 0;
-            end if;
             select count(*) into v_count
             from agentmem_private.retention_delete('hit_log', 'cache_hits', 'hit_id', 'created_at', p_batch);
         when 'facts' then

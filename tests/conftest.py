@@ -161,9 +161,58 @@ def connect():
         conn.close()
 
 
+class Driver:
+    """A Memory or an AsyncMemory: ``call("method", *args, **kwargs)`` runs the method and returns its value
+    (awaited on the async client), so one test body covers both clients."""
+
+    def __init__(self, kind: str, mem, loop=None):
+        self.kind, self.mem, self.loop = kind, mem, loop
+
+    def resolve(self, result):
+        return self.loop.run_until_complete(result) if self.loop else result
+
+    def __call__(self, method: str, *args, **kwargs):
+        return self.resolve(getattr(self.mem, method)(*args, **kwargs))
+
+    def embed(self, method: str, texts: list[str]):
+        """The client's embedder on texts, as the conveniences do it ('embed_documents' or 'embed_queries')."""
+        from agentmem._adapt import aembed_texts, embed_texts
+        return self.resolve(aembed_texts(self.mem, method, texts) if self.loop else
+                            embed_texts(self.mem, method, texts))
+
+    def for_tenant(self, tenant: str) -> "Driver":
+        return Driver(self.kind, self.mem.for_tenant(tenant), self.loop)
+
+
+@pytest.fixture(params=["sync", "async"])
+def driver(request, app_url):
+    """Open clients of one kind (the test runs once with Memory, once with AsyncMemory):
+    ``call = driver(embedder=..., tenant="acme")``, then ``call("cache_lookup", ...)``."""
+    import asyncio
+
+    from agentmem.client import AsyncMemory, Memory
+    loop = asyncio.new_event_loop() if request.param == "async" else None
+    opened: list[Driver] = []
+
+    def _open(*, tenant: str = "acme", embedder=None, url: str | None = None, max_size: int = 2) -> Driver:
+        if loop is None:
+            mem = Memory.connect(url or app_url, tenant=tenant, embedder=embedder, max_size=max_size)
+        else:
+            mem = loop.run_until_complete(AsyncMemory.connect(url or app_url, tenant=tenant, embedder=embedder,
+                                                              max_size=max_size))
+        opened.append(Driver(request.param, mem, loop))
+        return opened[-1]
+
+    yield _open
+    for d in opened:
+        d.resolve(d.mem.close())
+    if loop is not None:
+        loop.close()
+
+
 @pytest.fixture(scope="session")
 def ollama_stub():
-    from ollama_stub import OllamaStub
+    from agentmem._ollama_stub import OllamaStub
     stub = OllamaStub().start()
     yield stub
     stub.stop()

@@ -10,8 +10,8 @@ from __future__ import annotations
 import threading
 
 import numpy as np
-import psycopg
 import pytest
+from helpers import plans_of, sqlstate_of
 
 DIM = 384
 MODEL = "all-minilm"
@@ -30,12 +30,6 @@ def at_cosine(cos: float, base: int = 0, other: int = 1) -> np.ndarray:
 
 def vec_text(v) -> str:
     return "[" + ",".join(str(float(x)) for x in v) + "]"
-
-
-def sqlstate_of(conn, query, params=None) -> str:
-    with pytest.raises(psycopg.Error) as info:
-        conn.execute(query, params)
-    return info.value.sqlstate
 
 
 def store(conn, question, vec, answer="An answer.", **kw):
@@ -152,7 +146,6 @@ def test_guard_disagrees_on_flips_even_when_reworded(app, a, b):
 # --- exact and semantic lookup -------------------------------------------------------------
 
 def test_exact_hit_on_normalised_text_and_the_two_argument_call(app, admin):
-    admin.execute("set agentmem.default_model = 'all-minilm'")  # no effect on other sessions
     row = store(app, "How do I reset my password?", unit(0), "Use the reset link.")
     assert row[0] is True and row[1] is not None
     hit = lookup(app, "how do I reset my password", unit(5))  # other vector: exact still hits
@@ -164,6 +157,16 @@ def test_exact_hit_on_normalised_text_and_the_two_argument_call(app, admin):
     two = app.execute("select hit, kind from agentmem.cache_lookup('q two!', %s)",
                       (np.ones(768, dtype=np.float32),)).fetchone()
     assert two == (True, "exact")
+    assert admin.execute("select model from agentmem.cache_entries where question = 'Q two'").fetchone() == (
+        "nomic-embed-text",)
+    # the setting agentmem.default_model, made on the calling session, names another default
+    app.execute("set agentmem.default_model = 'all-minilm'")
+    app.execute("select * from agentmem.cache_store(question => 'Q three', question_embedding => %s, "
+                "answer => 'A three')", (unit(3),))
+    assert admin.execute("select model from agentmem.cache_entries where question = 'Q three'").fetchone() == (
+        MODEL,)
+    assert app.execute("select hit, kind from agentmem.cache_lookup('q three', %s)", (unit(3),)).fetchone() == (
+        True, "exact")
 
 
 def test_semantic_hit_at_and_above_threshold_miss_below(app):
@@ -294,10 +297,11 @@ def test_invalidate_source_removes_every_answer_citing_it_and_nothing_else(app, 
     assert count_entries(admin, "globex") == 1
     assert admin.execute("select count(*) from agentmem.cache_entry_sources where entry_id = %s",
                          (a[1],)).fetchone()[0] == 0
-    # through the reverse index, not a scan
-    plan = admin.execute("explain (format text) delete from agentmem.cache_entry_sources "
-                         "where tenant_id = 'acme' and doc_id = 'doc-9'").fetchall()
-    assert "cache_entry_sources_pkey" in "\n".join(r[0] for r in plan)
+    # through the reverse index, not a scan: the plan of the function's own delete
+    rows, plans = plans_of(admin, "select agentmem.invalidate_source(doc_id => 'doc-1')")
+    delete = [p for p in plans if "Delete on cache_entries" in p]
+    assert rows == [(0,)] and delete, "\n---\n".join(plans)
+    assert "cache_entry_sources_pkey" in delete[0], delete[0]
 
 
 def test_restore_replaces_the_answer_and_its_sources(app, admin):
@@ -350,6 +354,14 @@ def test_personalised_answers_are_refused_unless_safe_to_share(app, admin, answe
 def test_answer_repeating_the_questions_facts_is_not_personalised(app):
     row = store(app, "Is the Pro plan $20 a month?", unit(0), "Yes, the Pro plan is $20 a month.")
     assert row[0] is True, row
+
+
+def test_personal_markers_capture_only_capitalised_words_of_two_letters_or_more(admin):
+    """Why personal_markers has no exclusion list: its capture, an upper-case letter then lower-case
+    ones, can never yield 'I', "I'm" or 'OK' (the clause `not in ('I', 'I''m', 'OK')` was dead)."""
+    markers = "select agentmem_private.personal_markers(answer => %s, question => '')"
+    assert admin.execute(markers, ("Yes, I think so and I'm sure it is OK now.",)).fetchone() == ([],)
+    assert admin.execute(markers, ("Yes, then Maria said I'm OK.",)).fetchone() == (["Maria"],)
 
 
 # --- bad input ------------------------------------------------------------------------------
@@ -481,13 +493,12 @@ def test_app_role_may_neither_read_nor_edit_intents(app, admin):
 def test_lookup_uses_the_hnsw_index(app, admin):
     for i in range(20):
         store(app, f"Question {i} about widgets?", at_cosine(0.5 + i / 50, 0, 1 + i))
-    plan = admin.execute("""
-        explain select e.entry_id from agentmem.cache_entries as e where e.model = 'all-minilm'
-          and e.tenant_id = 'acme' order by e.embedding::vector(384) <=> %s::vector(384) limit 5""",
-                         (unit(0),)).fetchall()
-    admin.execute("set enable_seqscan = off")
-    text = "\n".join(r[0] for r in admin.execute(
-        "explain select e.entry_id from agentmem.cache_entries as e where e.model = 'all-minilm' "
-        "and e.tenant_id = 'acme' order by e.embedding::vector(384) <=> %s::vector(384) limit 5",
-        (unit(0),)).fetchall())
-    assert "hnsw" in text, (plan, text)
+    # the plans of cache_lookup's own statements, on the session that calls it; 20 rows are scanned exactly
+    # unless agentmem.exact_search_max_rows is below that, and then the planner still prefers a scan, so
+    # scans are discouraged there to show the statement can use the model's HNSW index
+    rows, plans = plans_of(admin, "select hit from agentmem.cache_lookup(question => 'Something else entirely?', "
+                           "question_embedding => %s, model => 'all-minilm')", (unit(0),),
+                           settings={"enable_seqscan": "off", "agentmem.exact_search_max_rows": "10"})
+    knn = [p for p in plans if "<=>" in p and "Order By" in p]
+    assert rows == [(False,)]  # nearest at cosine 0.88: below the threshold
+    assert knn and "cache_entries_all_minilm" in knn[0] and "hnsw" in knn[0], "\n---\n".join(plans)

@@ -8,20 +8,10 @@ import numpy as np
 import psycopg
 import pytest
 
-from agentmem.lexical import lexical_embedding
+from helpers import sqlstate_of, vec
 
 MODEL = "all-minilm"
 DIM = 384
-
-
-def vec(text: str) -> np.ndarray:
-    return np.asarray(lexical_embedding(text, DIM), dtype=np.float32)
-
-
-def sqlstate_of(conn, query, params=None) -> str:
-    with pytest.raises(psycopg.Error) as info:
-        conn.execute(query, params)
-    return info.value.sqlstate
 
 
 def start(conn, user="alice", title=None) -> str:
@@ -32,14 +22,14 @@ def store(conn, cid, content, role="user", embedding=None, model=MODEL):
     return conn.execute(
         "select message_id, message_index from agentmem.store_message(conversation_id => %s, role => %s, "
         "content => %s, embedding => %s, model => %s)",
-        (cid, role, content, vec(content) if embedding is None else embedding, model)).fetchone()
+        (cid, role, content, vec(content, DIM) if embedding is None else embedding, model)).fetchone()
 
 
 def fill(conn, cid, n, prefix="turn"):
     conn.execute("select agentmem.store_messages(conversation_id => %s, roles => %s, contents => %s, "
                  "embeddings => %s, model => %s)",
                  (cid, ["user", "assistant"] * (n // 2) + ["user"] * (n % 2),
-                  [f"{prefix} {i}" for i in range(n)], [vec(f"{prefix} {i}") for i in range(n)], MODEL))
+                  [f"{prefix} {i}" for i in range(n)], [vec(f"{prefix} {i}", DIM) for i in range(n)], MODEL))
 
 
 def counts(admin) -> tuple[int, int]:
@@ -67,18 +57,18 @@ def test_batch_store_gets_consecutive_indexes_and_is_all_or_nothing(app, admin):
     store(app, cid, "hello")
     rows = app.execute("select message_index from agentmem.store_messages(conversation_id => %s, roles => %s, "
                        "contents => %s, embeddings => %s, model => %s, metadata => %s::jsonb[])",
-                       (cid, ["user", "assistant"], ["a b", "c d"], [vec("a b"), vec("c d")], MODEL,
+                       (cid, ["user", "assistant"], ["a b", "c d"], [vec("a b", DIM), vec("c d", DIM)], MODEL,
                         ['{"src": 1}', '{"src": 2}'])).fetchall()
     assert rows == [(1,), (2,)]
     assert admin.execute("select metadata from agentmem.messages where message_index = 2").fetchone() == ({"src": 2},)
     before = counts(admin)
     code = sqlstate_of(app, "select agentmem.store_messages(conversation_id => %s, roles => %s, contents => %s, "
                             "embeddings => %s, model => %s)",
-                       (cid, ["user", "robot"], ["x", "y"], [vec("x"), vec("y")], MODEL))
+                       (cid, ["user", "robot"], ["x", "y"], [vec("x", DIM), vec("y", DIM)], MODEL))
     assert code == "AM020"
     code = sqlstate_of(app, "select agentmem.store_messages(conversation_id => %s, roles => %s, contents => %s, "
                             "embeddings => %s, model => %s)",
-                       (cid, ["user", "user"], ["x"], [vec("x"), vec("y")], MODEL))
+                       (cid, ["user", "user"], ["x"], [vec("x", DIM), vec("y", DIM)], MODEL))
     assert code == "AM020"
     assert counts(admin) == before
     assert admin.execute("select next_index from agentmem.conversations").fetchone() == (3,)
@@ -114,7 +104,7 @@ def test_bad_input_gets_a_clear_error_and_stores_nothing(app, admin, connect, ap
         other = connect(app_url, tenant="globex")
         cid = start(other, user="alice")
     before = counts(admin)
-    embedding = args["embedding"] if "embedding" in args else vec("fine")
+    embedding = args["embedding"] if "embedding" in args else vec("fine", DIM)
     with pytest.raises(psycopg.Error) as info:
         app.execute("select * from agentmem.store_message(conversation_id => %s, role => %s, content => %s, "
                     "embedding => %s::vector, model => %s, metadata => %s::jsonb)",
@@ -137,14 +127,14 @@ def test_another_tenants_conversation_is_not_found_anywhere(app, connect, app_ur
         ("select agentmem.set_summary(conversation_id => %s, summary => 'x', through_index => 0)", (cid,)),
         ("select * from agentmem.context_window(message_id => %s)", (mid,)),
         ("select * from agentmem.search_messages(user_id => 'bob', query_embedding => %s, "
-         "conversation_id => %s, model => 'all-minilm')", (vec("secret"), cid)),
+         "conversation_id => %s, model => 'all-minilm')", (vec("secret", DIM), cid)),
     ]:
         assert sqlstate_of(app, query, params) == "AM030", query
     assert admin.execute("select summary from agentmem.conversations where conversation_id = %s",
                          (cid,)).fetchone() == (None,)
     # and a search of the same user id in this tenant finds nothing of globex's
     assert app.execute("select * from agentmem.search_messages(user_id => 'bob', query_embedding => %s, "
-                       "model => 'all-minilm')", (vec("secret plans"),)).fetchall() == []
+                       "model => 'all-minilm')", (vec("secret plans", DIM),)).fetchall() == []
 
 
 @pytest.mark.parametrize("query, params, code", [
@@ -176,7 +166,7 @@ def test_another_tenants_conversation_is_not_found_anywhere(app, connect, app_ur
 def test_out_of_range_arguments(app, admin, query, params, code):
     cid = start(app)
     mid = store(app, cid, "hello there")[0]
-    value = {"v": vec("hello"), "short": np.ones(3, dtype=np.float32), "mid": mid, "cid": cid}[params]
+    value = {"v": vec("hello", DIM), "short": np.ones(3, dtype=np.float32), "mid": mid, "cid": cid}[params]
     assert sqlstate_of(app, query, (value,)) == code
     assert admin.execute("select count(*), count(summary) from agentmem.conversations").fetchone() == (1, 0)
 
@@ -201,7 +191,7 @@ def test_sixteen_concurrent_writers_leave_indexes_exactly_0_to_1599(app, connect
     errors: list[BaseException] = []
     barrier = threading.Barrier(16)
     conns = [connect(app_url, tenant="acme") for _ in range(16)]
-    v = vec("concurrent")
+    v = vec("concurrent", DIM)
 
     def writer(w: int) -> None:
         try:
@@ -265,10 +255,10 @@ def test_search_with_context_merges_overlapping_windows(app):
     contents[25] = "a zebra documentary tonight"
     app.execute("select agentmem.store_messages(conversation_id => %s, roles => %s, contents => %s, "
                 "embeddings => %s, model => %s)",
-                (cid, ["user"] * 30, contents, [vec(c) for c in contents], MODEL))
+                (cid, ["user"] * 30, contents, [vec(c, DIM) for c in contents], MODEL))
     rows = app.execute("select window_rank, message_index, is_hit, similarity is not null, window_similarity "
                        "from agentmem.search_with_context(user_id => 'alice', query_embedding => %s, k => 3, "
-                       "radius => 2, model => 'all-minilm')", (vec("zebra"),)).fetchall()
+                       "radius => 2, model => 'all-minilm')", (vec("zebra", DIM),)).fetchall()
     windows: dict[int, list[int]] = {}
     for rank, index, *_ in rows:
         windows.setdefault(rank, []).append(index)
@@ -281,7 +271,7 @@ def test_search_with_context_merges_overlapping_windows(app):
     # radius 0: just the hits, each its own window
     rows = app.execute("select window_rank, message_index from agentmem.search_with_context(user_id => 'alice', "
                        "query_embedding => %s, k => 3, radius => 0, model => 'all-minilm')",
-                       (vec("zebra"),)).fetchall()
+                       (vec("zebra", DIM),)).fetchall()
     assert sorted(r[1] for r in rows) == [5, 8, 25] and len({r[0] for r in rows}) == 3
 
 
@@ -315,11 +305,11 @@ def test_a_second_users_messages_are_not_in_the_first_users_results(app):
     store(app, theirs, "my cat is called Tom")
     store(app, theirs, "cats are great")
     rows = app.execute("select conversation_id, content from agentmem.search_messages(user_id => 'alice', "
-                       "query_embedding => %s, k => 10, model => 'all-minilm')", (vec("cat Tom"),)).fetchall()
+                       "query_embedding => %s, k => 10, model => 'all-minilm')", (vec("cat Tom", DIM),)).fetchall()
     assert rows == [(mine, "my cat is called Tom")]
     # bob's conversation is not alice's to search in
     assert sqlstate_of(app, "select * from agentmem.search_messages(user_id => 'alice', query_embedding => %s, "
-                            "conversation_id => %s, model => 'all-minilm')", (vec("cat"), theirs)) == "AM030"
+                            "conversation_id => %s, model => 'all-minilm')", (vec("cat", DIM), theirs)) == "AM030"
 
 
 def test_search_orders_by_similarity_and_honours_min_similarity_and_conversation(app):
@@ -329,16 +319,16 @@ def test_search_orders_by_similarity_and_honours_min_similarity_and_conversation
     store(app, c2, "Lisbon weather forecast")
     rows = app.execute("select content, similarity from agentmem.search_messages(user_id => 'alice', "
                        "query_embedding => %s, k => 3, model => 'all-minilm')",
-                       (vec("weather in Lisbon"),)).fetchall()
+                       (vec("weather in Lisbon", DIM),)).fetchall()
     assert len(rows) == 3 and rows[0][0] == "the weather in Lisbon is sunny"
     assert [r[1] for r in rows] == sorted((r[1] for r in rows), reverse=True)
     assert rows[0][1] > 0.5
     strong = app.execute("select content from agentmem.search_messages(user_id => 'alice', query_embedding => %s, "
                          "k => 3, min_similarity => %s::real, model => 'all-minilm')",
-                         (vec("weather in Lisbon"), (rows[1][1] + rows[2][1]) / 2)).fetchall()
+                         (vec("weather in Lisbon", DIM), (rows[1][1] + rows[2][1]) / 2)).fetchall()
     assert len(strong) == 2
     only_c2 = app.execute("select content from agentmem.search_messages(user_id => 'alice', query_embedding => %s, "
-                          "conversation_id => %s, model => 'all-minilm')", (vec("weather"), c2)).fetchall()
+                          "conversation_id => %s, model => 'all-minilm')", (vec("weather", DIM), c2)).fetchall()
     assert only_c2 == [("Lisbon weather forecast",)]
 
 
@@ -356,12 +346,12 @@ def test_two_models_coexist_for_one_message(app, admin):
     mid, _ = store(app, cid, "hello world")
     admin.execute("insert into agentmem.message_embeddings (tenant_id, message_id, model, user_id, conversation_id, "
                   "embedding) values ('acme', %s, 'nomic-embed-text', 'alice', %s, %s)",
-                  (mid, cid, np.asarray(lexical_embedding("hello world", 768), dtype=np.float32)))
+                  (mid, cid, vec("hello world", 768)))
     for model, dim in [("all-minilm", 384), ("nomic-embed-text", 768)]:
-        q = np.asarray(lexical_embedding("hello", dim), dtype=np.float32)
+        q = vec("hello", dim)
         rows = app.execute("select message_id from agentmem.search_messages(user_id => 'alice', "
                            "query_embedding => %s, model => %s)", (q, model)).fetchall()
         assert rows == [(mid,)]
     # a query of the other model's dimension is a clear error
     assert sqlstate_of(app, "select * from agentmem.search_messages(user_id => 'alice', query_embedding => %s, "
-                            "model => 'nomic-embed-text')", (vec("hello"),)) == "AM010"
+                            "model => 'nomic-embed-text')", (vec("hello", DIM),)) == "AM010"

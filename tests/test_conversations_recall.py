@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from conftest import APP_ROLE
-from helpers_conversations import bulk_load, clustered_vectors
+from helpers import bulk_load, clustered_vectors, plans_of
 
 N, SMALL, K, DIM = 20_000, 200, 10, 384
 
@@ -37,20 +36,11 @@ def test_small_tenant_among_big_ones_gets_k_results_through_the_hnsw_index(admin
     assert np.mean(recalls) >= 0.95, recalls
 
     # EXPLAIN the function's statements as the application role, under RLS
-    admin.execute("load 'auto_explain'")
-    admin.execute("set auto_explain.log_min_duration = 0")
-    admin.execute("set auto_explain.log_nested_statements = on")
-    admin.execute("set auto_explain.log_level = notice")
-    admin.execute("set client_min_messages = notice")
-    plans: list[str] = []
-    admin.add_notice_handler(lambda diag: plans.append(diag.message_primary or ""))
-    admin.execute(f"set role {APP_ROLE}")
-    admin.execute("set agentmem.exact_search_max_rows = 100")
-    admin.execute("select agentmem.set_tenant(tenant_id => 'acme')")
     q = queries[0] / np.linalg.norm(queries[0])
-    assert len(admin.execute("select * from agentmem.search_messages(user_id => 'alice', query_embedding => %s, "
-                             "k => %s, model => 'all-minilm')", (q, K)).fetchall()) == K
-    admin.execute("reset role")
+    got, plans = plans_of(admin, "select * from agentmem.search_messages(user_id => 'alice', query_embedding => %s, "
+                          "k => %s, model => 'all-minilm')", (q, K),
+                          settings={"agentmem.exact_search_max_rows": "100"})
+    assert len(got) == K
     knn = [p for p in plans if "Order By: ((embedding)::vector(384) <=>" in p]
     assert knn, "no plan of the function ordered by the HNSW index:\n" + "\n---\n".join(plans)
     assert "Index Scan using message_embeddings_all_minilm_" in knn[0] and "_hnsw" in knn[0]

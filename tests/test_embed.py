@@ -3,14 +3,13 @@ remember/recall and conversation methods, sync and async."""
 
 from __future__ import annotations
 
-import asyncio
 
 import numpy as np
 import psycopg
 import pytest
 
 import agentmem
-from agentmem.client import AsyncMemory, Memory
+from agentmem.client import Memory
 from agentmem.embed import OllamaEmbedder
 from agentmem.lexical import lexical_embedding
 
@@ -96,66 +95,3 @@ def test_embedder_errors_are_clear(stub):
     with pytest.raises(agentmem.EmbedderError) as info:
         OllamaEmbedder("all-minilm", host=stub.host).embed_documents(["x"])
     assert "HTTP 500" in str(info.value)
-
-
-def test_remember_and_recall_through_the_driver(stub, app_url, admin):
-    emb = OllamaEmbedder("all-minilm", host=stub.host)
-    with Memory.connect(app_url, tenant="acme", embedder=emb) as mem:
-        cid = mem.start_conversation("alice", title="pets", metadata={"channel": "web"})
-        stored = mem.remember(cid, "user", "my dog is called Rex", metadata={"turn": 1})
-        assert stored.message_index == 0
-        mem.remember(cid, "assistant", "Rex is a nice name for a dog")
-        mem.remember(cid, "user", "I also like chess")
-        hits = mem.recall("alice", "what is my dog called", k=2)
-        assert [h.content for h in hits][0] == "my dog is called Rex" and hits[0].similarity > 0
-        assert hits[0].metadata == {"turn": 1}
-        assert [m.message_index for m in mem.recent_messages(cid, n=2)] == [1, 2]
-        assert [m.message_index for m in mem.context_window(stored.message_id, before=0, after=1)] == [0, 1]
-        rows = mem.store_messages(cid, ["user", "assistant"], ["a", "b"],
-                                  emb.embed_documents(["a", "b"], memory=mem), model="all-minilm",
-                                  metadata=[{"i": 1}, {"i": 2}])
-        assert [r.message_index for r in rows] == [3, 4]
-        mem.set_summary(cid, "alice has a dog, Rex", 2)
-        ctx = mem.short_term_context(cid, keep_last=2)
-        assert [(c.kind, c.message_index) for c in ctx] == [("summary", 2), ("message", 3), ("message", 4)]
-        windows = mem.search_with_context("alice", emb.embed_query("dog Rex", memory=mem), k=1, radius=1,
-                                          model="all-minilm")
-        assert {w.message_index for w in windows} == {0, 1} or {w.message_index for w in windows} == {0, 1, 2}
-        with pytest.raises(agentmem.NotFound):
-            mem.for_tenant("globex").recent_messages(cid)
-        with pytest.raises(agentmem.InvalidArgument):
-            mem.remember(cid, "robot", "hi")
-        with pytest.raises(agentmem.ContentTooLarge):
-            mem.remember(cid, "user", "x " * 60_000)
-    assert admin.execute("select count(*) from agentmem.messages").fetchone() == (5,)
-
-
-def test_remember_without_an_embedder_says_so(app_url):
-    with Memory.connect(app_url, tenant="acme") as mem:
-        with pytest.raises(agentmem.EmbedderError):
-            mem.recall("alice", "anything")
-
-
-def test_async_client_parity(stub, app_url):
-    async def go():
-        emb = OllamaEmbedder("all-minilm", host=stub.host)
-        mem = await AsyncMemory.connect(app_url, tenant="acme", embedder=emb)
-        try:
-            cid = await mem.start_conversation("alice")
-            first = await mem.remember(cid, "user", "the meeting is on Tuesday")
-            await mem.remember(cid, "assistant", "noted, Tuesday")
-            hits = await mem.recall("alice", "when is the meeting", k=1)
-            recent = await mem.recent_messages(cid)
-            calls = len(stub.embed_calls)
-            await mem.recall("alice", "when is the meeting", k=1)  # the query's embedding is cached
-            cached = len(stub.embed_calls) == calls
-            try:
-                await mem.recent_messages(cid, n=0)
-            except agentmem.InvalidArgument:
-                bad = True
-            return first, hits, recent, cached, bad
-        finally:
-            await mem.close()
-    first, hits, recent, cached, bad = asyncio.run(go())
-    assert first.message_index == 0 and hits[0].content == "the meeting is on Tuesday"
-    assert [m.message_index for m in recent] == [0, 1] and cached and bad

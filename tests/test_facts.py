@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import uuid
 
 import pytest
 
-import agentmem
-from agentmem._facts import FactExtractionError, parse_facts
-from agentmem.client import AsyncMemory, Memory
-from helpers_facts import StubEmbedder, count, sqlstate_of, upsert, vec
+from agentmem._extraction import parse_facts
+from helpers import count, sqlstate_of, upsert, vec
 
 M1, M2, M3 = (uuid.uuid4() for _ in range(3))
 
@@ -170,94 +167,8 @@ def test_facts_need_a_tenant(connect, app_url):
                        "embedding => %s)", (vec("f"),)) == "AM001"
 
 
-# -- the driver ------------------------------------------------------------------
-
-def test_driver_upsert_recall_and_history(app_url):
-    with Memory.connect(app_url, tenant="acme", max_size=2) as mem:
-        first = mem.upsert_fact("u1", "home_city", "The user lives in Lyon", vec("The user lives in Lyon").tolist(),
-                                [M1])
-        assert first.action == "inserted"
-        assert mem.upsert_fact("u1", "home_city", "The user lives in Paris",
-                               vec("The user lives in Paris"), [M2]).action == "replaced"
-        hits = mem.recall_facts("u1", vec("Paris"), k=1)
-        assert hits[0].fact == "The user lives in Paris" and hits[0].source_message_ids == [M2]
-        assert [h.fact for h in mem.fact_history(first.fact_id)] == ["The user lives in Lyon"]
-        with pytest.raises(agentmem.InvalidArgument):
-            mem.upsert_fact("", "s", "f", vec("f"))
-
-
-def test_extract_facts_embeds_and_upserts_the_replys_facts(app_url, admin, stub):
-    stub.chat_replies = ['{"facts": [{"subject": "home_city", "fact": "The user lives in Lyon"}, '
-                         '{"subject": "pet", "fact": "The user has a dog called Rex"}]}']
-    with Memory.connect(app_url, tenant="acme", embedder=StubEmbedder(stub.host), max_size=2) as mem:
-        out = mem.extract_facts([{"role": "user", "content": "I live in Lyon with my dog Rex"},
-                                 {"role": "assistant", "content": "Nice!"}], "u1",
-                                source_message_ids=[M1], chat_model="llama3.2")
-    assert [(f.subject, f.action) for f in out] == [("home_city", "inserted"), ("pet", "inserted")]
-    call = stub.chat_calls[0]
-    assert call["model"] == "llama3.2" and call["format"] == "json"
-    assert "I live in Lyon" in call["messages"][-1]["content"]
-    assert stub.embedded_texts == ["The user lives in Lyon", "The user has a dog called Rex"]
-    rows = admin.execute("select subject, source_message_ids, model from agentmem.facts order by subject").fetchall()
-    assert rows == [("home_city", [M1], "nomic-embed-text"), ("pet", [M1], "nomic-embed-text")]
-
-
-def test_extract_facts_accepts_an_empty_list(app_url, admin, stub):
-    stub.chat_replies = ['{"facts": []}']
-    with Memory.connect(app_url, tenant="acme", embedder=StubEmbedder(stub.host), max_size=1) as mem:
-        assert mem.extract_facts("user: hello", "u1") == []
-    assert count(admin, "facts") == 0 and stub.embed_calls == []
-
-
-@pytest.mark.parametrize("reply, why", [
-    ("this is not json", "not JSON"),
-    ('{"facts": {"subject": "a", "fact": "b"}}', "not a list"),
-    ('{"answer": []}', "not a list"),
-    ('[{"subject": "home_city"}]', "exactly 'subject' and 'fact'"),
-    ('[{"subject": "home_city", "fact": "Lyon", "extra": 1}]', "exactly 'subject' and 'fact'"),
-    ('[{"subject": "ok", "fact": "The user is vegan"}, {"subject": "", "fact": "x"}]', "empty or non-text"),
-    ('[{"subject": "home_city", "fact": 42}]', "empty or non-text"),
-])
-def test_a_malformed_reply_stores_nothing_and_says_why(app_url, admin, stub, reply, why):
-    stub.chat_replies = [reply]
-    with Memory.connect(app_url, tenant="acme", embedder=StubEmbedder(stub.host), max_size=1) as mem:
-        with pytest.raises(FactExtractionError) as info:
-            mem.extract_facts("user: I am vegan", "u1")
-    assert why in str(info.value)
-    assert count(admin, "facts") == 0 and stub.embed_calls == []
-
-
-def test_a_bad_fact_in_the_middle_rolls_back_the_whole_turn(app_url, admin, stub):
-    stub.chat_replies = ['[{"subject": "diet", "fact": "The user is vegan"}, '
-                         '{"subject": "bio", "fact": "' + "x" * 4001 + '"}]']
-    with Memory.connect(app_url, tenant="acme", embedder=StubEmbedder(stub.host), max_size=1) as mem:
-        with pytest.raises(agentmem.ContentTooLarge):
-            mem.extract_facts("user: I am vegan", "u1")
-    assert count(admin, "facts") == 0
-
-
-def test_extract_facts_reports_an_unreachable_chat_model(app_url, stub):
-    with Memory.connect(app_url, tenant="acme", embedder=StubEmbedder(stub.host), max_size=1) as mem:
-        with pytest.raises(FactExtractionError) as info:
-            mem.extract_facts("user: hi", "u1")  # no scripted reply: the stub says the model is not pulled
-    assert "llama3.2" in str(info.value)
+# -- the chat model's reply ------------------------------------------------------
 
 
 def test_parse_facts_accepts_a_bare_list():
     assert parse_facts('[{"subject": " diet ", "fact": " vegan "}]') == [{"subject": "diet", "fact": "vegan"}]
-
-
-def test_async_extract_facts(app_url, admin, stub):
-    stub.chat_replies = ['{"facts": [{"subject": "diet", "fact": "The user is vegan"}]}']
-
-    async def go():
-        mem = await AsyncMemory.connect(app_url, tenant="acme", embedder=StubEmbedder(stub.host), max_size=1)
-        try:
-            out = await mem.extract_facts("user: I am vegan", "u1", source_message_ids=[M3])
-            again = await mem.recall_facts("u1", vec("vegan"), k=1)
-            return out, again
-        finally:
-            await mem.close()
-    out, again = asyncio.run(go())
-    assert out[0].action == "inserted" and again[0].fact == "The user is vegan"
-    assert count(admin, "facts") == 1

@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import threading
-import uuid
 
 import psycopg
-import pytest
 
-import agentmem
-from agentmem.client import Memory
-from helpers_facts import count, sqlstate_of, upsert, vec
+from helpers import count, sqlstate_of, upsert, vec, wait_until
 
 
 def store(conn, conv, role, content):
@@ -210,8 +206,9 @@ def test_erasure_while_the_users_messages_are_written_leaves_no_orphan(app_url, 
     threads = [threading.Thread(target=writer, args=(c,)) for c in convs]
     for t in threads:
         t.start()
-    while len(written) < 20:
-        pass
+    # a writer that dies early ends the wait instead of hanging it
+    wait_until(lambda: len(written) >= 20 or refused or other, timeout=60, what="20 messages written")
+    assert not refused and not other, (refused, other)  # nothing refused before the erasure
     eraser = connect(app_url, tenant="acme")
     eraser.execute("select agentmem.forget_user(user_id => 'u1')")
     stop.set()
@@ -223,15 +220,3 @@ def test_erasure_while_the_users_messages_are_written_leaves_no_orphan(app_url, 
         assert count(admin, table, "user_id = 'u1'") == 0, table
     assert count(admin, "message_embeddings e", "not exists (select from agentmem.messages m "
                  "where m.tenant_id = e.tenant_id and m.message_id = e.message_id)") == 0
-
-
-def test_driver_forget_methods(app_url, admin):
-    with Memory.connect(app_url, tenant="acme", max_size=1) as mem:
-        conv = mem._call("select agentmem.start_conversation(user_id => 'u1')", fetch="scalar")
-        receipt = mem.forget_conversation(conv)
-        assert receipt.scope == "conversation" and receipt.rows_removed["conversations"] == 1
-        receipt = mem.forget_user("u1")
-        assert receipt.scope == "user" and receipt.erasure_id and receipt.erased_at
-        with pytest.raises(agentmem.NotFound):
-            mem.forget_conversation(uuid.uuid4())
-    assert count(admin, "erasure_log") == 2

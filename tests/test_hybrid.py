@@ -12,7 +12,7 @@ import pytest
 
 from agentmem.client import Memory
 from conftest import APP_ROLE
-from helpers_conversations import bulk_load, clustered_vectors
+from helpers import bulk_load, clustered_vectors
 
 MODEL, DIM = "all-minilm", 384
 SEARCH = ("select message_id, content, similarity, vector_rank, text_rank, score "
@@ -242,9 +242,13 @@ def _explain_as_app(admin, statement, params):
     plans: list[str] = []
     admin.add_notice_handler(lambda diag: plans.append(diag.message_primary or ""))
     admin.execute(f"set role {APP_ROLE}")
+    # below the user's 2,000 rows, so that the vector branch goes through the shared HNSW index
+    # (by default a user of up to 12,000 rows at 384 dimensions is scanned exactly)
+    admin.execute("set agentmem.exact_search_max_rows = 100")
     admin.execute("select agentmem.set_tenant(tenant_id => 'acme')")
     rows = admin.execute(statement, params).fetchall()
     admin.execute("reset role")
+    admin.execute("reset agentmem.exact_search_max_rows")
     admin.execute("set auto_explain.log_min_duration = -1")
     return rows, plans
 

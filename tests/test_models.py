@@ -4,12 +4,7 @@ from __future__ import annotations
 
 import psycopg
 import pytest
-
-
-def sqlstate_of(conn, query, params=None) -> str:
-    with pytest.raises(psycopg.Error) as info:
-        conn.execute(query, params)
-    return info.value.sqlstate
+from helpers import sqlstate_of
 
 
 def test_default_models_are_registered(app):

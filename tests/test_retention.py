@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import time
 import uuid
 
 import psycopg
 import pytest
 
 import agentmem
-from agentmem.client import Memory
-from helpers_facts import count, sqlstate_of, vec
+from agentmem.admin import Admin
+from helpers import count, sqlstate_of, vec, wait_until
 
 APPLY = "select * from agentmem.apply_retention(batch_size => %s)"
 
@@ -194,16 +193,6 @@ def test_a_role_confined_by_rls_may_not_apply_retention(admin):
         admin.execute(f"drop role {role}")
 
 
-def test_driver_retention_methods(admin_url, admin):
-    add_facts(admin, "acme", 2, "40 days")
-    with Memory.connect(admin_url, tenant="acme", max_size=1) as mem:
-        policy = mem.set_retention_policy("facts", __import__("datetime").timedelta(days=1))
-        assert policy.tenant_id == "acme" and policy.max_age.days == 1
-        result = mem.apply_retention(batch_size=10)
-        assert result.rows_removed["facts"] == 2 and result.error is None
-        assert mem.retention_health()["status"] == "ok"
-
-
 # -- without pg_cron ------------------------------------------------------------
 
 def test_without_pg_cron_scheduling_says_to_call_apply_retention_from_any_scheduler(admin, server):
@@ -214,9 +203,11 @@ def test_without_pg_cron_scheduling_says_to_call_apply_retention_from_any_schedu
             admin.execute(call)
         assert info.value.sqlstate == "AM050"
         assert "agentmem.apply_retention()" in info.value.diag.message_hint
-    with Memory.connect(server.db_url(admin.info.dbname), tenant="acme", max_size=1) as mem:
+    with Admin.connect(server.db_url(admin.info.dbname)) as dba:
         with pytest.raises(agentmem.PrerequisiteMissing):
-            mem.schedule_retention("*/5 * * * *")
+            dba.schedule_retention("*/5 * * * *")
+        with pytest.raises(agentmem.PrerequisiteMissing):
+            dba.unschedule_retention()
     health = admin.execute("select cron_note, status from agentmem.retention_health").fetchone()
     assert health == ("pg_cron is not available on this server", "never run")
 
@@ -276,15 +267,11 @@ def test_schedule_and_unschedule_through_dblink(cron_db, admin):
 
 
 def wait_for_run(cron_db, jobid, after_runid, deadline_s):
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        row = cron_db.execute("select runid, status, return_message from cron.job_run_details "
-                              "where jobid = %s and runid > %s and status in ('succeeded', 'failed') "
-                              "order by runid limit 1", (jobid, after_runid)).fetchone()
-        if row:
-            return row
-        time.sleep(2)
-    pytest.fail(f"pg_cron did not run job {jobid} within {deadline_s} s")
+    return wait_until(lambda: cron_db.execute(
+        "select runid, status, return_message from cron.job_run_details "
+        "where jobid = %s and runid > %s and status in ('succeeded', 'failed') "
+        "order by runid limit 1", (jobid, after_runid)).fetchone(),
+        timeout=deadline_s, interval=2, what=f"pg_cron to run job {jobid}")
 
 
 def test_the_scheduled_job_really_runs_and_a_failing_run_shows_in_health(cron_db, admin, connect, admin_url):

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from helpers_facts import count, sqlstate_of, vec
+from helpers import count, sqlstate_of, vec
 
 RECORD = "select agentmem.record_retrieval(message_id => %s, doc_ids => %s)"
 SHIFT = "select * from agentmem.topic_shift(conversation_id => %s, threshold => %s::real)"

@@ -14,9 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import APP_ROLE
-from helpers_conversations import bulk_load
-from helpers_facts import sqlstate_of
+from helpers import bulk_load, plans_of, sqlstate_of
 
 N, K, DIM, MODEL = 20_000, 10, 768, "nomic-embed-text"
 SIZES = {"half": 100, "one": 200, "five": 1_000, "thirty": 6_000}  # 0.5%, 1%, 5%, 30% of N
@@ -29,30 +27,10 @@ def random_unit(n: int, dim: int, seed: int) -> np.ndarray:
     return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
-def plans_of(admin, tenant: str, query: str, params, setting: int | None = None) -> list[str]:
+def explained(admin, tenant: str, query: str, params, setting: int | None = None) -> list[str]:
     """auto_explain of every statement the call runs, as the application role under RLS."""
-    plans: list[str] = []
-    admin.execute("load 'auto_explain'")
-    admin.execute("set auto_explain.log_min_duration = 0")
-    admin.execute("set auto_explain.log_nested_statements = on")
-    admin.execute("set auto_explain.log_level = notice")
-    admin.execute("set client_min_messages = notice")
-
-    def handler(diag):
-        plans.append(diag.message_primary or "")
-    admin.add_notice_handler(handler)
-    try:
-        admin.execute(f"set role {APP_ROLE}")
-        if setting is not None:
-            admin.execute(f"set agentmem.exact_search_max_rows = {setting}")
-        admin.execute("select agentmem.set_tenant(tenant_id => %s)", (tenant,))
-        admin.execute(query, params).fetchall()
-    finally:
-        admin.execute("reset role")
-        admin.execute("reset agentmem.exact_search_max_rows")
-        admin.execute("set client_min_messages = warning")
-        admin.remove_notice_handler(handler)
-    return plans
+    settings = {"agentmem.exact_search_max_rows": str(setting)} if setting is not None else None
+    return plans_of(admin, query, params, tenant=tenant, settings=settings)[1]
 
 
 def path_of(plans: list[str], own_index: str) -> str:
@@ -102,12 +80,12 @@ def test_every_user_size_gets_its_true_nearest_messages_and_the_plan_says_how(ad
     for tenant in SIZES:
         qs = queries(tenant)
         assert recall(app, tenant, *own[tenant], qs) >= 0.95, tenant
-        assert path_of(plans_of(admin, tenant, SEARCH, (qs[0], K, MODEL)), index_of[tenant]) == "exact", tenant
+        assert path_of(explained(admin, tenant, SEARCH, (qs[0], K, MODEL)), index_of[tenant]) == "exact", tenant
 
     # With the setting below their sizes, the 5% user goes through the shared index (a filtered
     # slice of it: on random 768-d vectors its recall is why the default scans it exactly) ...
     qs = queries("five")
-    assert path_of(plans_of(admin, "five", SEARCH, (qs[0], K, MODEL), setting=500), index_of["five"]) \
+    assert path_of(explained(admin, "five", SEARCH, (qs[0], K, MODEL), setting=500), index_of["five"]) \
         == "shared index"
     app.execute("set agentmem.exact_search_max_rows = 500")
     app.execute("select agentmem.set_tenant(tenant_id => 'five')")
@@ -118,10 +96,10 @@ def test_every_user_size_gets_its_true_nearest_messages_and_the_plan_says_how(ad
                          (MODEL,)).fetchone() == (index_of["thirty"],)
     qs = queries("thirty")
     assert recall(app, "thirty", *own["thirty"], qs) >= 0.95
-    assert path_of(plans_of(admin, "thirty", SEARCH, (qs[0], K, MODEL), setting=500), index_of["thirty"]) \
+    assert path_of(explained(admin, "thirty", SEARCH, (qs[0], K, MODEL), setting=500), index_of["thirty"]) \
         == "own index"
     # its index is not used by another tenant, whose search stays on the shared index
-    assert path_of(plans_of(admin, "five", SEARCH, (qs[0], K, MODEL), setting=500), index_of["five"]) \
+    assert path_of(explained(admin, "five", SEARCH, (qs[0], K, MODEL), setting=500), index_of["five"]) \
         == "shared index"
     app.execute("reset agentmem.exact_search_max_rows")
 
@@ -271,16 +249,16 @@ def test_facts_and_answer_cache_use_the_tenant_index_and_exact_scans(admin, app,
         hit = app.execute("select hit, kind, answer from agentmem.cache_lookup(question => 'what about thing 7 now', "
                           "question_embedding => %s, model => %s)", (q, TINY)).fetchone()
         assert hit == (True, "semantic", "answer 7"), setting
-    plans = plans_of(admin, "acme", "select * from agentmem.recall_facts(user_id => 'alice', "
+    plans = explained(admin, "acme", "select * from agentmem.recall_facts(user_id => 'alice', "
                      "query_embedding => %s, k => 5, model => %s)", (q, TINY), setting=0)
     name = admin.execute("select agentmem_private.tenant_index_name('facts', 'acme', %s)", (TINY,)).fetchone()[0]
     assert f"Index Scan using {name}" in "\n".join(plans)
-    plans = plans_of(admin, "acme", "select * from agentmem.cache_lookup(question => 'what about thing 7 now', "
+    plans = explained(admin, "acme", "select * from agentmem.cache_lookup(question => 'what about thing 7 now', "
                      "question_embedding => %s, model => %s)", (q, TINY), setting=0)
     name = admin.execute("select agentmem_private.tenant_index_name('cache_entries', 'acme', %s)",
                          (TINY,)).fetchone()[0]
     assert f"Index Scan using {name}" in "\n".join(plans)
-    plans = plans_of(admin, "acme", "select * from agentmem.cache_lookup(question => 'what about thing 7 now', "
+    plans = explained(admin, "acme", "select * from agentmem.cache_lookup(question => 'what about thing 7 now', "
                      "question_embedding => %s, model => %s)", (q, TINY))
     text = "\n".join(plans)
     assert "Index Scan using" not in text or "_hnsw" not in text, text

@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-import asyncio
-
 import psycopg
 import pytest
 
 import agentmem
-from agentmem.client import AsyncMemory, Memory
 from agentmem.errors import translate
-
-
-def sqlstate_of(conn, query, params=None) -> str:
-    with pytest.raises(psycopg.Error) as info:
-        conn.execute(query, params)
-    return info.value.sqlstate
+from helpers import sqlstate_of
 
 
 def test_current_tenant_without_a_tenant_raises_am001(connect, app_url):
@@ -67,6 +59,9 @@ def test_grant_app_role_refuses_unknown_and_rls_bypassing_roles(admin):
 
 
 DEFINER_REASON = "Security definer: "
+# The last line of every definer function's comment (sql/README.md, "Security").
+DEFINER_LINE = ("Security definer: runs as agentmem_owner because the application role holds no privilege on "
+                "tables or internals; forced row-level security still confines it to the current tenant.")
 
 
 def test_every_function_is_documented_pinned_and_definer_only_with_a_reason(admin):
@@ -87,6 +82,7 @@ def test_every_function_is_documented_pinned_and_definer_only_with_a_reason(admi
             assert owner == "agentmem_owner", f"{name} is security definer owned by {owner}"
             reason = [line for line in comment.splitlines() if line.startswith(DEFINER_REASON)]
             assert reason and len(reason[0]) > len(DEFINER_REASON) + 20, f"{name} is security definer without a reason"
+            assert comment.rstrip().splitlines()[-1] == DEFINER_LINE, f"{name}: the comment must end with the reason"
         else:
             assert DEFINER_REASON not in comment, f"{name} claims a definer reason but is security invoker"
 
@@ -111,7 +107,8 @@ def test_the_app_role_holds_execute_on_the_api_and_no_other_privilege(admin):
     """).fetchall()
     assert private_exec == []
     for fn in ("register_model(text,integer,text,text)", "apply_retention(integer)", "grant_app_role(text)",
-               "set_default_retention_policy(text,interval)", "schedule_retention(text)"):
+               "set_default_retention_policy(text,interval)", "clear_default_retention_policy(text)",
+               "schedule_retention(text)", "unschedule_retention()"):
         assert admin.execute("select has_function_privilege('agentmem_app', %s, 'execute')",
                              (f"agentmem.{fn}",)).fetchone() == (False,), fn
     assert admin.execute("select has_function_privilege('agentmem_app', 'agentmem.store_message(uuid,text,text,"
@@ -176,34 +173,3 @@ def test_every_table_carries_tenant_id_with_forced_rls(admin):
         assert policies.get(name) == ("(tenant_id = agentmem.current_tenant()) / "
                                       "(tenant_id = agentmem.current_tenant())"), f"table {name}: {policies.get(name)}"
     assert len(policies) == len(rows) - len(exempt & {r[0] for r in rows})
-
-
-def test_driver_sets_the_tenant_per_transaction_never_leaking_it(app_url):
-    with Memory.connect(app_url, tenant="acme", max_size=1) as mem:
-        assert mem._call("select agentmem.current_tenant()", fetch="scalar") == "acme"
-        other = mem.for_tenant("globex")
-        assert other._call("select agentmem.current_tenant()", fetch="scalar") == "globex"
-        # the single pooled connection carries no tenant between calls
-        with mem.pool.connection() as conn:
-            with pytest.raises(psycopg.Error) as info:
-                conn.execute("select agentmem.current_tenant()")
-            assert info.value.sqlstate == "AM001"
-        with pytest.raises(agentmem.InvalidTenant):
-            mem.for_tenant("")
-
-
-def test_driver_translates_sqlstates_to_exception_classes(app_url):
-    with Memory.connect(app_url, tenant="acme", max_size=1) as mem:
-        with pytest.raises(agentmem.InvalidTenant) as info:
-            mem._call("select agentmem.set_tenant(tenant_id => '')")
-        assert info.value.sqlstate == "AM002"
-
-
-def test_async_driver_sets_the_tenant_too(app_url):
-    async def go():
-        mem = await AsyncMemory.connect(app_url, tenant="acme", max_size=1)
-        try:
-            return await mem._call("select agentmem.current_tenant()", fetch="scalar")
-        finally:
-            await mem.close()
-    assert asyncio.run(go()) == "acme"

@@ -13,7 +13,7 @@ from agentmem.turn import (
     DEFAULT_CONDENSE_MODEL, AsyncTurn, CannedCondenser, Condensed, GenerationRequest, OllamaCondenser, Turn,
     condense,
 )
-from helpers_facts import count
+from helpers import count
 
 CORPUS = {
     "docs/refunds.md": "Refunds: within 14 days from the invoice date.",

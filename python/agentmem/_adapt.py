@@ -1,8 +1,6 @@
-"""Python values -> what the driver sends. Shared by every feature mixin."""
+"""Python values -> what the driver sends, and embedding through the client's embedder."""
 
 from __future__ import annotations
-
-import inspect
 
 import numpy as np
 from pgvector import Vector
@@ -74,7 +72,7 @@ def _check_json(value) -> None:
 
 
 def check_params(params) -> None:
-    """Caller type errors as InvalidArgument before anything is sent (called by every _call).
+    """Caller type errors as InvalidArgument before anything is sent (called by every run).
 
     Integers outside PostgreSQL's int (every integer argument of the API is one; a larger
     Python int would be sent as bigint and match no function), and JSON that is not JSON.
@@ -106,10 +104,6 @@ def require_embedder(client):
                             hint="Pass embedder=OllamaEmbedder(...) to Memory.connect, or call the "
                                  "function that takes an embedding with your own vectors.")
     return client.embedder
-
-
-def is_async(client) -> bool:
-    return inspect.iscoroutinefunction(client._call)
 
 
 def embed_texts(client, method: str, texts: list[str]):

@@ -1,4 +1,4 @@
-"""The ``agentmem`` command: migrate, status, psql-script, dev-server, cache-report, demo."""
+"""The ``agentmem`` command: migrate, status, psql-script, docs, dev-server, cache-report, demo."""
 
 from __future__ import annotations
 
@@ -37,6 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("psql-script", help="print the psql install/upgrade script")
     p.add_argument("--source", type=Path)
     p.add_argument("-o", "--output", type=Path)
+    p = sub.add_parser("docs", help="write the API reference (docs/api.md) from a migrated database's catalogue")
+    p.add_argument("--database-url")
+    p.add_argument("-o", "--output", type=Path)
     p = sub.add_parser("dev-server", help="a local embedded PostgreSQL 18 + pgvector for demos and tests")
     p.add_argument("action", choices=["start", "stop", "url"])
     p.add_argument("--data-dir", type=Path, default=Path(".pgdata/embedded"))
@@ -67,6 +70,17 @@ def main(argv: list[str] | None = None) -> int:
             from .migrate import Source, render_psql
             text = render_psql(Source.load(args.source))
             if args.output:
+                args.output.write_text(text)
+            else:
+                sys.stdout.write(text)
+        elif args.command == "docs":
+            import psycopg
+
+            from .docs import render
+            with psycopg.connect(_database_url(args)) as conn:
+                text = render(conn)
+            if args.output:
+                args.output.parent.mkdir(parents=True, exist_ok=True)
                 args.output.write_text(text)
             else:
                 sys.stdout.write(text)

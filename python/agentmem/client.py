@@ -1,79 +1,79 @@
-"""The thin driver: one method per SQL function, the tenant set per transaction.
+"""The tenant-bound clients: ``Memory`` (sync) and ``AsyncMemory`` (asyncio).
 
-``Memory`` (sync, over a ``psycopg_pool.ConnectionPool``) and ``AsyncMemory``
-(asyncio, over an ``AsyncConnectionPool``) share every API method: the methods
-live in feature mixins (``_conversations``, ``_cache``, ``_facts``) and each is
-one literal ``select ... from agentmem.fn(name => %s)`` handed to ``_call``,
-which the sync client runs at once and the async client returns as a coroutine.
+A client is three things, each in its own module:
 
-Every call runs in a transaction that starts with
-``agentmem.set_tenant(tenant_id => %s, local => true)``, so a pooled
-connection never carries one request's tenant into the next. Pass ``conn=`` to
-run a call inside a transaction of your own (a savepoint is used).
+* the literal calls (``calls.Calls``): one method per public SQL function the
+  application role may call, each one literal ``select ... from agentmem.fn(name => %s)``;
+* the conveniences (``conveniences``): embed text with the client's embedder,
+  then make literal calls (``remember``, ``recall``, ``recall_facts_about``,
+  ``cached_answer``, ``store_answer``, ``extract_facts``);
+* the runner (here): every call runs in a transaction that starts with
+  ``agentmem.set_tenant(tenant_id => %s, local => true)``, so a pooled
+  connection never carries one request's tenant into the next. Pass ``conn=``
+  to run a call inside a transaction of your own (a savepoint is used).
+
+The DBA's operations (retention runs and schedules, default policies, models,
+grants, text search configuration, tenants' own indexes) are not here: they
+belong to no tenant, see ``admin.Admin``.
 """
 
 from __future__ import annotations
 
 import weakref
 from contextlib import asynccontextmanager, contextmanager
-from typing import Any
+from typing import Any, AsyncIterator, Callable, Iterator
 
 import psycopg
 from pgvector.psycopg import register_vector, register_vector_async
 from psycopg.rows import class_row, dict_row
 from psycopg_pool import AsyncConnectionPool, ConnectionPool
 
-from ._cache import CacheAPI
-from ._conversations import ConversationAPI
-from ._facts import FactsAPI
 from ._adapt import check_params
+from .calls import Sql
+from .conveniences import AsyncConveniences, Conveniences
 from .errors import InvalidTenant, translate
 
 SET_TENANT = "select agentmem.set_tenant(tenant_id => %s, local => true)"
 
 
-def _row_factory(row: Any):
-    if row is None:
-        return dict_row
-    return class_row(row)
+def row_factory(row: Any):
+    return dict_row if row is None else class_row(row)
 
 
-def _shape(rows: list, fetch: str):
-    """The rows of a call as the method wants them: all, one (or None), a scalar, or nothing."""
-    if fetch == "none":
+def shape(stmt: Sql[Any], rows: list) -> Any:
+    """The rows of a statement as its method returns them: all, one (or None), a scalar, or nothing."""
+    if stmt.fetch == "none":
         return None
-    if fetch == "all":
-        return rows
-    first = rows[0] if rows else None
-    if fetch == "scalar" and first is not None:
-        return next(iter(first.values())) if isinstance(first, dict) else first
-    return first
+    if stmt.fetch == "all":
+        result: Any = rows
+    else:
+        result = rows[0] if rows else None
+        if stmt.fetch == "scalar" and result is not None:
+            result = next(iter(result.values())) if isinstance(result, dict) else result
+    return stmt.post(result) if stmt.post else result
 
 
-class _Base:
-    def __init__(self, pool, *, tenant: str, embedder=None):
+class _Tenant:
+    def __init__(self, pool: Any, *, tenant: str, embedder: Any = None):
         if not tenant:
             raise InvalidTenant("a client needs a tenant: Memory(pool, tenant='...')")
         self.pool = pool
         self.tenant = tenant
         self.embedder = embedder
+        self._registered: weakref.WeakSet = weakref.WeakSet()
 
     def for_tenant(self, tenant: str):
         """The same client (same pool and embedder) working on another tenant."""
         return type(self)(self.pool, tenant=tenant, embedder=self.embedder)
 
 
-class Memory(ConversationAPI, CacheAPI, FactsAPI, _Base):
-    """Synchronous client. ``Memory.connect(url, tenant=...)`` opens its own pool."""
+class Memory(Conveniences, _Tenant):
+    """Synchronous tenant-bound client: each method runs its call(s) at once and returns the value."""
 
-    _registered: "weakref.WeakSet[psycopg.Connection]"
-
-    def __init__(self, pool: ConnectionPool, *, tenant: str, embedder=None):
-        super().__init__(pool, tenant=tenant, embedder=embedder)
-        self._registered = weakref.WeakSet()
+    pool: ConnectionPool
 
     @classmethod
-    def connect(cls, conninfo: str, *, tenant: str, embedder=None, min_size: int = 1,
+    def connect(cls, conninfo: str, *, tenant: str, embedder: Any = None, min_size: int = 1,
                 max_size: int = 10, timeout: float = 10.0) -> "Memory":
         """Open a pool. ``timeout`` (seconds) bounds how long a call waits for a connection
         (and each connection attempt); past it the call raises ``ConnectionLost``. Connections
@@ -89,14 +89,14 @@ class Memory(ConversationAPI, CacheAPI, FactsAPI, _Base):
     def close(self) -> None:
         self.pool.close()
 
-    def __enter__(self):
+    def __enter__(self) -> "Memory":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: Any) -> None:
         self.close()
 
     @contextmanager
-    def _transaction(self, conn: psycopg.Connection | None):
+    def _transaction(self, conn: Any) -> Iterator[psycopg.Connection]:
         if conn is None:
             with self.pool.connection() as pooled, pooled.transaction():
                 yield pooled
@@ -107,29 +107,32 @@ class Memory(ConversationAPI, CacheAPI, FactsAPI, _Base):
             with conn.transaction():
                 yield conn
 
-    def _call(self, query: str, params: Any = None, *, fetch: str = "all", row: Any = None,
-              conn: psycopg.Connection | None = None, post=None):
-        check_params(params)
+    def run(self, stmt: Sql[Any], conn: Any = None) -> Any:
+        """Run one literal statement for this client's tenant (in conn's transaction when given)."""
+        check_params(stmt.params)
         try:
             with self._transaction(conn) as c:
                 c.execute(SET_TENANT, (self.tenant,))
-                with c.cursor(row_factory=_row_factory(row)) as cur:
-                    cur.execute(query, params)
-                    result = _shape(cur.fetchall(), fetch)
+                with c.cursor(row_factory=row_factory(stmt.row)) as cur:
+                    cur.execute(stmt.query, stmt.params)
+                    rows = cur.fetchall()
         except psycopg.Error as exc:
             raise translate(exc) from exc
-        return post(result) if post else result
+        return shape(stmt, rows)
+
+    def _bind(self, fn: Callable[..., Sql[Any]]) -> Callable[..., Any]:
+        def method(*args: Any, **kwargs: Any) -> Any:
+            return self.run(fn(self, *args, **kwargs), kwargs.get("conn"))
+        return method
 
 
-class AsyncMemory(ConversationAPI, CacheAPI, FactsAPI, _Base):
-    """asyncio client: the same methods as Memory, each awaited."""
+class AsyncMemory(AsyncConveniences, _Tenant):
+    """asyncio tenant-bound client: the same methods as Memory, each returning an awaitable."""
 
-    def __init__(self, pool: AsyncConnectionPool, *, tenant: str, embedder=None):
-        super().__init__(pool, tenant=tenant, embedder=embedder)
-        self._registered = weakref.WeakSet()
+    pool: AsyncConnectionPool
 
     @classmethod
-    async def connect(cls, conninfo: str, *, tenant: str, embedder=None, min_size: int = 1,
+    async def connect(cls, conninfo: str, *, tenant: str, embedder: Any = None, min_size: int = 1,
                       max_size: int = 10, timeout: float = 10.0) -> "AsyncMemory":
         """As Memory.connect: ``timeout`` bounds the wait for a connection (ConnectionLost past
         it); connections are checked when taken from the pool."""
@@ -144,14 +147,14 @@ class AsyncMemory(ConversationAPI, CacheAPI, FactsAPI, _Base):
     async def close(self) -> None:
         await self.pool.close()
 
-    async def __aenter__(self):
+    async def __aenter__(self) -> "AsyncMemory":
         return self
 
-    async def __aexit__(self, *exc):
+    async def __aexit__(self, *exc: Any) -> None:
         await self.close()
 
     @asynccontextmanager
-    async def _transaction(self, conn: psycopg.AsyncConnection | None):
+    async def _transaction(self, conn: Any) -> AsyncIterator[psycopg.AsyncConnection]:
         if conn is None:
             async with self.pool.connection() as pooled, pooled.transaction():
                 yield pooled
@@ -162,15 +165,20 @@ class AsyncMemory(ConversationAPI, CacheAPI, FactsAPI, _Base):
             async with conn.transaction():
                 yield conn
 
-    async def _call(self, query: str, params: Any = None, *, fetch: str = "all", row: Any = None,
-                    conn: psycopg.AsyncConnection | None = None, post=None):
-        check_params(params)
+    async def run(self, stmt: Sql[Any], conn: Any = None) -> Any:
+        """Run one literal statement for this client's tenant (in conn's transaction when given)."""
+        check_params(stmt.params)
         try:
             async with self._transaction(conn) as c:
                 await c.execute(SET_TENANT, (self.tenant,))
-                async with c.cursor(row_factory=_row_factory(row)) as cur:
-                    await cur.execute(query, params)
-                    result = _shape(await cur.fetchall(), fetch)
+                async with c.cursor(row_factory=row_factory(stmt.row)) as cur:
+                    await cur.execute(stmt.query, stmt.params)
+                    rows = await cur.fetchall()
         except psycopg.Error as exc:
             raise translate(exc) from exc
-        return post(result) if post else result
+        return shape(stmt, rows)
+
+    def _bind(self, fn: Callable[..., Sql[Any]]) -> Callable[..., Any]:
+        async def method(*args: Any, **kwargs: Any) -> Any:
+            return await self.run(fn(self, *args, **kwargs), kwargs.get("conn"))
+        return method

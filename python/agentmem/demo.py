@@ -67,8 +67,9 @@ def _embedder(admin_url: str):
     except Exception:  # noqa: BLE001 - any failure means: no usable Ollama here
         print(f"No Ollama with nomic-embed-text at {host}: using the built-in offline embedder "
               f"{OFFLINE_MODEL}, which is lexical (shared words), not semantic.")
-        with psycopg.connect(admin_url) as conn:
-            conn.execute("select agentmem.register_model(model => %s, dimension => 768)", (OFFLINE_MODEL,))
+        from .admin import Admin
+        with Admin.connect(admin_url) as dba:  # the DBA's client: registering a model is not the app's job
+            dba.register_model(OFFLINE_MODEL, 768)
         return LexicalEmbedder(model=OFFLINE_MODEL, dim=768)
     from .embed import OllamaEmbedder
     say(f"Ollama answered at {host}: embedding with nomic-embed-text (768 dimensions).")

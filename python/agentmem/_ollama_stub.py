@@ -1,6 +1,6 @@
-"""An Ollama-compatible HTTP stub for tests: POST /api/embed and /api/chat.
+"""An Ollama-compatible HTTP stub for tests and benchmarks (not API): POST /api/embed and /api/chat.
 
-Tests talk to it through the real ``ollama`` client. It binds to 127.0.0.1 on
+Tests and benchmarks talk to it through the real ``ollama`` client. It binds to 127.0.0.1 on
 a free port chosen at start, so no user's default configuration
 (OLLAMA_HOST, or 127.0.0.1:11434) ever reaches it.
 

@@ -1,0 +1,81 @@
+"""What every benchmark shares: the server, fresh databases, connections, loading, timing, reports.
+
+A benchmark script is ``bench/bench_<topic>.py --out FILE [--quick]``; it imports
+this module (it sits beside them) and the installed ``agentmem`` package, never
+anything from tests/. Bulk loading goes through ``agentmem._bulk.Bulk``, the one
+loader that keeps the tables' invariants (the tests load through it too).
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import statistics
+import sys
+from pathlib import Path
+
+import psycopg
+from pgvector.psycopg import register_vector
+
+from agentmem import devserver
+from agentmem._bulk import Bulk, check_invariants, unit_vectors  # noqa: F401 - re-exported for the scripts
+from agentmem.migrate import Migrator, Source
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"  # read at run time, never copied into the project
+APP_ROLE = "agentmem_bench_app"
+
+
+def start_server(port: int | None = None) -> str:
+    """The benchmarks' own embedded server (data in .pgdata/bench); its URL."""
+    return devserver.start(ROOT / ".pgdata" / "bench", port=port, fast=True)  # throwaway data: fsync etc. off, on purpose
+
+
+def connect(url: str, tenant: str | None = None) -> psycopg.Connection:
+    """An autocommit connection with pgvector's types, the tenant set for the session when given."""
+    conn = psycopg.connect(url, autocommit=True)
+    register_vector(conn)
+    if tenant is not None:
+        conn.execute("select agentmem.set_tenant(tenant_id => %s)", (tenant,))
+    return conn
+
+
+def fresh_database(server_url: str, dbname: str, *, app_role: str | None = APP_ROLE) -> tuple[str, str | None]:
+    """Drop and create `dbname`, migrate it, make `app_role` an application login. Returns (admin, app) URLs."""
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(f"drop database if exists {dbname} with (force)")
+        conn.execute(f"create database {dbname}")
+    admin_url = server_url.rsplit("/", 1)[0] + "/" + dbname
+    Migrator(admin_url, Source.load(ROOT)).migrate()
+    if app_role is None:
+        return admin_url, None
+    with connect(admin_url) as conn:
+        if not conn.execute("select 1 from pg_roles where rolname = %s", (app_role,)).fetchone():
+            conn.execute(f"create role {app_role} login")
+        conn.execute("select agentmem.grant_app_role(role_name => %s)", (app_role,))
+    user = admin_url.split("//", 1)[1].split("@", 1)[0]
+    return admin_url, admin_url.replace(f"//{user}@", f"//{app_role}@", 1)
+
+
+def percentile(xs, p: float) -> float:
+    """The p-th percentile (nearest rank) of xs."""
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+
+
+def p50_p95(xs) -> tuple[float, float]:
+    return statistics.median(xs), percentile(xs, 95)
+
+
+def command() -> str:
+    """The command line that ran this benchmark, for its report."""
+    script = os.path.relpath(sys.argv[0], ROOT)
+    return " ".join([".venv/bin/python", shlex.quote(script), *map(shlex.quote, sys.argv[1:])])
+
+
+def write_report(out: str | Path, text: str) -> Path:
+    path = Path(out)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    print(f"report written to {path}")
+    return path

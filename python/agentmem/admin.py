@@ -1,0 +1,139 @@
+"""The DBA's operations, on a client bound to no tenant: ``Admin.connect(url)``.
+
+Retention runs and schedules, the installation's default retention policies,
+the model registry, application-role grants, the retention health view, the
+text search configuration and tenants' own HNSW indexes. The
+SQL functions behind them are ``security invoker`` and not granted to
+``agentmem_app``: connect as the schema's owner, a superuser or a BYPASSRLS
+role. Each method is one literal call, written as in ``calls.py`` (adding one
+is one ``@literal`` method); each runs in its own transaction.
+
+    with Admin.connect("postgresql://dba@db/mydb") as admin:
+        admin.register_model("all-minilm", 384)
+        admin.schedule_retention("*/15 * * * *")
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Callable
+
+import psycopg
+from pgvector.psycopg import register_vector
+
+from ._adapt import check_params
+from .calls import Sql, SyncClient, literal, nothing, one, rows, value
+from .client import row_factory, shape
+from .errors import translate
+from .rows import JobRun, RetentionPolicy
+
+
+class Admin(SyncClient):
+    """The DBA's operations, bound to no tenant, each one literal call run as the connecting role."""
+
+    def __init__(self, conn: psycopg.Connection):
+        self.conn = conn
+
+    @classmethod
+    def connect(cls, conninfo: str) -> "Admin":
+        conn = psycopg.connect(conninfo, autocommit=True)
+        register_vector(conn)
+        return cls(conn)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def __enter__(self) -> "Admin":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def run(self, stmt: Sql[Any]) -> Any:
+        check_params(stmt.params)
+        try:
+            with self.conn.transaction(), self.conn.cursor(row_factory=row_factory(stmt.row)) as cur:
+                cur.execute(stmt.query, stmt.params)
+                rows = cur.fetchall()
+        except psycopg.Error as exc:
+            raise translate(exc) from exc
+        return shape(stmt, rows)
+
+    def _bind(self, fn: Callable[..., Sql[Any]]) -> Callable[..., Any]:
+        def method(*args: Any, **kwargs: Any) -> Any:
+            return self.run(fn(self, *args, **kwargs))
+        return method
+
+    # -- retention ----------------------------------------------------------------------------
+
+    @literal
+    def apply_retention(self, batch_size: int = 5000) -> Sql[JobRun]:
+        return one(JobRun, "select * from agentmem.apply_retention(batch_size => %s)", batch_size)
+
+    @literal
+    def schedule_retention(self, schedule: str = "*/15 * * * *") -> Sql[int]:
+        return value(int, "select agentmem.schedule_retention(schedule => %s)", schedule)
+
+    @literal
+    def unschedule_retention(self) -> Sql[bool]:
+        return value(bool, "select agentmem.unschedule_retention()")
+
+    @literal
+    def retention_health(self) -> Sql[dict]:
+        """The view agentmem.retention_health: the last run, pg_cron's view of the job, a status."""
+        return one(dict, "select * from agentmem.retention_health")
+
+    @literal
+    def set_default_retention_policy(self, kind: str, max_age: dt.timedelta | None) -> Sql[RetentionPolicy]:
+        return one(RetentionPolicy, "select * from agentmem.set_default_retention_policy(kind => %s, "
+                   "max_age => %s)", kind, max_age)
+
+    @literal
+    def clear_default_retention_policy(self, kind: str) -> Sql[bool]:
+        return value(bool, "select agentmem.clear_default_retention_policy(kind => %s)", kind)
+
+    # -- models and roles ---------------------------------------------------------------------
+
+    @literal
+    def register_model(self, model: str, dimension: int, document_prefix: str = "",
+                       query_prefix: str = "") -> Sql[dict]:
+        return one(dict, "select * from agentmem.register_model(model => %s, dimension => %s, "
+                   "document_prefix => %s, query_prefix => %s)", model, dimension, document_prefix, query_prefix)
+
+    @literal
+    def grant_app_role(self, role_name: str) -> Sql[None]:
+        return nothing("select agentmem.grant_app_role(role_name => %s)", role_name)
+
+    # -- full-text search ---------------------------------------------------------------------
+
+    @literal
+    def set_text_search_config(self, config: str) -> Sql[bool]:
+        """Switch the text search configuration (e.g. 'english', 'simple'); re-derives every stored tsvector."""
+        return value(bool, "select agentmem.set_text_search_config(config => %s::regconfig)", config)
+
+    # -- tenants' own HNSW indexes ------------------------------------------------------------
+
+    @literal
+    def tenant_index_ddl(self, tenant_id: str, model: str | None = None, table_name: str = "message_embeddings",
+                         concurrently: bool = True) -> Sql[str]:
+        """The CREATE INDEX statement that builds a tenant's own HNSW index (to run outside a transaction)."""
+        return value(str, "select agentmem.tenant_index_ddl(tenant_id => %s, model => %s, table_name => %s, "
+                     "concurrently => %s)", tenant_id, model, table_name, concurrently)
+
+    @literal
+    def create_tenant_index(self, tenant_id: str, model: str | None = None,
+                            table_name: str = "message_embeddings") -> Sql[str]:
+        """Build a tenant's own HNSW index in this call's transaction; returns its name."""
+        return value(str, "select agentmem.create_tenant_index(tenant_id => %s, model => %s, table_name => %s)",
+                     tenant_id, model, table_name)
+
+    @literal
+    def drop_tenant_index(self, tenant_id: str, model: str | None = None,
+                          table_name: str = "message_embeddings") -> Sql[bool]:
+        return value(bool, "select agentmem.drop_tenant_index(tenant_id => %s, model => %s, table_name => %s)",
+                     tenant_id, model, table_name)
+
+    @literal
+    def tenants_needing_index(self) -> Sql[list[dict]]:
+        """The view agentmem.tenants_needing_index: tenants past the exact-scan size without their own index."""
+        return rows(dict, "select * from agentmem.tenants_needing_index")

@@ -1,0 +1,410 @@
+"""The Python driver, every test run on the sync and the async client (the ``driver`` fixture).
+
+What the driver is (literal calls for every function the app may call, the
+conveniences, the DBA's Admin), then each feature through it: the tenant per
+transaction, SQLSTATEs as exceptions, conversations, the answer cache, facts,
+forgetting and retention.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import inspect
+import uuid
+
+import numpy as np
+import psycopg
+import pytest
+
+import agentmem
+from agentmem._extraction import FactExtractionError
+from agentmem.admin import Admin
+from agentmem.calls import Sql
+from agentmem.calls import Calls, literal
+from agentmem.client import AsyncMemory, Memory
+from agentmem.conveniences import AsyncConveniences, Conveniences
+from agentmem.embed import OllamaEmbedder
+from agentmem.lexical import LexicalEmbedder
+from helpers import StubEmbedder, count, vec
+
+CONVENIENCES = {"remember", "recall", "recall_facts_about", "cached_answer", "store_answer", "extract_facts"}
+ADMIN = {"apply_retention", "schedule_retention", "unschedule_retention", "set_default_retention_policy",
+         "clear_default_retention_policy", "register_model", "grant_app_role", "retention_health",
+         "set_text_search_config", "tenant_index_ddl", "create_tenant_index", "drop_tenant_index",
+         "tenants_needing_index"}
+VIEWS = {"retention_health", "tenants_needing_index"}  # read by Admin, not functions
+
+
+def literals(cls) -> set[str]:
+    return {n for c in cls.__mro__ for n, v in vars(c).items() if isinstance(v, literal)}
+
+
+def test_one_literal_method_per_function_the_app_role_may_call_and_the_dba_ones_on_admin(admin):
+    callable_by = dict(admin.execute(
+        "select distinct p.proname, has_function_privilege('agentmem_app', p.oid, 'execute') "
+        "from pg_proc as p where p.pronamespace = 'agentmem'::regnamespace").fetchall())
+    app = {n for n, ok in callable_by.items() if ok}
+    # set_tenant has no method: every call runs set_tenant(tenant_id => ..., local => true) first
+    assert literals(Calls) == app - {"set_tenant"}
+    assert literals(Admin) == ADMIN
+    assert {n for n, ok in callable_by.items() if not ok} == ADMIN - VIEWS
+    for name in ADMIN:
+        assert not hasattr(Memory, name) and not hasattr(AsyncMemory, name), name
+
+
+def test_each_literal_method_is_one_select_from_its_own_function():
+    import ast
+    for cls in (Calls, Admin):
+        for name in literals(cls):
+            body = ast.parse(inspect.getsource(getattr(cls, name).fn).lstrip().replace("\n    ", "\n")).body[0]
+            call = body.body[-1].value  # return one|rows|value|nothing(..., "select ... agentmem.<name>(...)", ...)
+            while isinstance(call.func, ast.Attribute):  # .then(post)
+                call = call.func.value
+            text = "".join(a.value for a in ast.walk(call) if isinstance(a, ast.Constant) and isinstance(a.value, str))
+            assert text.startswith("select ") and f"agentmem.{name}" in text, (name, text)
+
+
+def test_sync_methods_return_values_and_async_methods_return_awaitables(app_url):
+    import asyncio
+    mem = Memory(pool=None, tenant="acme")
+    amem = AsyncMemory(pool=None, tenant="acme")
+    for name in literals(Calls) | CONVENIENCES:
+        assert not inspect.iscoroutinefunction(getattr(mem, name)), name
+        assert inspect.iscoroutinefunction(getattr(amem, name)), name
+        assert inspect.signature(getattr(mem, name)) == inspect.signature(getattr(amem, name)), name
+    for name in CONVENIENCES:
+        assert name in vars(Conveniences) and name in vars(AsyncConveniences), name
+    assert "conn" in inspect.signature(mem.cache_lookup).parameters
+    assert "self" not in inspect.signature(mem.cache_lookup).parameters
+
+    async def go():
+        async with await AsyncMemory.connect(app_url, tenant="acme", max_size=1) as a:
+            return await a.question_guard_agrees("Can I get a refund?", "Can I get a refund after 30 days?")
+    assert asyncio.run(go()) is False
+    with Memory.connect(app_url, tenant="acme", max_size=1) as m:
+        assert m.question_guard_agrees("How do I reset my password?", "how do i reset my password") is True
+
+
+# -- the tenant, per transaction ---------------------------------------------------------------
+
+def test_driver_sets_the_tenant_per_transaction_never_leaking_it(driver):
+    call = driver(max_size=1)
+    assert call("current_tenant") == "acme"
+    other = call.for_tenant("globex")
+    assert other("current_tenant") == "globex"
+    # the single pooled connection carries no tenant between calls
+    if call.kind == "sync":
+        with call.mem.pool.connection() as conn:
+            with pytest.raises(psycopg.Error) as info:
+                conn.execute("select agentmem.current_tenant()")
+            assert info.value.sqlstate == "AM001"
+    else:
+        async def bare():
+            async with call.mem.pool.connection() as conn:
+                with pytest.raises(psycopg.Error) as info:
+                    await conn.execute("select agentmem.current_tenant()")
+                return info.value.sqlstate
+        assert call.resolve(bare()) == "AM001"
+    with pytest.raises(agentmem.InvalidTenant):
+        call.mem.for_tenant("")
+
+
+def test_driver_translates_sqlstates_to_exception_classes(driver):
+    call = driver(max_size=1)
+    with pytest.raises(agentmem.InvalidTenant) as info:
+        call.resolve(call.mem.run(Sql("select agentmem.set_tenant(tenant_id => '')")))
+    assert info.value.sqlstate == "AM002"
+
+
+# -- conversations --------------------------------------------------------------------------
+
+def test_remember_and_recall_through_the_driver(driver, stub, admin):
+    emb = OllamaEmbedder("all-minilm", host=stub.host)
+    call = driver(embedder=emb)
+    cid = call("start_conversation", "alice", title="pets", metadata={"channel": "web"})
+    stored = call("remember", cid, "user", "my dog is called Rex", metadata={"turn": 1})
+    assert stored.message_index == 0
+    call("remember", cid, "assistant", "Rex is a nice name for a dog")
+    call("remember", cid, "user", "I also like chess")
+    hits = call("recall", "alice", "what is my dog called", k=2)
+    assert [h.content for h in hits][0] == "my dog is called Rex" and hits[0].similarity > 0
+    assert hits[0].metadata == {"turn": 1}
+    calls = len(stub.embed_calls)
+    call("recall", "alice", "what is my dog called", k=2)  # the query's embedding is cached
+    assert len(stub.embed_calls) == calls
+    assert [m.message_index for m in call("recent_messages", cid, n=2)] == [1, 2]
+    assert [m.message_index for m in call("context_window", stored.message_id, before=0, after=1)] == [0, 1]
+    rows = call("store_messages", cid, ["user", "assistant"], ["a", "b"], call.embed("embed_documents", ["a", "b"]),
+                model="all-minilm", metadata=[{"i": 1}, {"i": 2}])
+    assert [r.message_index for r in rows] == [3, 4]
+    call("set_summary", cid, "alice has a dog, Rex", 2)
+    ctx = call("short_term_context", cid, keep_last=2)
+    assert [(c.kind, c.message_index) for c in ctx] == [("summary", 2), ("message", 3), ("message", 4)]
+    windows = call("search_with_context", "alice", call.embed("embed_queries", ["dog Rex"])[0], k=1, radius=1,
+                   model="all-minilm")
+    assert {w.message_index for w in windows} == {0, 1} or {w.message_index for w in windows} == {0, 1, 2}
+    with pytest.raises(agentmem.NotFound):
+        call.for_tenant("globex")("recent_messages", cid)
+    with pytest.raises(agentmem.InvalidArgument):
+        call("recent_messages", cid, n=0)
+    with pytest.raises(agentmem.InvalidArgument):
+        call("remember", cid, "robot", "hi")
+    with pytest.raises(agentmem.ContentTooLarge):
+        call("remember", cid, "user", "x " * 60_000)
+    assert admin.execute("select count(*) from agentmem.messages").fetchone() == (5,)
+
+
+def test_remember_without_an_embedder_says_so(driver):
+    call = driver()
+    with pytest.raises(agentmem.EmbedderError):
+        call("recall", "alice", "anything")
+
+
+# -- the answer cache -----------------------------------------------------------------------
+
+def lexical():
+    return LexicalEmbedder(model="all-minilm", dim=384)
+
+
+def test_store_and_cached_answer_through_the_driver(driver):
+    call = driver(embedder=lexical())
+    stored = call("store_answer", "How do I reset my password?", "Use the reset link.", source_ids=["kb-1"],
+                  user_id="u1", ttl=dt.timedelta(hours=2))
+    assert stored.stored and stored.entry_id and stored.reason is None
+    hit = call("cached_answer", "how do I reset my password")
+    assert hit.hit and hit.kind == "exact" and hit.answer == "Use the reset link."
+    assert hit.source_ids == ["kb-1"]
+    miss = call("cached_answer", "How do I reset my password after 30 days?")
+    assert not miss.hit and miss.reason
+    refused = call("store_answer", "When is my renewal?", "Dear Maria, on 2024-05-01.")
+    assert not refused.stored and "personalised" in refused.reason
+    assert call("normalize_question", "What's UP?") == "whats up"
+    assert call("question_guard_features", "two dollars") == ["cur:usd", "num:2"]
+    assert call("question_guard_agrees", "Can I get a refund?", "Can I get a refund after 30 days?") is False
+    assert call("question_guard_agrees", "How do I reset my password?", "how do i reset my password") is True
+    call("review_hit", hit.hit_id, True)
+    assert [s.hit_id for s in call("sample_hits", 10)] == []  # the only served hit is reviewed
+    report = call("cache_report", 0.02, 5, thresholds=[0.9, 0.95])
+    assert [round(r.threshold, 2) for r in report] == [0.9, 0.95]
+    assert report[0].queries == 2 and report[0].hits == 1 and report[0].reviewed == 1
+    assert call("bump_corpus_version") == 1 and call("corpus_version") == 1
+    assert not call("cached_answer", "How do I reset my password?").hit
+    assert call("sweep_cache") == 1
+    assert call("invalidate_source", "kb-1") == 0
+    with pytest.raises(agentmem.InvalidArgument):
+        call("store_answer", "Question?", "Answer.", intent="no-such-intent")
+    with pytest.raises(agentmem.NotFound):
+        call("review_hit", "00000000-0000-0000-0000-000000000000", False)
+
+
+def test_cache_lookup_with_a_given_embedding_and_errors_mapped(driver):
+    call = driver(max_size=1)
+    with pytest.raises(agentmem.EmbedderError, match="no embedder"):
+        call("cached_answer", "no embedder here")
+    with pytest.raises(agentmem.InvalidEmbedding):
+        call("cache_lookup", "Question?", [0.1, 0.2], model="all-minilm")
+    with pytest.raises(agentmem.InvalidEmbedding):
+        call("cache_store", "Question?", [float("nan")] * 384, "Answer.", model="all-minilm")
+    r = call("cache_lookup", "Question?", [0.1] * 768)  # default model, 768 dimensions
+    assert not r.hit and r.hit_id
+
+
+def test_cached_answer_embeds_once_through_the_embedding_cache(driver, stub):
+    call = driver(embedder=OllamaEmbedder(model="nomic-embed-text", host=stub.host))
+    stored = call("store_answer", "How do I export my data?", "Use the export button.", safe_to_share=True)
+    found = call("cached_answer", "How do I export my data?")
+    assert stored.stored and found.hit and found.kind == "exact"
+    # one Ollama call: the lookup's embedding came from the embedding cache, same query prefix
+    assert stub.embedded_texts == ["search_query: How do I export my data?"]
+
+
+def test_cli_cache_report_prints_a_table_and_plots(app_url, tmp_path, capsys):
+    from agentmem.cli import main
+    with Memory.connect(app_url, tenant="acme", embedder=lexical(), max_size=1) as mem:
+        mem.store_answer("How do I reset my password?", "Use the reset link.")
+        hit = mem.cached_answer("How do I reset my password?")
+        mem.review_hit(hit.hit_id, True)
+    assert main(["cache-report", "--database-url", app_url, "--tenant", "acme",
+                 "--cost-uncached", "0.02", "--cost-wrong", "5"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["threshold", "queries", "hits", "reviewed", "wrong", "hits/1000", "wrong/1000",
+                              "net/1000"]
+    assert out[11].split()[:3] == ["0.95", "1", "1"] and out[11].split()[-1] == "20.00"
+    png = tmp_path / "report.png"
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        assert main(["cache-report", "--database-url", app_url, "--tenant", "acme", "--cost-uncached", "0.02",
+                     "--cost-wrong", "5", "--png", str(png)]) == 2
+        assert "matplotlib" in capsys.readouterr().err
+    else:
+        assert main(["cache-report", "--database-url", app_url, "--tenant", "acme", "--cost-uncached", "0.02",
+                     "--cost-wrong", "5", "--png", str(png)]) == 0
+        assert png.read_bytes()[:4] == b"\x89PNG"
+
+
+# -- facts ------------------------------------------------------------------------------------
+
+M1, M2, M3 = (uuid.uuid4() for _ in range(3))
+
+
+def test_driver_upsert_recall_and_history(driver):
+    call = driver()
+    first = call("upsert_fact", "u1", "home_city", "The user lives in Lyon", vec("The user lives in Lyon").tolist(),
+                 [M1])
+    assert first.action == "inserted"
+    assert call("upsert_fact", "u1", "home_city", "The user lives in Paris", vec("The user lives in Paris"),
+                [M2]).action == "replaced"
+    hits = call("recall_facts", "u1", vec("Paris"), k=1)
+    assert hits[0].fact == "The user lives in Paris" and hits[0].source_message_ids == [M2]
+    assert [h.fact for h in call("fact_history", first.fact_id)] == ["The user lives in Lyon"]
+    with pytest.raises(agentmem.InvalidArgument):
+        call("upsert_fact", "", "s", "f", vec("f"))
+
+
+def test_extract_facts_embeds_and_upserts_the_replys_facts(driver, admin, stub):
+    stub.chat_replies = ['{"facts": [{"subject": "home_city", "fact": "The user lives in Lyon"}, '
+                         '{"subject": "pet", "fact": "The user has a dog called Rex"}]}']
+    call = driver(embedder=StubEmbedder(stub.host))
+    out = call("extract_facts", [{"role": "user", "content": "I live in Lyon with my dog Rex"},
+                                 {"role": "assistant", "content": "Nice!"}], "u1",
+               source_message_ids=[M1], chat_model="llama3.2")
+    assert [(f.subject, f.action) for f in out] == [("home_city", "inserted"), ("pet", "inserted")]
+    chat = stub.chat_calls[0]
+    assert chat["model"] == "llama3.2" and chat["format"] == "json"
+    assert "I live in Lyon" in chat["messages"][-1]["content"]
+    assert stub.embedded_texts == ["The user lives in Lyon", "The user has a dog called Rex"]
+    rows = admin.execute("select subject, source_message_ids, model from agentmem.facts order by subject").fetchall()
+    assert rows == [("home_city", [M1], "nomic-embed-text"), ("pet", [M1], "nomic-embed-text")]
+    again = call("recall_facts", "u1", vec("The user has a dog called Rex"), k=1)
+    assert again[0].fact == "The user has a dog called Rex"
+
+
+def test_extract_facts_accepts_an_empty_list(driver, admin, stub):
+    stub.chat_replies = ['{"facts": []}']
+    call = driver(embedder=StubEmbedder(stub.host), max_size=1)
+    assert call("extract_facts", "user: hello", "u1") == []
+    assert count(admin, "facts") == 0 and stub.embed_calls == []
+
+
+@pytest.mark.parametrize("reply, why", [
+    ("this is not json", "not JSON"),
+    ('{"facts": {"subject": "a", "fact": "b"}}', "not a list"),
+    ('{"answer": []}', "not a list"),
+    ('[{"subject": "home_city"}]', "exactly 'subject' and 'fact'"),
+    ('[{"subject": "home_city", "fact": "Lyon", "extra": 1}]', "exactly 'subject' and 'fact'"),
+    ('[{"subject": "ok", "fact": "The user is vegan"}, {"subject": "", "fact": "x"}]', "empty or non-text"),
+    ('[{"subject": "home_city", "fact": 42}]', "empty or non-text"),
+])
+def test_a_malformed_reply_stores_nothing_and_says_why(driver, admin, stub, reply, why):
+    stub.chat_replies = [reply]
+    call = driver(embedder=StubEmbedder(stub.host), max_size=1)
+    with pytest.raises(FactExtractionError) as info:
+        call("extract_facts", "user: I am vegan", "u1")
+    assert why in str(info.value)
+    assert count(admin, "facts") == 0 and stub.embed_calls == []
+
+
+def test_a_bad_fact_in_the_middle_rolls_back_the_whole_turn(driver, admin, stub):
+    stub.chat_replies = ['[{"subject": "diet", "fact": "The user is vegan"}, '
+                         '{"subject": "bio", "fact": "' + "x" * 4001 + '"}]']
+    call = driver(embedder=StubEmbedder(stub.host), max_size=1)
+    with pytest.raises(agentmem.ContentTooLarge):
+        call("extract_facts", "user: I am vegan", "u1", source_message_ids=[M3])
+    assert count(admin, "facts") == 0
+
+
+def test_extract_facts_reports_an_unreachable_chat_model(driver, stub):
+    call = driver(embedder=StubEmbedder(stub.host), max_size=1)
+    with pytest.raises(FactExtractionError) as info:
+        call("extract_facts", "user: hi", "u1")  # no scripted reply: the stub says the model is not pulled
+    assert "llama3.2" in str(info.value)
+
+
+# -- forgetting and retention -------------------------------------------------------------------
+
+def test_driver_forget_methods(driver, admin):
+    call = driver(max_size=1)
+    conv = call("start_conversation", "u1")
+    receipt = call("forget_conversation", conv)
+    assert receipt.scope == "conversation" and receipt.rows_removed["conversations"] == 1
+    receipt = call("forget_user", "u1")
+    assert receipt.scope == "user" and receipt.erasure_id and receipt.erased_at
+    with pytest.raises(agentmem.NotFound):
+        call("forget_conversation", uuid.uuid4())
+    assert count(admin, "erasure_log") == 2
+
+
+def add_facts(admin, tenant: str, n: int, age: str):
+    admin.execute("select agentmem.register_model(model => 'tiny-embed', dimension => 8)")
+    admin.execute(
+        "insert into agentmem.facts (tenant_id, user_id, subject, fact, model, embedding, created_at, updated_at) "
+        "select %s, 'u1', 'f' || i, 'fact ' || i, 'tiny-embed', %s, now() - %s::interval, now() - %s::interval "
+        "from generate_series(1, %s) as i", (tenant, vec("f", 8), age, age, n))
+
+
+def test_driver_retention_methods(driver, admin_url, admin):
+    add_facts(admin, "acme", 2, "40 days")
+    add_facts(admin, "beta", 3, "40 days")
+    call = driver(max_size=1)
+    policy = call("set_retention_policy", "facts", dt.timedelta(days=1))
+    assert policy.tenant_id == "acme" and policy.max_age.days == 1
+    assert call("clear_retention_policy", "messages") is False
+    assert not hasattr(call.mem, "apply_retention") and not hasattr(call.mem, "schedule_retention")
+    with Admin.connect(admin_url) as dba:
+        default = dba.set_default_retention_policy("facts", dt.timedelta(days=2))
+        assert default.tenant_id == "" and default.max_age.days == 2
+        result = dba.apply_retention(batch_size=10)
+        assert result.rows_removed["facts"] == 5 and result.error is None
+        assert dba.retention_health()["status"] == "ok"
+        assert dba.clear_default_retention_policy("facts") is True
+        assert dba.clear_default_retention_policy("facts") is False
+    assert count(admin, "facts") == 0
+    assert call("clear_retention_policy", "facts") is True
+
+
+def test_admin_client_registers_models_and_grants_app_roles(admin_url, admin):
+    with Admin.connect(admin_url) as dba:
+        model = dba.register_model("admin-model", 8, query_prefix="q: ")
+        assert (model["model"], model["dimension"], model["query_prefix"]) == ("admin-model", 8, "q: ")
+        admin.execute("create role admin_client_login login")
+        try:
+            assert dba.grant_app_role("admin_client_login") is None
+            assert admin.execute("select pg_has_role('admin_client_login', 'agentmem_app', 'member')"
+                                 ).fetchone() == (True,)
+            with pytest.raises(agentmem.InvalidArgument):
+                dba.register_model("", 8)
+        finally:
+            admin.execute("drop role admin_client_login")
+
+
+def test_admin_client_switches_text_search_and_manages_tenant_indexes(admin_url, admin, dbname):
+    from agentmem._bulk import Bulk, unit_vectors
+    with Admin.connect(admin_url) as dba:
+        assert dba.set_text_search_config("simple") is True
+        assert dba.set_text_search_config("pg_catalog.simple") is False
+        assert admin.execute("select config from agentmem.text_search_settings").fetchone() == ("pg_catalog.simple",)
+        with pytest.raises(agentmem.InvalidArgument):
+            dba.set_text_search_config(None)
+
+        dba.register_model("tiny-admin", 8)
+        Bulk(admin, model="tiny-admin").messages("acme", "alice", unit_vectors(np.random.default_rng(0), 5, 8))
+        ddl = dba.tenant_index_ddl("acme", "tiny-admin")
+        assert ddl.startswith("create index concurrently if not exists ") and "tenant_id = 'acme'" in ddl
+        assert "concurrently" not in dba.tenant_index_ddl("acme", "tiny-admin", concurrently=False)
+        admin.execute(f"alter database {dbname} set agentmem.tenant_index_min_rows = 2")
+        with Admin.connect(admin_url) as fresh:  # the setting applies to new sessions
+            needing = fresh.tenants_needing_index()
+            assert [(r["table_name"], r["tenant_id"], r["model"], r["row_count"]) for r in needing] == [
+                ("message_embeddings", "acme", "tiny-admin", 5)]
+            assert needing[0]["create_statement"] == ddl
+            name = fresh.create_tenant_index("acme", "tiny-admin")
+            assert admin.execute("select count(*) from pg_indexes where schemaname = 'agentmem' and indexname = %s",
+                                 (name,)).fetchone() == (1,)
+            assert fresh.tenants_needing_index() == []
+            assert fresh.drop_tenant_index("acme", "tiny-admin") is True
+            assert fresh.drop_tenant_index("acme", "tiny-admin") is False
+        with pytest.raises(agentmem.UnknownModel):
+            dba.create_tenant_index("acme", "no-such-model")
+    assert admin.execute("select count(*) from pg_indexes where schemaname = 'agentmem' and indexname = %s",
+                         (name,)).fetchone() == (0,)
