@@ -269,8 +269,6 @@ def test_the_text_branch_reads_only_the_users_rows_and_the_vector_branch_still_u
     statement = ("select message_id, vector_rank, text_rank from agentmem.search_messages(user_id => 'alice', "
                  "query_embedding => %s, query_text => 'zebracorn INV-2291', k => 10, model => 'all-minilm')")
     assert admin.execute("select proleakproof from pg_proc where oid = 'ts_match_vq'::regproc").fetchone() == (True,)
-    # 2,000 rows are under the exact-scan limit; lowered here so that the vector branch takes the index
-    admin.execute("set agentmem.exact_search_max_rows = 100")
     got_gin, plans = _explain_as_app(admin, statement, (vectors[3],))
     text_plans = [p for p in plans if "content_tsv @@" in p]
     assert text_plans and "Bitmap Index Scan on messages_content_tsv_idx" in text_plans[-1], text_plans
