@@ -36,6 +36,30 @@ With local => true the setting lasts until the end of the current transaction
 (what pooled connections should use); otherwise until the end of the session.
 Raises AM002 for an empty or malformed tenant id.';
 
+create or replace function agentmem._propagate_tenant()
+returns void
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+declare
+    v_tenant text := nullif(pg_catalog.current_setting('agentmem.tenant_id', true), '');
+begin
+    -- Citus forwards to the workers SET LOCAL commands only (not set_config,
+    -- not session SET), and only with citus.propagate_set_commands = local.
+    perform pg_catalog.set_config('citus.propagate_set_commands', 'local', true);
+    execute pg_catalog.format('set local agentmem.tenant_id = %L', v_tenant);
+    execute pg_catalog.format('set local agentmem.tenant_propagated = %L', v_tenant);
+end
+$$;
+
+comment on function agentmem._propagate_tenant() is
+'Internal, for Citus (see agentmem.distribute): re-issue the tenant set for this session or
+transaction as SET LOCAL, which Citus forwards to every worker connection of the transaction,
+where the row-level security policies of the shards read it. Marks it done for this transaction
+(agentmem.tenant_propagated), on the workers too.';
+
 create or replace function agentmem.current_tenant()
 returns text
 language plpgsql
@@ -54,6 +78,13 @@ begin
             hint = 'Call agentmem.set_tenant(tenant_id => ...) first '
             || '(local => true inside a transaction on a pooled connection).';
     end if;
+    -- On Citus (loaded when its setting exists), once per transaction and tenant.
+    if
+        pg_catalog.current_setting('citus.propagate_set_commands', true) is not null
+        and pg_catalog.current_setting('agentmem.tenant_propagated', true) is distinct from v_tenant
+    then
+        perform agentmem._propagate_tenant();
+    end if;
     return v_tenant;
 end
 $$;
@@ -61,7 +92,8 @@ $$;
 comment on function agentmem.current_tenant() is
 'The tenant set by agentmem.set_tenant for this session or transaction.
 Raises AM001 when none is set: no agentmem call ever falls back to all tenants.
-Row-level security policies on every agentmem table compare tenant_id with it.';
+Row-level security policies on every agentmem table compare tenant_id with it.
+On Citus it also makes the tenant reach the workers (agentmem._propagate_tenant).';
 
 create or replace function agentmem.grant_app_role(role_name text)
 returns void

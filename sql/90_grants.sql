@@ -27,3 +27,5 @@ revoke all on agentmem.retention_health from agentmem_app;
 revoke all on agentmem.job_runs from agentmem_app;
 -- The cache intents are the DBA's catalogue: the application reads them only.
 revoke insert, update, delete on agentmem.cache_intents from agentmem_app;
+-- Distributing on Citus is the DBA's (sql/85_distribute.sql).
+revoke execute on function agentmem.distribute(int) from agentmem_app;
