@@ -51,6 +51,11 @@ begin
     perform pg_catalog.set_config('citus.propagate_set_commands', 'local', true);
     execute pg_catalog.format('set local agentmem.tenant_id = %L', v_tenant);
     execute pg_catalog.format('set local agentmem.tenant_propagated = %L', v_tenant);
+    -- Citus sends them with the BEGIN of each worker transaction, but sends no
+    -- BEGIN for a read outside a transaction block (psql in autocommit): an
+    -- empty intermediate result makes this a coordinated transaction, in which
+    -- every worker connection begins with them.
+    perform pg_catalog.create_intermediate_result('agentmem_tenant', 'select 1 where false');
 end
 $$;
 

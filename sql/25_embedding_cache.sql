@@ -84,7 +84,8 @@ declare
     v_tenant text := agentmem.current_tenant();
     v_model text := coalesce(cache_embeddings.model, agentmem._default_model());
     v_n int := agentmem._cache_check_texts(cache_embeddings.texts);
-    v_stored int;
+    v_stored int := 0;
+    v_new int;
 begin
     if coalesce(cardinality(cache_embeddings.embeddings), 0) <> v_n
         or array_ndims(cache_embeddings.embeddings) <> 1 then
@@ -95,11 +96,15 @@ begin
     for i in 1..v_n loop
         perform agentmem._check_embedding(v_model, cache_embeddings.embeddings[i]);
     end loop;
-    insert into agentmem.embedding_cache as c (tenant_id, model, text_sha256, cached_vector)
-    select v_tenant, v_model, sha256(convert_to(u.txt, 'UTF8')), u.vec
-    from unnest(cache_embeddings.texts, cache_embeddings.embeddings) as u (txt, vec)
-    on conflict on constraint embedding_cache_pkey do nothing;
-    get diagnostics v_stored = row_count;
+    -- Row by row: Citus runs insert ... select from an array as COPY, which
+    -- row-level security refuses; a single-row insert goes to the tenant's shard.
+    for i in 1..v_n loop
+        insert into agentmem.embedding_cache as c (tenant_id, model, text_sha256, cached_vector)
+        values (v_tenant, v_model, sha256(convert_to(cache_embeddings.texts[i], 'UTF8')), cache_embeddings.embeddings[i])
+        on conflict on constraint embedding_cache_pkey do nothing;
+        get diagnostics v_new = row_count;
+        v_stored := v_stored + v_new;
+    end loop;
     return v_stored;
 end
 $$;

@@ -141,6 +141,7 @@ declare
     v_ttl interval := coalesce(cache_store.ttl, v_intent.ttl);
     v_markers text[];
     v_entry uuid;
+    v_doc text;
     v_expires timestamptz;
 begin
     perform agentmem._cache_check_scope(cache_store.acl_hash, cache_store.prompt_version, cache_store.llm_model);
@@ -187,9 +188,13 @@ begin
     returning e.entry_id into v_entry;
     delete from agentmem.cache_entry_sources as s
     where s.tenant_id = v_tenant and s.entry_id = v_entry and s.doc_id <> all(cache_store.source_ids);
-    insert into agentmem.cache_entry_sources (tenant_id, doc_id, entry_id)
-    select distinct v_tenant, d, v_entry from unnest(cache_store.source_ids) as d
-    on conflict on constraint cache_entry_sources_pkey do nothing;
+    -- Row by row: Citus runs insert ... select from an array as COPY, which
+    -- row-level security refuses; a single-row insert goes to the tenant's shard.
+    for v_doc in select distinct d from unnest(cache_store.source_ids) as d loop
+        insert into agentmem.cache_entry_sources (tenant_id, doc_id, entry_id)
+        values (v_tenant, v_doc, v_entry)
+        on conflict on constraint cache_entry_sources_pkey do nothing;
+    end loop;
     return query select true, v_entry, null::text, v_expires;
 end
 $$;
