@@ -28,7 +28,7 @@ as $$
     insert into agentmem.corpus_versions as cv (tenant_id, version)
     values (agentmem.current_tenant(), 1)
     on conflict on constraint corpus_versions_pkey do update
-        set version = cv.version + 1, updated_at = now()
+        set version = cv.version + 1, updated_at = excluded.updated_at
     returning cv.version
 $$;
 
@@ -142,6 +142,7 @@ declare
     v_markers text[];
     v_entry uuid;
     v_doc text;
+    v_sources text[] := array(select distinct s from unnest(cache_store.source_ids) as s order by s);
     v_expires timestamptz;
 begin
     perform agentmem._cache_check_scope(cache_store.acl_hash, cache_store.prompt_version, cache_store.llm_model);
@@ -178,13 +179,13 @@ begin
         v_tenant, cache_store.question, v_norm, sha256(convert_to(v_norm, 'UTF8')), cache_store.acl_hash,
         agentmem.corpus_version(), cache_store.prompt_version, cache_store.llm_model, v_intent.intent,
         cache_store.answer, cache_store.model, cache_store.question_embedding,
-        array(select distinct s from unnest(cache_store.source_ids) as s order by s),
+        v_sources,
         cache_store.user_id, cache_store.conversation_id, v_expires
     )
     on conflict on constraint cache_entries_key_uq do update
         set question = excluded.question, intent = excluded.intent, answer = excluded.answer,
         embedding = excluded.embedding, source_ids = excluded.source_ids, user_id = excluded.user_id,
-        conversation_id = excluded.conversation_id, created_at = now(), expires_at = excluded.expires_at
+        conversation_id = excluded.conversation_id, created_at = excluded.created_at, expires_at = excluded.expires_at
     returning e.entry_id into v_entry;
     delete from agentmem.cache_entry_sources as s
     where s.tenant_id = v_tenant and s.entry_id = v_entry and s.doc_id <> all(cache_store.source_ids);

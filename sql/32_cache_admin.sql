@@ -1,6 +1,23 @@
 -- Answer cache upkeep and review: invalidation by source document, sweeping,
 -- the review sample of the lookup log and the threshold report.
 
+create or replace function agentmem._unlink_cache_hits(p_tenant text, p_entry_ids uuid[])
+returns void
+language sql
+volatile
+security invoker
+set search_path from current
+as $$
+    update agentmem.cache_hits as h
+    set entry_id = null
+    where h.tenant_id = p_tenant and h.entry_id = any(p_entry_ids)
+$$;
+
+comment on function agentmem._unlink_cache_hits(text, uuid[]) is
+'Internal: clear cache_hits.entry_id of the lookups that hit these entries, before they are deleted.
+On one server cache_hits_entry_fk (on delete set null) does it too; on Citus that key cannot exist
+(agentmem.distribute), and every function that deletes cache entries calls this first.';
+
 create or replace function agentmem.invalidate_source(doc_id text)
 returns bigint
 language plpgsql
@@ -10,16 +27,19 @@ set search_path from current
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
+    v_ids uuid[];
     v_count bigint;
 begin
     if invalidate_source.doc_id is null or invalidate_source.doc_id = '' then
         raise exception 'doc_id is missing' using errcode = 'AM020';
     end if;
+    v_ids := array(
+        select s.entry_id from agentmem.cache_entry_sources as s
+        where s.tenant_id = v_tenant and s.doc_id = invalidate_source.doc_id
+    );
+    perform agentmem._unlink_cache_hits(v_tenant, v_ids);
     delete from agentmem.cache_entries as e
-    using agentmem.cache_entry_sources as s
-    where
-        s.tenant_id = v_tenant and s.doc_id = invalidate_source.doc_id
-        and e.tenant_id = v_tenant and e.entry_id = s.entry_id;
+    where e.tenant_id = v_tenant and e.entry_id = any(v_ids);
     get diagnostics v_count = row_count;
     return v_count;
 end
@@ -39,11 +59,11 @@ as $$
 declare
     v_tenant text := agentmem.current_tenant();
     v_version bigint := agentmem.corpus_version();
+    v_ids uuid[];
     v_count bigint;
 begin
     perform agentmem._check_range('batch_size', sweep_cache.batch_size, 1, 100000);
-    delete from agentmem.cache_entries as e
-    where e.tenant_id = v_tenant and e.entry_id in (
+    v_ids := array(
         select x.entry_id from (
             (select d.entry_id from agentmem.cache_entries as d
                 where d.tenant_id = v_tenant and d.expires_at <= now()
@@ -55,6 +75,8 @@ begin
         ) as x
         limit sweep_cache.batch_size
     );
+    perform agentmem._unlink_cache_hits(v_tenant, v_ids);
+    delete from agentmem.cache_entries as e where e.tenant_id = v_tenant and e.entry_id = any(v_ids);
     get diagnostics v_count = row_count;
     return v_count;
 end

@@ -63,7 +63,7 @@ begin
     insert into agentmem.retention_policies as p (tenant_id, kind, max_age)
     values (v_tenant, set_retention_policy.kind, set_retention_policy.max_age)
     on conflict on constraint retention_policies_pkey do update
-        set max_age = excluded.max_age, updated_at = now()
+        set max_age = excluded.max_age, updated_at = excluded.updated_at
     returning * into v_row;
     return v_row;
 end
@@ -205,8 +205,16 @@ begin
             if to_regclass('agentmem.cache_entries') is null then
                 return 0;
             end if;
-            select count(*) into v_count
-            from agentmem._retention_delete('cached_answers', 'cache_entries', 'entry_id', 'created_at', p_batch);
+            -- cache_hits.entry_id of the removed entries: set null by
+            -- cache_hits_entry_fk on one server, here on Citus (no such key).
+            for v_tenant, v_ids in
+                select g.tenant_id, array_agg(g.key::uuid)
+                from agentmem._retention_delete('cached_answers', 'cache_entries', 'entry_id', 'created_at', p_batch) as g
+                group by g.tenant_id
+            loop
+                v_count := v_count + cardinality(v_ids);
+                perform agentmem._unlink_cache_hits(v_tenant, v_ids);
+            end loop;
         when 'hit_log' then
             if to_regclass('agentmem.cache_hits') is null then
                 return 0;
