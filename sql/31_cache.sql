@@ -3,15 +3,20 @@
 
 create or replace function agentmem.corpus_version()
 returns bigint
-language sql
+language plpgsql
 stable
 security invoker
 set search_path from current
 as $$
-    select coalesce(
-        (select cv.version from agentmem.corpus_versions as cv where cv.tenant_id = agentmem.current_tenant()),
-        0
-    )
+declare
+    -- The tenant as a value, not a call in the query: Citus routes the query
+    -- to the tenant's shard only when it sees the value.
+    v_tenant text := agentmem.current_tenant();
+    v_version bigint;
+begin
+    select cv.version into v_version from agentmem.corpus_versions as cv where cv.tenant_id = v_tenant;
+    return coalesce(v_version, 0);
+end
 $$;
 
 comment on function agentmem.corpus_version() is

@@ -151,3 +151,53 @@ def test_deleting_cache_entries_unlinks_their_hits(app, admin):
     assert admin.execute("select count(*) from agentmem.cache_hits where entry_id is not null").fetchone()[0] == 1
     assert app.execute("select agentmem.invalidate_source(doc_id => 'doc-1')").fetchone()[0] == 1
     assert admin.execute("select count(*), count(entry_id) from agentmem.cache_hits").fetchone() == (1, 0)
+
+
+def test_hot_paths_run_on_the_one_worker_of_the_tenant(citus, admin, app_url, connect):
+    """Router execution, seen in the commands Citus itself sends while the functions run."""
+    import re
+
+    from conftest import APP_ROLE
+    conn = connect(app_url, tenant="acme")
+    cid = store(conn, "hello")
+    mid = conn.execute("select message_id from agentmem.recent_messages(conversation_id => %s)",
+                       (cid,)).fetchone()[0]
+    conn.execute("select * from agentmem.cache_store(question => 'How do I rotate an API key?', answer => 'Settings.', "
+                 "question_embedding => %s::vector, model => 'all-minilm')", (VEC,))
+    worker = placement_node(admin, "acme")
+    admin.execute("set citus.log_remote_commands = on")
+    admin.execute("set citus.log_local_commands = on")
+    admin.execute("set client_min_messages = log")
+    sent: list[tuple[str, str]] = []
+    admin.add_notice_handler(lambda d: sent.append((d.message_primary or "", d.message_detail or "")))
+    admin.execute(f"set role {APP_ROLE}")
+    admin.execute("select agentmem.set_tenant(tenant_id => 'acme')")
+    calls = {
+        "store_message": ("select * from agentmem.store_message(conversation_id => %s, role => 'user', "
+                          "content => 'again', embedding => %s::vector, model => 'all-minilm')", (cid, VEC)),
+        "search_messages": ("select * from agentmem.search_messages(user_id => 'alice', query_embedding => %s::vector, "
+                            "k => 5, model => 'all-minilm')", (VEC,)),
+        "context_window": ("select * from agentmem.context_window(message_id => %s)", (mid,)),
+        "cache_lookup": ("select * from agentmem.cache_lookup(question => 'How do I rotate an API key?', "
+                         "question_embedding => %s::vector, model => 'all-minilm')", (VEC,)),
+        "forget_user": ("select agentmem.forget_user(user_id => 'alice')", ()),
+    }
+    control = re.compile(r"^issuing (BEGIN|COMMIT|ROLLBACK|PREPARE|SELECT assign_distributed|set local)", re.I)
+    for name, (query, args) in calls.items():
+        sent.clear()
+        admin.execute(query, args).fetchall()
+        ports, shards = set(), {}
+        for message, detail in sent:
+            if control.search(message) or "agentmem." not in message:
+                continue
+            port = re.search(r"127\.0\.0\.1:(\d+)", detail)
+            for table, shard in re.findall(r"agentmem\.(\w+?)_(\d{6})\b", message):
+                shards.setdefault(table, set()).add(shard)
+                if port is None:  # run locally on the coordinator: only the reference tables are there
+                    assert table in CATALOGUES, (name, message)
+            if port is not None:
+                ports.add(int(port.group(1)))
+        assert ports == {worker}, (name, ports, sent)
+        assert all(len(s) == 1 for t, s in shards.items()), (name, shards)
+        assert shards, name
+    admin.execute("reset role")
