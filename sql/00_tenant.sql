@@ -83,10 +83,12 @@ begin
             hint = 'Call agentmem.set_tenant(tenant_id => ...) first '
             || '(local => true inside a transaction on a pooled connection).';
     end if;
-    -- On Citus (loaded when its setting exists), once per transaction and tenant.
+    -- On Citus (loaded when its setting exists, and created in this database),
+    -- once per transaction and tenant.
     if
         pg_catalog.current_setting('citus.propagate_set_commands', true) is not null
         and pg_catalog.current_setting('agentmem.tenant_propagated', true) is distinct from v_tenant
+        and pg_catalog.to_regprocedure('pg_catalog.create_intermediate_result(text, text)') is not null
     then
         perform agentmem._propagate_tenant();
     end if;

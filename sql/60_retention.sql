@@ -119,19 +119,22 @@ declare
     v_own text[];
     v_policy record;
     v_sql text;
+    -- Citus refuses FOR UPDATE in a query over many shards; there the
+    -- advisory lock of apply_retention alone keeps runs apart.
+    v_lock text := case when agentmem.is_distributed() then '' else ' for update of t skip locked' end;
 begin
     -- One statement per policy, so the time column's index serves each cutoff.
     v_sql := pg_catalog.format(
         'with victim as ('
         '  select t.tenant_id, t.%1$I as k from agentmem.%2$I as t'
         '  where t.tenant_id = any($1) and t.%3$I < now() - $2'
-        '  order by t.%3$I limit $3 for update of t skip locked'
+        '  order by t.%3$I limit $3%5$s'
         ') '
         'delete from agentmem.%2$I as t using victim as v '
         'where t.tenant_id = v.tenant_id and t.%1$I = v.k '
         'returning t.tenant_id, t.%1$I::text, %4$s',
         p_key, p_table, p_time,
-        case p_table when 'messages' then 't.content' else 'null::text' end
+        case p_table when 'messages' then 't.content' else 'null::text' end, v_lock
     );
     for v_policy in
         select p.tenant_id, p.max_age from agentmem.retention_policies as p
@@ -152,13 +155,13 @@ begin
         'with victim as ('
         '  select t.tenant_id, t.%1$I as k from agentmem.%2$I as t'
         '  where t.tenant_id <> all($1) and t.%3$I < now() - $2'
-        '  order by t.%3$I limit $3 for update of t skip locked'
+        '  order by t.%3$I limit $3%5$s'
         ') '
         'delete from agentmem.%2$I as t using victim as v '
         'where t.tenant_id = v.tenant_id and t.%1$I = v.k '
         'returning t.tenant_id, t.%1$I::text, %4$s',
         p_key, p_table, p_time,
-        case p_table when 'messages' then 't.content' else 'null::text' end
+        case p_table when 'messages' then 't.content' else 'null::text' end, v_lock
     ) using v_own, v_default, v_left;
 end
 $$;
