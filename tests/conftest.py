@@ -144,7 +144,23 @@ def citus_database(server):
             if conn.execute(f"select exists (select from agentmem_test_seed.{table})").fetchone()[0]:
                 seeded.append(table)
 
+    def fingerprint(conn) -> str:
+        return conn.execute("select md5(string_agg(p.oid::regprocedure::text || p.prosrc, ',' order by p.oid)) "
+                            "from pg_proc as p where p.pronamespace = 'agentmem'::regnamespace").fetchone()[0]
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        functions = fingerprint(conn)
+
     def reset():
+        with psycopg.connect(url, autocommit=True) as conn:
+            # What a test added or replaced goes: its tables, and functions it changed come back.
+            for extra, in conn.execute(
+                    "select c.relname::text from pg_class as c where c.relnamespace = 'agentmem'::regnamespace "
+                    "and c.relkind in ('r', 'p') and c.relname <> all(%s) and c.relname <> 'schema_migrations'",
+                    (tables,)).fetchall():
+                conn.execute(f"drop table agentmem.{extra} cascade")
+            if fingerprint(conn) != functions:
+                Migrator(url, Source.load(ROOT)).migrate()
         with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
             conn.execute("truncate " + ", ".join(f"agentmem.{t}" for t in tables))
             for table in seeded:
