@@ -173,19 +173,29 @@ as $$
 #variable_conflict use_column
 declare
     v_tenant text := agentmem.current_tenant();
+    v_ids uuid[];
+    v_conversations uuid[];
+    v_indexes int[];
+    v_similarities real[];
 begin
     perform agentmem._check_range('radius', search_with_context.radius, 0, 100);
+    -- The hits first, on their own: Citus sends the windows' query whole to the
+    -- tenant's worker, where a call of search_messages inside it could not run.
+    select array_agg(h.message_id), array_agg(h.conversation_id), array_agg(h.message_index), array_agg(h.similarity)
+    into v_ids, v_conversations, v_indexes, v_similarities
+    from agentmem.search_messages(
+        user_id => search_with_context.user_id,
+        query_embedding => search_with_context.query_embedding,
+        k => search_with_context.k,
+        conversation_id => search_with_context.conversation_id,
+        min_similarity => search_with_context.min_similarity,
+        model => search_with_context.model
+    ) as h;
     return query
     with hits as materialized (
-        select h.message_id, h.conversation_id, h.message_index, h.similarity
-        from agentmem.search_messages(
-            user_id => search_with_context.user_id,
-            query_embedding => search_with_context.query_embedding,
-            k => search_with_context.k,
-            conversation_id => search_with_context.conversation_id,
-            min_similarity => search_with_context.min_similarity,
-            model => search_with_context.model
-        ) as h
+        select u.message_id, u.conversation_id, u.message_index, u.similarity
+        from unnest(v_ids, v_conversations, v_indexes, v_similarities)
+            as u (message_id, conversation_id, message_index, similarity)
     ),
 
     spans as (

@@ -42,6 +42,7 @@ declare
     v_fk record;
     v_table regclass;
     v_kind text;
+    v_fn regprocedure;
 begin
     if not exists (select from pg_catalog.pg_extension where extname = 'citus') then
         raise exception 'Citus is not installed in database %', current_database()
@@ -148,6 +149,23 @@ begin
         end if;
         execute pg_catalog.format('alter table %s add constraint %I %s', v_fk.relid, v_fk.conname, v_fk.def);
     end loop;
+
+    -- The functions run on the workers too: the policies call current_tenant(),
+    -- and a query Citus sends whole to a worker runs the agentmem functions in
+    -- it there. Functions created before the schema was distributed exist on
+    -- the coordinator only; later ones Citus creates everywhere by itself.
+    for v_fn in execute $fns$
+        select p.oid::regprocedure from pg_catalog.pg_proc as p
+        where
+            p.pronamespace = 'agentmem'::regnamespace and p.prokind = 'f'
+            and not exists (
+                select from pg_catalog.pg_dist_object as o
+                where o.classid = 'pg_catalog.pg_proc'::regclass and o.objid = p.oid
+            )
+        order by p.oid
+    $fns$ loop
+        perform pg_catalog.create_distributed_function(v_fn);
+    end loop;
 end
 $$;
 
@@ -158,6 +176,7 @@ worker and each call for one tenant runs on that worker), and the installation-w
 (models, cache_intents) as reference tables. The ledger schema_migrations stays on the coordinator.
 Foreign keys are re-created with their names and definitions, except those Citus refuses
 (ON DELETE SET NULL on a key with tenant_id: cache_hits_entry_fk), which agentmem''s functions uphold.
+Every agentmem function is created on the workers too (Citus runs some of them there).
 shard_count: shards per distributed table (default citus.shard_count); fixed once distributed.
 Idempotent: a second call distributes only tables added since and returns no row for the others.
 Returns one row per table it changed. For the DBA, on the coordinator; one transaction.
