@@ -134,7 +134,7 @@ def database(args) -> str:
     if args.database_url:
         url = args.database_url
     else:
-        base = devserver.start(ROOT / ".pgdata" / "bench", port=args.port)
+        base = devserver.start(ROOT / ".pgdata" / "bench", port=args.port, fast=True)  # throwaway data: fsync etc. off, on purpose
         with psycopg.connect(base, autocommit=True) as c:
             c.execute("drop database if exists agentmem_bench with (force)")
             c.execute("create database agentmem_bench")
@@ -255,14 +255,14 @@ def latency(url, texts, vecs, queries, qvecs, sizes, n_lookups):
     loaded = 0
     for size in sizes:
         with psycopg.connect(url, autocommit=True) as conn:
-            idx = conn.execute("select agentmem._model_index_name('cache_entries', %s)", (MODEL,)).fetchone()[0]
+            idx = conn.execute("select agentmem_private.model_index_name('cache_entries', %s)", (MODEL,)).fetchone()[0]
             conn.execute(f"drop index if exists agentmem.{idx}")
         t0 = time.perf_counter()
         fill(url, "lat", texts, vecs, loaded, size - loaded, rng)
         loaded = size
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute("set maintenance_work_mem = '512MB'")
-            conn.execute("select agentmem._ensure_model_indexes(%s)", (MODEL,))
+            conn.execute("select agentmem_private.ensure_model_indexes(%s)", (MODEL,))
             conn.execute("analyze agentmem.cache_entries")
         build = time.perf_counter() - t0
         conn = connect(url, "lat")
@@ -369,7 +369,7 @@ def main():
     with psycopg.connect(url, autocommit=True) as admin:
         admin.execute("insert into agentmem.cache_intents (intent, threshold, ttl, description) values "
                       "('bench85', 0.85, '1 day', 'bench: lowest threshold of the sweep') on conflict do nothing")
-        idx = admin.execute("select agentmem._model_index_name('cache_entries', %s)", (MODEL,)).fetchone()[0]
+        idx = admin.execute("select agentmem_private.model_index_name('cache_entries', %s)", (MODEL,)).fetchone()[0]
         admin.execute(f"drop index if exists agentmem.{idx}")
     conn = connect(url)
     t = time.perf_counter()

@@ -99,7 +99,7 @@ def fresh_database(server_url: str) -> tuple[str, str]:
 
 def load_agentmem(admin: psycopg.Connection, ds: Dataset) -> dict:
     """COPY the data set into agentmem's tables, index dropped and rebuilt (one conversation per tenant)."""
-    index = admin.execute("select agentmem._model_index_name('message_embeddings', %s)", (MODEL,)).fetchone()[0]
+    index = admin.execute("select agentmem_private.model_index_name('message_embeddings', %s)", (MODEL,)).fetchone()[0]
     admin.execute(f'drop index if exists agentmem."{index}"')
     conv = {t: uuid.uuid4() for t in range(TENANTS)}
     counts = np.bincount(ds.tenant, minlength=TENANTS)
@@ -120,7 +120,7 @@ def load_agentmem(admin: psycopg.Connection, ds: Dataset) -> dict:
             for i, t in enumerate(ds.tenant):
                 cp.write_row((ds.name(t), ds.ids[i], MODEL, "user", conv[t], ds.vectors[i]))
     t1 = time.perf_counter()
-    admin.execute("select agentmem._ensure_model_indexes(%s)", (MODEL,))
+    admin.execute("select agentmem_private.ensure_model_indexes(%s)", (MODEL,))
     # as after any bulk load: statistics, visibility map and hint bits now, not
     # an autovacuum of the fresh tables running under the measurements
     admin.execute("vacuum (analyze) agentmem.conversations, agentmem.messages, agentmem.message_embeddings")
@@ -364,7 +364,7 @@ def main() -> int:
         server_url = args.database_url
     else:
         from agentmem import devserver
-        server_url = devserver.start(ROOT / ".pgdata" / "bench", port=args.port)
+        server_url = devserver.start(ROOT / ".pgdata" / "bench", port=args.port, fast=True)  # throwaway data: fsync etc. off, on purpose
     started = time.perf_counter()
     results = [run_size(server_url, 10_000, 1_000, 100)]
     if not args.quick:

@@ -27,10 +27,10 @@ conversations), facts' source_message_ids pointing to real messages of the user
 and question_key = its sha256, corpus_version = the tenant's, cache_entry_sources
 for every source id, hit-log rows shaped as cache_lookup writes them, and
 embedding-cache rows keyed by the sha256 of the message text. The per-model HNSW
-indexes are dropped for the load and rebuilt by agentmem._ensure_model_indexes,
+indexes are dropped for the load and rebuilt by agentmem_private.ensure_model_indexes,
 then ANALYZE. A checker asserts those invariants on the loaded data, and a small
 API-path sanity check stores the same shape of data for one user through
-store_messages, cache_embeddings, upsert_fact, cache_store and cache_lookup and
+store_messages, embedding_cache_store, upsert_fact, cache_store and cache_lookup and
 for another through the bulk loader: both are found by search_messages with their
 own vectors and forget_user returns the same receipt for both.
 
@@ -266,7 +266,7 @@ def api_user(conn, tenant, user, n_msgs, per_conv, n_facts, n_answers, rng):
             "embeddings => %s::vector[], model => %s)",
             (conv, ["user", "assistant"] * (size // 2) + ["user"] * (size % 2), contents, list(vecs),
              MODEL)).fetchall()
-        conn.execute("select agentmem.cache_embeddings(model => %s, texts => %s, embeddings => %s::vector[])",
+        conn.execute("select agentmem.embedding_cache_store(model => %s, texts => %s, embeddings => %s::vector[])",
                      (MODEL, contents, list(vecs)))
         ids += [r[0] for r in rows]
         vecs_all.append(vecs)
@@ -379,7 +379,7 @@ def main():
     rng = np.random.default_rng(1)
     wall0 = time.perf_counter()
 
-    server_url = args.database_url or devserver.start(ROOT / ".pgdata" / "bench", port=PORT)
+    server_url = args.database_url or devserver.start(ROOT / ".pgdata" / "bench", port=PORT, fast=True)  # throwaway data: fsync etc. off, on purpose
     with psycopg.connect(server_url, autocommit=True) as c:
         c.execute(f"drop database if exists {DBNAME} with (force)")
         c.execute(f"create database {DBNAME}")
@@ -397,7 +397,7 @@ def main():
     # -- load -------------------------------------------------------------------------
     t0 = time.perf_counter()
     s = sanity(admin, app, bulk, rng)  # API-path user first, with the HNSW indexes in place
-    index_names = [admin.execute("select agentmem._model_index_name(%s, %s)", (t, MODEL)).fetchone()[0]
+    index_names = [admin.execute("select agentmem_private.model_index_name(%s, %s)", (t, MODEL)).fetchone()[0]
                    for t in EMBEDDING_TABLES]
     for name in index_names:
         admin.execute(f'drop index agentmem."{name}"')
@@ -419,7 +419,7 @@ def main():
     copy_s = time.perf_counter() - t0
     t1 = time.perf_counter()
     admin.execute("set maintenance_work_mem = '1GB'")
-    made = admin.execute("select agentmem._ensure_model_indexes(%s)", (MODEL,)).fetchone()[0]
+    made = admin.execute("select agentmem_private.ensure_model_indexes(%s)", (MODEL,)).fetchone()[0]
     assert made == len(index_names), made
     admin.execute("reset maintenance_work_mem")
     index_s = time.perf_counter() - t1
@@ -576,12 +576,12 @@ until retention is done; then {window / 2:g} s right after it. A search straddli
 ## How the data was loaded, and why it is trusted
 
 COPY straight into the private tables as the superuser, then the HNSW indexes rebuilt with
-`agentmem._ensure_model_indexes('all-minilm')` and ANALYZE; only the API calls above are timed. Checked on the
+`agentmem_private.ensure_model_indexes('all-minilm')` and ANALYZE; only the API calls above are timed. Checked on the
 loaded data before measuring (each is a query that must count 0 violations):
 {chr(10).join("- " + c for c in checks)}
 
 API-path sanity check in the same run: one user's {300:,} messages (3 conversations), {30} facts, {30} cached answers
-(each looked up twice) and embedding-cache rows written through `store_messages`, `cache_embeddings`,
+(each looked up twice) and embedding-cache rows written through `store_messages`, `embedding_cache_store`,
 `upsert_fact`, `cache_store` and `cache_lookup`, the same shape for another user through the bulk loader.
 For both, `search_messages` (application role) returns the message whose own vector is the query first
 (similarity > 0.999), and `forget_user` returns the same receipt, leaving nothing:

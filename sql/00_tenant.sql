@@ -1,42 +1,7 @@
 -- Tenant context: a setting of the session or transaction, as PostgREST and
 -- Supabase carry the caller's identity. Every table's RLS policy reads it.
 
-create or replace function agentmem.set_tenant(
-    tenant_id text,
-    local boolean default false
-) returns text
-language plpgsql
-volatile
-security invoker
-set search_path from current
-as $$
-begin
-    if tenant_id is null or tenant_id = '' then
-        raise exception 'tenant_id must be a non-empty text'
-        using
-            errcode = 'AM002',
-            hint = 'Pass the id of the tenant whose data this session works on.';
-    end if;
-    if length(tenant_id) > 128 or tenant_id <> btrim(tenant_id) or tenant_id ~ '[[:cntrl:]]' then
-        raise exception 'tenant_id is not acceptable: %', left(tenant_id, 40)
-        using
-            errcode = 'AM002',
-            detail = 'A tenant id has 1 to 128 characters, no leading or trailing blanks '
-            || 'and no control characters.',
-            hint = 'Use a stable identifier such as an organisation id or slug.';
-    end if;
-    perform pg_catalog.set_config('agentmem.tenant_id', tenant_id, local);
-    return tenant_id;
-end
-$$;
-
-comment on function agentmem.set_tenant(text, boolean) is
-'Set the tenant that every following agentmem call works on.
-With local => true the setting lasts until the end of the current transaction
-(what pooled connections should use); otherwise until the end of the session.
-Raises AM002 for an empty or malformed tenant id.';
-
-create or replace function agentmem._propagate_tenant()
+create or replace function agentmem_private.propagate_tenant()
 returns void
 language plpgsql
 volatile
@@ -59,8 +24,8 @@ begin
 end
 $$;
 
-comment on function agentmem._propagate_tenant() is
-'Internal, for Citus (see agentmem.distribute): re-issue the tenant set for this session or
+comment on function agentmem_private.propagate_tenant() is
+'Internal: for Citus (see agentmem.distribute), re-issue the tenant set for this session or
 transaction as SET LOCAL, which Citus forwards to every worker connection of the transaction,
 where the row-level security policies of the shards read it. Marks it done for this transaction
 (agentmem.tenant_propagated), on the workers too.';
@@ -73,9 +38,9 @@ security invoker
 set search_path from current
 as $$
 declare
-    v_tenant text := nullif(pg_catalog.current_setting('agentmem.tenant_id', true), '');
+    v_tenant text := pg_catalog.current_setting('agentmem.tenant_id', true);
 begin
-    if v_tenant is null then
+    if v_tenant is null or v_tenant = '' then
         raise exception 'no agentmem tenant is set'
         using
             errcode = 'AM001',
@@ -83,14 +48,27 @@ begin
             hint = 'Call agentmem.set_tenant(tenant_id => ...) first '
             || '(local => true inside a transaction on a pooled connection).';
     end if;
+    -- The setting can also be made with set_config or SET: the rules hold
+    -- whichever way it was set.
+    if length(v_tenant) > 128 or v_tenant <> btrim(v_tenant, E' \t\n\r\f\v') or v_tenant ~ '[[:cntrl:]]' then
+        raise exception 'tenant_id is not acceptable: %', left(v_tenant, 40)
+        using
+            errcode = 'AM002',
+            detail = 'A tenant id has 1 to 128 characters, no leading or trailing blanks '
+            || 'and no control characters.',
+            hint = 'Use a stable identifier such as an organisation id or slug.';
+    end if;
     -- On Citus (loaded when its setting exists, and created in this database),
-    -- once per transaction and tenant.
+    -- once per transaction and tenant. Only a role that can reach the helper
+    -- does it (the API's owner, the DBA): the application role runs no query
+    -- on tables itself, and set_tenant, which it calls, checks the id only.
     if
         pg_catalog.current_setting('citus.propagate_set_commands', true) is not null
         and pg_catalog.current_setting('agentmem.tenant_propagated', true) is distinct from v_tenant
         and pg_catalog.to_regprocedure('pg_catalog.create_intermediate_result(text, text)') is not null
+        and pg_catalog.has_schema_privilege('agentmem_private', 'usage')
     then
-        perform agentmem._propagate_tenant();
+        perform agentmem_private.propagate_tenant();
     end if;
     return v_tenant;
 end
@@ -98,9 +76,40 @@ $$;
 
 comment on function agentmem.current_tenant() is
 'The tenant set by agentmem.set_tenant for this session or transaction.
-Raises AM001 when none is set: no agentmem call ever falls back to all tenants.
+Raises AM001 when none is set (no agentmem call ever falls back to all tenants) and AM002 when the
+setting agentmem.tenant_id, however it was made, breaks the tenant-id rules of set_tenant.
 Row-level security policies on every agentmem table compare tenant_id with it.
-On Citus it also makes the tenant reach the workers (agentmem._propagate_tenant).';
+On Citus it also makes the tenant reach the workers (agentmem_private.propagate_tenant).';
+
+create or replace function agentmem.set_tenant(
+    tenant_id text,
+    local boolean default false
+) returns text
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+begin
+    if tenant_id is null or tenant_id = '' then
+        raise exception 'tenant_id must be a non-empty text'
+        using
+            errcode = 'AM002',
+            hint = 'Pass the id of the tenant whose data this session works on.';
+    end if;
+    perform pg_catalog.set_config('agentmem.tenant_id', tenant_id, coalesce(local, false));
+    -- One set of rules, in current_tenant(); a refused id is rolled back with
+    -- the statement that tried to set it.
+    return agentmem.current_tenant();
+end
+$$;
+
+comment on function agentmem.set_tenant(text, boolean) is
+'Set the tenant that every following agentmem call works on.
+With local => true the setting lasts until the end of the current transaction
+(what pooled connections should use); otherwise until the end of the session.
+Raises AM002 for an empty or malformed tenant id (1 to 128 characters, no leading or
+trailing whitespace, no control characters).';
 
 create or replace function agentmem.grant_app_role(role_name text)
 returns void

@@ -1,8 +1,24 @@
 -- Argument checks every feature shares: one rule for a user id, a text, a
--- metadata object and an integer range, with the same errors everywhere
--- (AM020 for a missing or out-of-range value, AM021 for one too large).
+-- metadata object, an array and an integer range, with the same errors
+-- everywhere (AM020 for a missing or out-of-range value, AM021 for one too
+-- large). Blank means nothing but whitespace of any kind (spaces, tabs,
+-- newlines, carriage returns, form feeds, vertical tabs).
 
-create or replace function agentmem._check_text(p_what text, p_value text, p_max int)
+create or replace function agentmem_private.is_blank(p_value text)
+returns boolean
+language sql
+immutable
+parallel safe
+security invoker
+set search_path from current
+as $$
+    select p_value is null or p_value !~ '[^[:space:]]'
+$$;
+
+comment on function agentmem_private.is_blank(text) is
+'Internal: true for NULL and for a text of nothing but whitespace (spaces, tabs, newlines, any [[:space:]]).';
+
+create or replace function agentmem_private.check_text(p_what text, p_value text, p_max int)
 returns void
 language plpgsql
 immutable
@@ -10,11 +26,11 @@ security invoker
 set search_path from current
 as $$
 begin
-    if p_value is null or btrim(p_value) = '' then
+    if agentmem_private.is_blank(p_value) then
         raise exception '% must be a non-empty text', p_what
         using
             errcode = 'AM020',
-            hint = 'Pass the text itself; NULL, empty and blank texts are refused.';
+            hint = 'Pass the text itself; NULL, empty and blank (whitespace only) texts are refused.';
     end if;
     if length(p_value) > p_max then
         raise exception '% is too large: % characters, the limit is %', p_what, length(p_value), p_max
@@ -25,10 +41,10 @@ begin
 end
 $$;
 
-comment on function agentmem._check_text(text, text, int) is
+comment on function agentmem_private.check_text(text, text, int) is
 'Internal: AM020 for a NULL or blank text, AM021 for one longer than p_max characters.';
 
-create or replace function agentmem._check_user_id(p_user_id text)
+create or replace function agentmem_private.check_user_id(p_user_id text)
 returns void
 language plpgsql
 immutable
@@ -36,7 +52,7 @@ security invoker
 set search_path from current
 as $$
 begin
-    if p_user_id is null or btrim(p_user_id) = '' or length(p_user_id) > 256 then
+    if length(p_user_id) > 256 or agentmem_private.is_blank(p_user_id) then
         raise exception 'user_id must be a text of 1 to 256 characters, not blank'
         using
             errcode = 'AM020',
@@ -45,10 +61,11 @@ begin
 end
 $$;
 
-comment on function agentmem._check_user_id(text) is
-'Internal: AM020 unless user_id has 1 to 256 characters and is not blank.';
+comment on function agentmem_private.check_user_id(text) is
+'Internal: AM020 unless user_id has 1 to 256 characters and is not blank (whitespace only). '
+'The one rule for a user id, in every function that takes one.';
 
-create or replace function agentmem._check_metadata(p_what text, p_metadata jsonb)
+create or replace function agentmem_private.check_metadata(p_what text, p_metadata jsonb)
 returns jsonb
 language plpgsql
 immutable
@@ -67,14 +84,68 @@ begin
         raise exception '% is too large: % characters, the limit is 100000', p_what, length(p_metadata::text)
         using errcode = 'AM021', hint = 'Keep large payloads outside agentmem and store a reference.';
     end if;
+    -- Depth: a walk that never goes below level 33, so at most 100,000
+    -- characters times 33 levels are read whatever the input.
+    if exists (
+        with recursive walk (v, depth) as (
+            select p_metadata, 1
+            union all
+            select c.v, w.depth + 1
+            from walk as w
+            cross join lateral (
+                select e.value as v from jsonb_each(case when jsonb_typeof(w.v) = 'object' then w.v end) as e
+                union all
+                select a.value from jsonb_array_elements(case when jsonb_typeof(w.v) = 'array' then w.v end) as a
+            ) as c
+            where w.depth <= 32 and jsonb_typeof(c.v) in ('object', 'array')
+        )
+
+        select from walk where walk.depth > 32
+    ) then
+        raise exception '% is nested too deeply: the limit is 32 levels of objects and arrays', p_what
+        using errcode = 'AM020', hint = 'Flatten the metadata; keep deep documents outside agentmem.';
+    end if;
     return p_metadata;
 end
 $$;
 
-comment on function agentmem._check_metadata(text, jsonb) is
-'Internal: NULL becomes {}; AM020 unless a JSON object, AM021 above 100,000 characters.';
+comment on function agentmem_private.check_metadata(text, jsonb) is
+'Internal: NULL becomes {}; AM020 unless a JSON object nested at most 32 levels deep (objects and arrays),
+AM021 above 100,000 characters.';
 
-create or replace function agentmem._check_range(p_what text, p_value int, p_min int, p_max int)
+create or replace function agentmem_private.check_array(p_what text, p_value anyarray, p_max int)
+returns int
+language plpgsql
+immutable
+security invoker
+set search_path from current
+as $$
+begin
+    if p_value is null then
+        return 0;
+    end if;
+    -- An empty array has no dimension; any other must be one-dimensional and
+    -- start at 1, so that element i is the i-th one read by unnest.
+    if cardinality(p_value) > 0 and (array_ndims(p_value) <> 1 or array_lower(p_value, 1) <> 1) then
+        raise exception '% must be a one-dimensional array starting at index 1', p_what
+        using
+            errcode = 'AM020',
+            detail = pg_catalog.format('Got %s dimension(s), bounds %s.', array_ndims(p_value), array_dims(p_value)),
+            hint = 'Pass a plain array such as ARRAY[...] or ''{...}''.';
+    end if;
+    if cardinality(p_value) > p_max then
+        raise exception '% holds % elements; the limit is %', p_what, cardinality(p_value), p_max
+        using errcode = 'AM020', hint = 'Split the call into several.';
+    end if;
+    return cardinality(p_value);
+end
+$$;
+
+comment on function agentmem_private.check_array(text, anyarray, int) is
+'Internal: AM020 unless the array is NULL, empty, or one-dimensional with lower bound 1 and at most
+p_max elements; returns its length (0 for NULL). Every function that takes an array calls it first.';
+
+create or replace function agentmem_private.check_range(p_what text, p_value int, p_min int, p_max int)
 returns void
 language plpgsql
 immutable
@@ -89,5 +160,25 @@ begin
 end
 $$;
 
-comment on function agentmem._check_range(text, int, int, int) is
+comment on function agentmem_private.check_range(text, int, int, int) is
 'Internal: AM020 unless p_min <= p_value <= p_max.';
+
+create or replace function agentmem_private.check_similarity(p_what text, p_value double precision)
+returns void
+language plpgsql
+immutable
+security invoker
+set search_path from current
+as $$
+begin
+    -- 'NaN' between -1 and 1 is false, but NaN >= x is true in PostgreSQL:
+    -- a NaN threshold would count every row, so it is named here.
+    if p_value is null or p_value = 'NaN' or p_value not between -1 and 1 then
+        raise exception '% must be a cosine similarity between -1 and 1, got %', p_what, coalesce(p_value::text, 'NULL')
+        using errcode = 'AM020', hint = 'NaN and infinities are refused.';
+    end if;
+end
+$$;
+
+comment on function agentmem_private.check_similarity(text, double precision) is
+'Internal: AM020 unless -1 <= p_value <= 1 (NULL and NaN refused).';

@@ -1,6 +1,6 @@
 -- The model registry's functions and the embedding checks every table shares.
 
-create or replace function agentmem._model_index_name(p_table text, p_model text)
+create or replace function agentmem_private.model_index_name(p_table text, p_model text)
 returns text
 language sql
 immutable
@@ -11,10 +11,10 @@ as $$
         || '_' || left(md5(p_model), 6) || '_hnsw'
 $$;
 
-comment on function agentmem._model_index_name(text, text) is
+comment on function agentmem_private.model_index_name(text, text) is
 'Internal: the name of the per-model HNSW index of one table.';
 
-create or replace function agentmem._ensure_model_indexes(p_model text)
+create or replace function agentmem_private.ensure_model_indexes(p_model text)
 returns int
 language plpgsql
 volatile
@@ -43,11 +43,11 @@ begin
             )
         order by c.relname
     loop
-        if to_regclass(pg_catalog.format('agentmem.%I', agentmem._model_index_name(v_table, p_model))) is null then
+        if to_regclass(pg_catalog.format('agentmem.%I', agentmem_private.model_index_name(v_table, p_model))) is null then
             execute pg_catalog.format(
                 'create index %I on agentmem.%I using hnsw ((embedding::vector(%s)) vector_cosine_ops) '
                 'where model = %L',
-                agentmem._model_index_name(v_table, p_model), v_table, v_dim, p_model
+                agentmem_private.model_index_name(v_table, p_model), v_table, v_dim, p_model
             );
             v_made := v_made + 1;
         end if;
@@ -56,7 +56,7 @@ begin
 end
 $$;
 
-comment on function agentmem._ensure_model_indexes(text) is
+comment on function agentmem_private.ensure_model_indexes(text) is
 'Internal: create the missing per-model HNSW indexes (cosine, partial on model) of every agentmem table '
 'that has model and embedding columns. Returns how many it created.';
 
@@ -86,6 +86,10 @@ begin
             errcode = 'AM020',
             detail = 'pgvector''s HNSW index on type vector supports up to 2,000 dimensions.';
     end if;
+    if length(document_prefix) > 1000 or length(query_prefix) > 1000 then
+        raise exception 'document_prefix and query_prefix are limited to 1000 characters'
+        using errcode = 'AM021', hint = 'A prefix is a short instruction such as ''search_document: ''.';
+    end if;
     select * into v_row from agentmem.models as m where m.model = register_model.model;
     if found and v_row.dimension <> register_model.dimension then
         raise exception 'model % is registered with % dimensions, not %', model, v_row.dimension, dimension
@@ -101,21 +105,22 @@ begin
     on conflict on constraint models_pkey do update
         set document_prefix = excluded.document_prefix, query_prefix = excluded.query_prefix
     returning * into v_row;
-    perform agentmem._ensure_model_indexes(v_row.model);
+    perform agentmem_private.ensure_model_indexes(v_row.model);
     return v_row;
 end
 $$;
 
 comment on function agentmem.register_model(text, int, text, text) is
 'Register an embedding model (or update its prefixes) and build its HNSW indexes.
-Two models may coexist while a store is re-embedded: each has its own partial
+model: 1 to 100 characters of [A-Za-z0-9._:/-] (AM020); dimension 1 to 2,000 (AM020); each prefix at
+most 1,000 characters (AM021). Two models may coexist while a store is re-embedded: each has its own partial
 HNSW index per table. For the DBA (it creates indexes); not granted to agentmem_app.';
 
 create or replace function agentmem.get_model(model text)
 returns agentmem.models
 language plpgsql
 stable
-security invoker
+security definer
 set search_path from current
 as $$
 declare
@@ -123,7 +128,7 @@ declare
 begin
     select * into v_row from agentmem.models as m where m.model = get_model.model;
     if not found then
-        raise exception 'unknown embedding model: %', coalesce(model, 'NULL')
+        raise exception 'unknown embedding model: %', coalesce(left(model, 100), 'NULL')
         using
             errcode = 'AM011',
             detail = 'Registered models: ' || (select string_agg(m.model, ', ' order by m.model) from agentmem.models as m),
@@ -135,9 +140,10 @@ $$;
 
 comment on function agentmem.get_model(text) is
 'The registry entry of one embedding model: dimension and document/query prefixes.
-Raises AM011 for a model that is not registered.';
+Raises AM011 for a model that is not registered (model names have at most 100 characters).
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
-create or replace function agentmem._check_embedding(p_model text, p_embedding vector)
+create or replace function agentmem_private.check_embedding(p_model text, p_embedding vector)
 returns int
 language plpgsql
 stable
@@ -146,6 +152,7 @@ set search_path from current
 as $$
 declare
     v_dim int := (agentmem.get_model(p_model)).dimension;
+    v_norm2 double precision;
 begin
     if p_embedding is null then
         raise exception 'embedding is missing'
@@ -157,23 +164,35 @@ begin
             errcode = 'AM010',
             hint = 'Embed with the model named in the call, or name the model the vector came from.';
     end if;
-    if vector_norm(p_embedding) = 0 then
+    -- pgvector compares in float32: a squared norm under FLT_MIN (zero or
+    -- subnormal) or over FLT_MAX (not finite) makes cosine similarity NaN or a
+    -- meaningless +/-1. vector_norm adds in double, so it sees both.
+    v_norm2 := vector_norm(p_embedding) ^ 2;
+    if v_norm2 = 0 then
         raise exception 'embedding is the zero vector'
         using
             errcode = 'AM010',
             detail = 'Cosine similarity is undefined for a zero vector.',
             hint = 'Check the embedding service: it returned no signal for this text.';
     end if;
+    if v_norm2 < 1.1754943508222875e-38 or v_norm2 > 3.4028234663852886e38 or v_norm2 = 'NaN' then
+        raise exception 'embedding has a norm of %: zero, subnormal or not finite in float32', vector_norm(p_embedding)
+        using
+            errcode = 'AM010',
+            detail = 'pgvector computes cosine similarity in float32, where this norm gives NaN or a clamped 1.',
+            hint = 'Normalise the embedding, or check the embedding service''s output.';
+    end if;
     return v_dim;
 end
 $$;
 
-comment on function agentmem._check_embedding(text, vector) is
-'Internal: raise AM011 for an unknown model, AM010 for a missing, wrong-dimension or zero embedding; '
-'return the model''s dimension. NaN and infinite components never get here: pgvector refuses them '
-'on input (SQLSTATE 22000).';
+comment on function agentmem_private.check_embedding(text, vector) is
+'Internal: raise AM011 for an unknown model, AM010 for a missing or wrong-dimension embedding or one '
+'whose norm is zero, subnormal or not finite in float32 (squared norm outside [FLT_MIN, FLT_MAX]); '
+'return the model''s dimension. Every function that takes a vector calls it. NaN and infinite '
+'components never get here: pgvector refuses them on input (SQLSTATE 22000).';
 
-create or replace function agentmem._default_model()
+create or replace function agentmem_private.default_model()
 returns text
 language sql
 stable
@@ -183,5 +202,5 @@ as $$
     select coalesce(nullif(pg_catalog.current_setting('agentmem.default_model', true), ''), 'nomic-embed-text')
 $$;
 
-comment on function agentmem._default_model() is
+comment on function agentmem_private.default_model() is
 'Internal: the model a call uses when it names none: setting agentmem.default_model, else nomic-embed-text.';

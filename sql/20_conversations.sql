@@ -5,15 +5,16 @@
 -- Documented limits (checked by every function, AM020 out of range, AM021 too large):
 --   user_id             1 .. 256 characters
 --   title               at most 1,000 characters (AM021)
---   content, summary    1 .. 100,000 characters, not blank (AM021 above)
---   metadata            a JSON object of at most 100,000 characters as text (AM021)
+--   content, summary    1 .. 100,000 characters, not blank: whitespace of any kind only (AM021 above)
+--   metadata            a JSON object of at most 100,000 characters as text (AM021), 32 levels deep
+--   arrays              one-dimensional, lower bound 1 (AM020)
 --   messages per batch  1 .. 10,000
 --   k, n                1 .. 1,000
 --   before, after, radius  0 .. 100
 --   keep_last           0 .. 1,000
 --   min_similarity      -1 .. 1 (cosine similarity)
 
-create or replace function agentmem._conv_not_found(p_conversation_id uuid)
+create or replace function agentmem_private.conv_not_found(p_conversation_id uuid)
 returns void
 language plpgsql
 immutable
@@ -29,7 +30,7 @@ begin
 end
 $$;
 
-comment on function agentmem._conv_not_found(uuid) is
+comment on function agentmem_private.conv_not_found(uuid) is
 'Internal: raise AM030 for a conversation that is not in the current tenant (never saying whether '
 'it exists elsewhere).';
 
@@ -40,14 +41,15 @@ create or replace function agentmem.start_conversation(
 ) returns uuid
 language plpgsql
 volatile
-security invoker
+security definer
 set search_path from current
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
     v_id uuid;
 begin
-    perform agentmem._check_user_id(start_conversation.user_id);
+    perform agentmem_private.check_user_id(start_conversation.user_id);
+    perform agentmem_private.lock_user(v_tenant, start_conversation.user_id, false);
     if length(start_conversation.title) > 1000 then
         raise exception 'title is too large: % characters, the limit is 1000', length(start_conversation.title)
         using errcode = 'AM021';
@@ -55,7 +57,7 @@ begin
     insert into agentmem.conversations as c (tenant_id, user_id, title, metadata)
     values (
         v_tenant, start_conversation.user_id, start_conversation.title,
-        agentmem._check_metadata('metadata', start_conversation.metadata)
+        agentmem_private.check_metadata('metadata', start_conversation.metadata)
     )
     returning c.conversation_id into v_id;
     return v_id;
@@ -65,7 +67,8 @@ $$;
 comment on function agentmem.start_conversation(text, text, jsonb) is
 'Start a conversation of a user in the current tenant; returns its id.
 user_id: 1 to 256 characters (AM020); title: at most 1,000 characters (AM021);
-metadata: a JSON object (AM020) of at most 100,000 characters (AM021).';
+metadata: a JSON object (AM020) of at most 100,000 characters (AM021), nested at most 32 levels (AM020).
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
 create or replace function agentmem.store_messages(
     conversation_id uuid,
@@ -77,13 +80,13 @@ create or replace function agentmem.store_messages(
 ) returns table (message_id uuid, message_index int)
 language plpgsql
 volatile
-security invoker
+security definer
 set search_path from current
 as $$
 #variable_conflict use_column
 declare
     v_tenant text := agentmem.current_tenant();
-    v_model text := coalesce(store_messages.model, agentmem._default_model());
+    v_model text := coalesce(store_messages.model, agentmem_private.default_model());
     v_n int := coalesce(cardinality(store_messages.roles), 0);
     v_what text;
     v_first int;
@@ -91,8 +94,14 @@ declare
     v_ids uuid[];
 begin
     if store_messages.conversation_id is null then
-        perform agentmem._conv_not_found(null);
+        perform agentmem_private.conv_not_found(null);
     end if;
+    -- Element i of each array is the i-th that unnest reads only when every
+    -- array is one-dimensional and starts at 1.
+    perform agentmem_private.check_array('roles', store_messages.roles, 10000);
+    perform agentmem_private.check_array('contents', store_messages.contents, 10000);
+    perform agentmem_private.check_array('embeddings', store_messages.embeddings, 10000);
+    perform agentmem_private.check_array('metadata', store_messages.metadata, 10000);
     if v_n not between 1 and 10000 or array_ndims(store_messages.roles) <> 1 then
         raise exception 'a batch holds 1 to 10000 messages, got %', v_n
         using errcode = 'AM020', hint = 'Split a larger import into several calls.';
@@ -120,11 +129,20 @@ begin
             raise exception '%unknown role %', v_what, coalesce(quote_literal(store_messages.roles[i]), 'NULL')
             using errcode = 'AM020', hint = 'role is one of user, assistant, tool, system.';
         end if;
-        perform agentmem._check_text(v_what || 'content', store_messages.contents[i], 100000);
-        perform agentmem._check_embedding(v_model, store_messages.embeddings[i]);
-        perform agentmem._check_metadata(v_what || 'metadata', store_messages.metadata[i]);
+        perform agentmem_private.check_text(v_what || 'content', store_messages.contents[i], 100000);
+        perform agentmem_private.check_embedding(v_model, store_messages.embeddings[i]);
+        perform agentmem_private.check_metadata(v_what || 'metadata', store_messages.metadata[i]);
     end loop;
 
+    -- The user's lock (shared) before the conversation's row lock, in the
+    -- order forget_user takes them; a conversation's user never changes.
+    select c.user_id into v_user
+    from agentmem.conversations as c
+    where c.tenant_id = v_tenant and c.conversation_id = store_messages.conversation_id;
+    if not found then
+        perform agentmem_private.conv_not_found(store_messages.conversation_id);
+    end if;
+    perform agentmem_private.lock_user(v_tenant, v_user, false);
     -- The row lock on the conversation serialises writers of one conversation
     -- until commit; a rolled-back insert rolls next_index back with it: no gap.
     update agentmem.conversations as c
@@ -132,7 +150,7 @@ begin
     where c.tenant_id = v_tenant and c.conversation_id = store_messages.conversation_id
     returning c.next_index - v_n, c.user_id into v_first, v_user;
     if not found then
-        perform agentmem._conv_not_found(store_messages.conversation_id);
+        perform agentmem_private.conv_not_found(store_messages.conversation_id);
     end if;
 
     -- One single-row insert per message, not insert ... select from unnest:
@@ -159,9 +177,11 @@ $$;
 comment on function agentmem.store_messages(uuid, text[], text[], vector[], text, jsonb[]) is
 'Store a batch of messages (an import) at the end of a conversation, each with its embedding.
 roles[i], contents[i], embeddings[i] and metadata[i] (optional) describe message i; the messages get
-consecutive message_index values in array order. All or nothing: one bad message stores none.
+consecutive message_index values in array order. Every array must be one-dimensional with lower
+bound 1 (AM020). All or nothing: one bad message stores none.
 Returns (message_id, message_index) per message, in order. 1 to 10,000 messages per call (AM020);
-see store_message for the checks of each message. AM030 for a conversation not in the current tenant.';
+see store_message for the checks of each message. AM030 for a conversation not in the current tenant.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
 create or replace function agentmem.store_message(
     conversation_id uuid,
@@ -173,7 +193,7 @@ create or replace function agentmem.store_message(
 ) returns table (message_id uuid, message_index int)
 language sql
 volatile
-security invoker
+security definer
 set search_path from current
 as $$
     select s.message_id, s.message_index
@@ -192,9 +212,12 @@ comment on function agentmem.store_message(uuid, text, text, vector, text, jsonb
 A message is never searchable half-written, and a rejected message stores nothing.
 message_index is gap-free per conversation (0, 1, 2, ...) under concurrent writers.
 Errors: AM030 conversation not in the current tenant; AM020 role not one of user, assistant, tool,
-system, or NULL/blank content; AM021 content over 100,000 characters or metadata over 100,000;
-AM011 unknown model (default: agentmem._default_model()); AM010 missing, wrong-dimension or zero
-embedding; 22000 (from pgvector) NaN or infinite components.';
+system, or NULL/blank content (whitespace of any kind only), or metadata that is not a JSON object
+or is nested more than 32 levels deep; AM021 content over 100,000 characters or metadata over 100,000;
+AM011 unknown model (default: agentmem_private.default_model()); AM010 missing or wrong-dimension
+embedding, or one whose norm is zero, subnormal or not finite in float32; 22000 (from pgvector) NaN or
+infinite components.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
 create or replace function agentmem.recent_messages(
     conversation_id uuid,
@@ -202,19 +225,19 @@ create or replace function agentmem.recent_messages(
 ) returns setof agentmem.message_row
 language plpgsql
 stable
-security invoker
+security definer
 set search_path from current
 as $$
 #variable_conflict use_column
 declare
     v_tenant text := agentmem.current_tenant();
 begin
-    perform agentmem._check_range('n', recent_messages.n, 1, 1000);
+    perform agentmem_private.check_range('n', recent_messages.n, 1, 1000);
     if not exists (
         select from agentmem.conversations as c
         where c.tenant_id = v_tenant and c.conversation_id = recent_messages.conversation_id
     ) then
-        perform agentmem._conv_not_found(recent_messages.conversation_id);
+        perform agentmem_private.conv_not_found(recent_messages.conversation_id);
     end if;
     return query
     select r.message_id, r.conversation_id, r.message_index, r.role, r.content, r.metadata, r.created_at
@@ -231,7 +254,8 @@ $$;
 
 comment on function agentmem.recent_messages(uuid, int) is
 'The last n messages of a conversation (the short-term window), oldest first.
-n: 1 to 1,000 (AM020). AM030 for a conversation not in the current tenant.';
+n: 1 to 1,000 (AM020). AM030 for a conversation not in the current tenant.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
 create or replace function agentmem.set_summary(
     conversation_id uuid,
@@ -240,20 +264,20 @@ create or replace function agentmem.set_summary(
 ) returns void
 language plpgsql
 volatile
-security invoker
+security definer
 set search_path from current
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
     v_row agentmem.conversations;
 begin
-    perform agentmem._check_text('summary', set_summary.summary, 100000);
+    perform agentmem_private.check_text('summary', set_summary.summary, 100000);
     select * into v_row
     from agentmem.conversations as c
     where c.tenant_id = v_tenant and c.conversation_id = set_summary.conversation_id
     for update;
     if not found then
-        perform agentmem._conv_not_found(set_summary.conversation_id);
+        perform agentmem_private.conv_not_found(set_summary.conversation_id);
     end if;
     if set_summary.through_index is null or set_summary.through_index not between 0 and v_row.next_index - 1 then
         raise exception 'through_index must be the index of a message of the conversation (0 to %), got %',
@@ -278,7 +302,8 @@ comment on function agentmem.set_summary(uuid, text, int) is
 'Store the running summary of a conversation: it covers the messages with message_index <= through_index.
 summary: 1 to 100,000 characters (AM020/AM021); through_index: an index the conversation has (AM020),
 not below the stored summary''s (AM031: a summary only moves forward). AM030 for a conversation not
-in the current tenant.';
+in the current tenant.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
 create or replace function agentmem.short_term_context(
     conversation_id uuid,
@@ -294,7 +319,7 @@ create or replace function agentmem.short_term_context(
 )
 language plpgsql
 stable
-security invoker
+security definer
 set search_path from current
 as $$
 #variable_conflict use_column
@@ -302,12 +327,12 @@ declare
     v_tenant text := agentmem.current_tenant();
     v_row agentmem.conversations;
 begin
-    perform agentmem._check_range('keep_last', short_term_context.keep_last, 0, 1000);
+    perform agentmem_private.check_range('keep_last', short_term_context.keep_last, 0, 1000);
     select * into v_row
     from agentmem.conversations as c
     where c.tenant_id = v_tenant and c.conversation_id = short_term_context.conversation_id;
     if not found then
-        perform agentmem._conv_not_found(short_term_context.conversation_id);
+        perform agentmem_private.conv_not_found(short_term_context.conversation_id);
     end if;
     return query
     select x.kind, x.message_id, x.message_index, x.role, x.content, x.metadata, x.created_at
@@ -333,4 +358,5 @@ comment on function agentmem.short_term_context(uuid, int) is
 message_index = the last index it covers) followed by the last keep_last messages verbatim (kind
 ''message'', oldest first). The summary row is absent until set_summary is called. When the summary''s
 message_index + 1 is below the first message''s index, the messages between are in neither: time
-to summarise again. keep_last: 0 to 1,000 (AM020). AM030 for a conversation not in the current tenant.';
+to summarise again. keep_last: 0 to 1,000 (AM020). AM030 for a conversation not in the current tenant.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';

@@ -12,23 +12,23 @@ create or replace function agentmem.upsert_fact(
 ) returns table (fact_id uuid, action text, similarity real)
 language plpgsql
 volatile
-security invoker
+security definer
 set search_path from current
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
-    v_model text := coalesce(upsert_fact.model, agentmem._default_model());
+    v_model text := coalesce(upsert_fact.model, agentmem_private.default_model());
     v_subject text := btrim(upsert_fact.subject);
     v_sources uuid[];
     v_old agentmem.facts;
     v_similarity real;
 begin
-    perform agentmem._check_user_id(upsert_fact.user_id);
-    if v_subject is null or v_subject = '' then
+    perform agentmem_private.check_user_id(upsert_fact.user_id);
+    if agentmem_private.is_blank(v_subject) then
         raise exception 'subject must be a non-empty text'
         using errcode = 'AM020', hint = 'A subject names the slot a fact fills, e.g. home_city or diet.';
     end if;
-    if upsert_fact.fact is null or btrim(upsert_fact.fact) = '' then
+    if agentmem_private.is_blank(upsert_fact.fact) then
         raise exception 'fact must be a non-empty text'
         using errcode = 'AM020', hint = 'Pass one standalone statement, e.g. "The user lives in Lyon."';
     end if;
@@ -40,18 +40,22 @@ begin
         raise exception 'fact is % characters long; the limit is 4000', length(upsert_fact.fact)
         using errcode = 'AM021', hint = 'Split it into several standalone facts.';
     end if;
-    if upsert_fact.merge_threshold is null or upsert_fact.merge_threshold not between 0 and 1 then
+    if upsert_fact.merge_threshold is null or upsert_fact.merge_threshold = 'NaN'
+        or upsert_fact.merge_threshold not between 0 and 1 then
         raise exception 'merge_threshold must be between 0 and 1, got %',
             coalesce(upsert_fact.merge_threshold::text, 'NULL')
         using errcode = 'AM020';
     end if;
+    perform agentmem_private.check_array('source_message_ids', upsert_fact.source_message_ids, 10000);
     if array_position(upsert_fact.source_message_ids, null) is not null then
         raise exception 'source_message_ids contains NULL'
         using errcode = 'AM020', hint = 'Pass the ids of the messages the fact was extracted from.';
     end if;
-    perform agentmem._check_embedding(v_model, upsert_fact.embedding);
+    perform agentmem_private.check_embedding(v_model, upsert_fact.embedding);
     v_sources := array(select distinct s from unnest(coalesce(upsert_fact.source_message_ids, '{}')) as s order by s);
 
+    -- The user's lock (shared) first: forget_user waits for this write.
+    perform agentmem_private.lock_user(v_tenant, upsert_fact.user_id, false);
     -- Serialise writers of one slot: two sessions upserting the same fact at
     -- once must leave one row, and a merge must see the other's sources.
     perform pg_catalog.pg_advisory_xact_lock(
@@ -80,7 +84,9 @@ begin
     v_similarity := (1 - (v_old.embedding <=> upsert_fact.embedding))::real;
     fact_id := v_old.fact_id;
     similarity := v_similarity;
-    if v_similarity >= upsert_fact.merge_threshold then
+    -- A NaN similarity (a degenerate vector stored before check_embedding
+    -- refused them) never merges: NaN >= x is true in PostgreSQL.
+    if v_similarity <> 'NaN' and v_similarity >= upsert_fact.merge_threshold then
         -- The same fact said again: keep one row, newest wording, all sources.
         update agentmem.facts as f
         set
@@ -126,63 +132,202 @@ is a contradiction: it replaces the text and sources, and the old text goes to
 agentmem.fact_history, which keeps it only as long as one of its source messages lives
 ("replaced"). Concurrent calls for one slot are serialised by an advisory lock, so they
 leave one row. Returns the fact id, the action and the similarity to the previous text.
-Raises AM020 for an empty user, subject or fact or NULL source ids, AM021 for a subject
-over 200 or a fact over 4,000 characters, AM010/AM011 for a bad embedding or model.';
+Raises AM020 for an empty or blank (whitespace only) user, subject or fact, NULL source ids,
+source_message_ids not one-dimensional from index 1 or over 10,000 ids, AM021 for a subject over
+200 or a fact over 4,000 characters, AM010/AM011 for a bad embedding or model.
+Takes the user''s erasure lock shared (see forget_user).
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+
+create or replace function agentmem_private.text_match_facts(
+    p_tenant text,
+    p_user_id text,
+    p_model text,
+    p_query tsquery,
+    p_k int
+) returns table (fact_id uuid, text_rank int)
+language plpgsql
+stable
+security invoker
+set search_path from current
+as $$
+begin
+    return query execute
+    'select r.fact_id, (row_number() over (order by r.score desc, r.fact_id))::int '
+    'from (select f.fact_id, ts_rank(f.fact_tsv, $4) as score '
+    '      from agentmem.facts as f '
+    '      where f.tenant_id = $1 and f.user_id = $2 and f.model = $3 and f.fact_tsv @@ $4 '
+    '      order by 2 desc, 1 limit $5) as r '
+    'order by 2'
+    using p_tenant, p_user_id, p_model, p_query, p_k;
+end
+$$;
+
+comment on function agentmem_private.text_match_facts(text, text, text, tsquery, int) is
+'Internal: the full-text branch of recall_facts. The user''s p_k facts of one model best matching
+p_query (ts_rank on facts.fact_tsv, GIN index), with their rank (1 = best).';
 
 create or replace function agentmem.recall_facts(
     user_id text,
-    query_embedding vector,
+    query_embedding vector default null,
     k int default 5,
-    model text default null
+    model text default null,
+    query_text text default null,
+    candidate_pool int default 60,
+    rrf_k int default 60
 ) returns table (
     fact_id uuid,
     subject text,
     fact text,
     similarity real,
     source_message_ids uuid[],
-    updated_at timestamptz
+    updated_at timestamptz,
+    vector_rank int,
+    text_rank int,
+    score double precision
 )
 language plpgsql
 stable
-security invoker
+security definer
 set search_path from current
 set "hnsw.iterative_scan" = 'relaxed_order'
-set "hnsw.ef_search" = 100
+set "hnsw.ef_search" = 1000
+set enable_sort = off
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
-    v_model text := coalesce(recall_facts.model, agentmem._default_model());
+    v_model text := coalesce(recall_facts.model, agentmem_private.default_model());
     v_dim int;
+    v_rows int;
+    v_query tsquery;
+    v_pool int := greatest(recall_facts.candidate_pool, recall_facts.k);
+    -- The vector branch: the model's HNSW index (same expression as the
+    -- index, the dimension as a literal); $5 rows.
+    v_nearest text;
 begin
-    perform agentmem._check_user_id(recall_facts.user_id);
-    perform agentmem._check_range('k', recall_facts.k, 1, 100);
-    v_dim := agentmem._check_embedding(v_model, recall_facts.query_embedding);
-    return query execute pg_catalog.format(
-        'select r.fact_id, r.subject, r.fact, r.similarity, r.source_message_ids, r.updated_at '
-        'from ('
-        '  select f.fact_id, f.subject, f.fact, (1 - (f.embedding::vector(%1$s) <=> $1::vector(%1$s)))::real as similarity,'
-        '         f.source_message_ids, f.updated_at, f.embedding::vector(%1$s) <=> $1::vector(%1$s) as distance'
-        '  from agentmem.facts as f'
-        '  where f.model = $2 and f.tenant_id = $3 and f.user_id = $4'
-        '  order by f.embedding::vector(%1$s) <=> $1::vector(%1$s)'
-        '  limit $5'
-        ') as r order by r.distance, r.fact_id',
-        v_dim
-    ) using recall_facts.query_embedding, v_model, v_tenant, recall_facts.user_id, recall_facts.k;
+    perform agentmem_private.check_user_id(recall_facts.user_id);
+    perform agentmem_private.check_range('k', recall_facts.k, 1, 100);
+    perform agentmem_private.check_range('candidate_pool', recall_facts.candidate_pool, 1, 1000);
+    perform agentmem_private.check_range('rrf_k', recall_facts.rrf_k, 0, 1000);
+    if recall_facts.query_embedding is null and recall_facts.query_text is null then
+        raise exception 'recall_facts needs query_embedding, query_text or both'
+        using
+            errcode = 'AM020',
+            hint = 'Pass query_text => ''words to find'' to search by words (e.g. from psql), '
+            || 'query_embedding => the embedded question, or both for hybrid search.';
+    end if;
+    if length(recall_facts.query_text) > 100000 then
+        raise exception 'query_text is too large: % characters, the limit is 100000', length(recall_facts.query_text)
+        using errcode = 'AM021', hint = 'Search with the question itself, not a document.';
+    end if;
+    if recall_facts.query_embedding is not null then
+        v_dim := agentmem_private.check_embedding(v_model, recall_facts.query_embedding);
+    end if;
+    v_query := agentmem_private.text_query(recall_facts.query_text);
+    if recall_facts.query_embedding is not null then
+        -- As message search: few candidates are scanned exactly (B-tree on
+        -- (tenant, user)); more go through the tenant's own HNSW index when it
+        -- has one, else the model's shared one, asking for $5 + 20 rows and
+        -- keeping the $5 nearest (relaxed order).
+        select count(*) into v_rows from (
+            select from agentmem.facts as f
+            where f.tenant_id = v_tenant and f.user_id = recall_facts.user_id and f.model = v_model
+            limit agentmem_private.exact_search_max_rows(v_dim) + 1
+        ) as s;
+        v_nearest := pg_catalog.format(
+            'select n.* from ('
+            '  select f.fact_id, f.subject, f.fact, (1 - (%1$s <=> $1::vector(%2$s)))::real as similarity,'
+            '         f.source_message_ids, f.updated_at, %1$s <=> $1::vector(%2$s) as distance'
+            '  from agentmem.facts as f'
+            '  where f.model = %3$L and %4$s and f.user_id = $4'
+            '  order by %1$s <=> $1::vector(%2$s)'
+            '  limit $5 + 20'
+            ') as n order by n.distance, n.fact_id limit $5',
+            -- the exact scan's expression (no cast) does not match the HNSW index's
+            case when v_rows <= agentmem_private.exact_search_max_rows(v_dim) then 'f.embedding'
+                else 'f.embedding::vector(' || v_dim || ')' end,
+            v_dim, v_model,
+            case
+                when v_rows > agentmem_private.exact_search_max_rows(v_dim)
+                    and agentmem_private.has_tenant_index('facts', v_tenant, v_model)
+                    then pg_catalog.format('f.tenant_id = %L', v_tenant)
+                else 'f.tenant_id = $3'
+            end
+        );
+    end if;
+
+    if v_query is null and recall_facts.query_embedding is null then
+        raise notice 'recall_facts: query_text holds no searchable word, so nothing was searched'
+        using
+            detail = 'Blank text, punctuation and stop words of the text search configuration are not indexed.',
+            hint = 'Search with other words, or pass query_embedding as well.';
+        return;
+    end if;
+
+    if v_query is null then
+        -- The vector branch alone.
+        return query execute
+        'select r.fact_id, r.subject, r.fact, r.similarity, r.source_message_ids, r.updated_at,'
+        '       (row_number() over (order by r.distance, r.fact_id))::int,'
+        '       null::int,'
+        '       1.0::float8 / ($6 + row_number() over (order by r.distance, r.fact_id))'
+        ' from (' || v_nearest || ') as r order by r.distance, r.fact_id'
+        using recall_facts.query_embedding, v_model, v_tenant, recall_facts.user_id, recall_facts.k, recall_facts.rrf_k;
+        return;
+    end if;
+
+    if recall_facts.query_embedding is null then
+        -- The text branch alone.
+        return query
+        select
+            f.fact_id, f.subject, f.fact, null::real, f.source_message_ids, f.updated_at,
+            null::int, t.text_rank, 1.0::float8 / (recall_facts.rrf_k + t.text_rank)
+        from agentmem_private.text_match_facts(v_tenant, recall_facts.user_id, v_model, v_query, recall_facts.k) as t
+        inner join agentmem.facts as f on f.tenant_id = v_tenant and f.fact_id = t.fact_id
+        order by t.text_rank;
+        return;
+    end if;
+
+    -- Hybrid: both branches, v_pool candidates each, fused by reciprocal rank.
+    return query execute
+    'with vec as ('
+    '  select r.fact_id, r.similarity, (row_number() over (order by r.distance, r.fact_id))::int as vector_rank'
+    '  from (' || v_nearest || ') as r'
+    '), fused as ('
+    '  select coalesce(v.fact_id, t.fact_id) as fact_id, v.similarity, v.vector_rank, t.text_rank,'
+    '         coalesce(1.0::float8 / ($6 + v.vector_rank), 0) + coalesce(1.0::float8 / ($6 + t.text_rank), 0) as score'
+    '  from vec as v'
+    '  full join agentmem_private.text_match_facts($3, $4, $2, $7, $5) as t on v.fact_id = t.fact_id'
+    '  order by score desc, v.vector_rank nulls last, t.text_rank, 1'
+    '  limit $8'
+    ') '
+    'select f.fact_id, f.subject, f.fact, u.similarity, f.source_message_ids, f.updated_at,'
+    '       u.vector_rank, u.text_rank, u.score '
+    'from fused as u inner join agentmem.facts as f on f.tenant_id = $3 and f.fact_id = u.fact_id '
+    'order by u.score desc, u.vector_rank nulls last, u.text_rank, f.fact_id'
+    using recall_facts.query_embedding, v_model, v_tenant, recall_facts.user_id, v_pool, recall_facts.rrf_k,
+    v_query, recall_facts.k;
 end
 $$;
 
-comment on function agentmem.recall_facts(text, vector, int, text) is
-'The user''s facts most similar to a query embedding, most similar first, with their sources.
-Searches the current tenant only, through the model''s HNSW index (iterative scans, so a small
-user among many still gets k rows). Raises AM020 for an empty user or k outside 1..100,
-AM010/AM011 for a bad embedding or model.';
+comment on function agentmem.recall_facts(text, vector, int, text, text, int, int) is
+'The user''s facts best matching a query embedding, a query text or both, best first, with their sources.
+Searches the current tenant and one model''s facts only. query_embedding only: the most similar facts
+through the model''s HNSW index (iterative scans, so a small user among many still gets k rows).
+query_text only (e.g. from psql): full-text search of subject and fact (GIN index, ts_rank, any of
+the text''s words, operators never syntax). Both (hybrid): each branch''s best candidate_pool facts
+(at least k) fused by reciprocal rank, score = 1 / (rrf_k + vector_rank) + 1 / (rrf_k + text_rank).
+Neither: AM020. A text with no searchable word falls back to the vector branch when there is an
+embedding, else returns no rows with a NOTICE. similarity is NULL unless the vector branch found the
+fact; vector_rank / text_rank are NULL where a branch did not find it.
+Raises AM020 for an empty user, k outside 1..100, candidate_pool outside 1..1,000, rrf_k outside
+0..1,000; AM021 for a query_text over 100,000 characters; AM010/AM011 for a bad embedding or model.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
 create or replace function agentmem.fact_history(fact_id uuid)
 returns table (subject text, fact text, source_message_ids uuid[], valid_from timestamptz, replaced_at timestamptz)
 language plpgsql
 stable
-security invoker
+security definer
 set search_path from current
 as $$
 declare
@@ -202,58 +347,5 @@ $$;
 
 comment on function agentmem.fact_history(uuid) is
 'What a fact said before contradicting facts replaced it, oldest first, with the sources of each version.
-Entries whose source messages are all gone have been pruned. Raises AM030 for an unknown fact.';
-
-create or replace function agentmem._prune_fact_sources(p_tenant text, p_message_ids uuid[], p_delete_orphans boolean)
-returns jsonb
-language plpgsql
-volatile
-security invoker
-set search_path from current
-as $$
-declare
-    v_deleted bigint := 0;
-    v_unlinked bigint := 0;
-    v_history bigint := 0;
-begin
-    if p_message_ids is null or cardinality(p_message_ids) = 0 then
-        return jsonb_build_object('facts', 0, 'facts_unlinked', 0, 'fact_history', 0);
-    end if;
-    -- History entries live only as long as one of their sources does.
-    with gone as (
-        delete from agentmem.fact_history as h
-        where
-            h.tenant_id = p_tenant and h.source_message_ids && p_message_ids
-            and h.source_message_ids <@ p_message_ids
-        returning 1
-    )
-    select count(*) into v_history from gone;
-    update agentmem.fact_history as h
-    set source_message_ids = array(select s from unnest(h.source_message_ids) as s where s <> all(p_message_ids))
-    where h.tenant_id = p_tenant and h.source_message_ids && p_message_ids;
-
-    if p_delete_orphans then
-        with gone as (
-            delete from agentmem.facts as f
-            where
-                f.tenant_id = p_tenant and f.source_message_ids && p_message_ids
-                and f.source_message_ids <@ p_message_ids
-            returning 1
-        )
-        select count(*) into v_deleted from gone;
-    end if;
-    with changed as (
-        update agentmem.facts as f
-        set source_message_ids = array(select s from unnest(f.source_message_ids) as s where s <> all(p_message_ids))
-        where f.tenant_id = p_tenant and f.source_message_ids && p_message_ids
-        returning 1
-    )
-    select count(*) into v_unlinked from changed;
-    return jsonb_build_object('facts', v_deleted, 'facts_unlinked', v_unlinked, 'fact_history', v_history);
-end
-$$;
-
-comment on function agentmem._prune_fact_sources(text, uuid[], boolean) is
-'Internal: the messages p_message_ids are gone. Delete history entries left without a source, '
-'unlink them from the remaining history and facts, and (p_delete_orphans) delete facts whose every '
-'source was among them. Returns counts per table.';
+Entries whose source messages are all gone have been pruned. Raises AM030 for an unknown fact.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';

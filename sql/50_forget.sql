@@ -1,68 +1,11 @@
 -- Forgetting: erase a conversation or a user everywhere, in one transaction,
 -- and keep a receipt (counts per table, when; no content) in the erasure log.
 
-create or replace function agentmem._forget_text_hashes(p_tenant text, p_texts text[])
-returns bigint
-language plpgsql
-volatile
-security invoker
-set search_path from current
-as $$
-declare
-    v_count bigint;
-begin
-    -- The embedding cache is keyed by the sha256 of the exact text embedded,
-    -- which callers pass with or without the model's document/query prefix:
-    -- every variant goes, by primary key.
-    with variant as (
-        select distinct m.model, sha256(convert_to(p.prefix || t.txt, 'UTF8')) as h
-        from unnest(p_texts) as t (txt)
-        cross join agentmem.models as m
-        cross join lateral (values (''), (m.document_prefix), (m.query_prefix)) as p (prefix)
-        where t.txt is not null
-    ),
-
-    gone as (
-        delete from agentmem.embedding_cache as c
-        using variant as v
-        where c.tenant_id = p_tenant and c.model = v.model and c.text_sha256 = v.h
-        returning 1
-    )
-
-    select count(*) into v_count from gone;
-    return v_count;
-end
-$$;
-
-comment on function agentmem._forget_text_hashes(text, text[]) is
-'Internal: delete the embedding cache rows of these texts (raw and with every model''s prefixes). '
-'Returns how many.';
-
-create or replace function agentmem._forget_receipt(p_tenant text, p_scope text, p_removed jsonb)
-returns agentmem.erasure_log
-language plpgsql
-volatile
-security invoker
-set search_path from current
-as $$
-declare
-    v_row agentmem.erasure_log;
-begin
-    insert into agentmem.erasure_log as e (tenant_id, scope, rows_removed)
-    values (p_tenant, p_scope, p_removed)
-    returning * into v_row;
-    return v_row;
-end
-$$;
-
-comment on function agentmem._forget_receipt(text, text, jsonb) is
-'Internal: write and return the erasure receipt.';
-
 create or replace function agentmem.forget_conversation(conversation_id uuid)
 returns agentmem.erasure_log
 language plpgsql
 volatile
-security invoker
+security definer
 set search_path from current
 as $$
 declare
@@ -122,11 +65,15 @@ begin
     v_removed := v_removed || jsonb_build_object('cache_entries', v_n);
 
     -- Facts: those whose every source was here go, the others lose these links.
-    v_removed := v_removed || agentmem._prune_fact_sources(v_tenant, v_ids, true);
+    v_removed := v_removed || agentmem_private.prune_fact_sources(v_tenant, v_ids, true);
 
     v_removed := v_removed || jsonb_build_object(
-        'embedding_cache', agentmem._forget_text_hashes(v_tenant, v_texts || v_questions)
+        'embedding_cache', agentmem_private.forget_text_hashes(v_tenant, v_texts || v_questions)
     );
+    delete from agentmem.retrievals as r
+    where r.tenant_id = v_tenant and r.conversation_id = forget_conversation.conversation_id;
+    get diagnostics v_n = row_count;
+    v_removed := v_removed || jsonb_build_object('retrievals', v_n);
     delete from agentmem.message_embeddings as me where me.tenant_id = v_tenant and me.message_id = any(v_ids);
     get diagnostics v_n = row_count;
     v_removed := v_removed || jsonb_build_object('message_embeddings', v_n);
@@ -137,23 +84,24 @@ begin
     delete from agentmem.conversations as c
     where c.tenant_id = v_tenant and c.conversation_id = forget_conversation.conversation_id;
     v_removed := v_removed || jsonb_build_object('conversations', 1);
-    return agentmem._forget_receipt(v_tenant, 'conversation', v_removed);
+    return agentmem_private.forget_receipt(v_tenant, 'conversation', v_removed);
 end
 $$;
 
 comment on function agentmem.forget_conversation(uuid) is
 'Erase one conversation of the current tenant, in one transaction, and return the receipt.
-The conversation, its messages and their embeddings go; facts whose every source message was in it
+The conversation, its messages, their embeddings and retrieval records go; facts whose every source message was in it
 are deleted and other facts (and fact history) lose those links; cached answers written from it go,
 with the hit log''s copies of their questions; embedding-cache rows of its texts go. The receipt
 (rows removed per table, when; no content, no id of what was erased) is kept in agentmem.erasure_log.
-Raises AM030 for a conversation that does not exist in the current tenant.';
+Raises AM030 for a conversation that does not exist in the current tenant.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
 create or replace function agentmem.forget_user(user_id text)
 returns agentmem.erasure_log
 language plpgsql
 volatile
-security invoker
+security definer
 set search_path from current
 as $$
 declare
@@ -162,11 +110,16 @@ declare
     v_texts text[];
     v_questions text[];
     v_removed jsonb := '{}';
+    v_pruned jsonb;
     v_n bigint;
     v_table text;
 begin
-    perform agentmem._check_user_id(forget_user.user_id);
-    -- Lock the user's conversations first: a concurrent store_message waits
+    perform agentmem_private.check_user_id(forget_user.user_id);
+    -- Every writer of this user holds the user's lock shared until it commits:
+    -- taking it exclusive waits for them all, and makes those that come later
+    -- wait until this erasure commits. Nothing written before survives it.
+    perform agentmem_private.lock_user(v_tenant, forget_user.user_id, true);
+    -- Lock the user's conversations too: a concurrent store_message waits
     -- for this transaction and then finds its conversation gone (AM030), so
     -- no message is left behind without its conversation.
     perform from agentmem.conversations as c
@@ -223,10 +176,19 @@ begin
     delete from agentmem.facts as f where f.tenant_id = v_tenant and f.user_id = forget_user.user_id;
     get diagnostics v_n = row_count;
     v_removed := v_removed || jsonb_build_object('facts', v_n);
-    -- Facts of anyone else that cite the user's messages lose those links.
-    perform agentmem._prune_fact_sources(v_tenant, v_ids, true);
+    -- Facts of anyone else that cite the user's messages lose those links, and
+    -- those whose every source was the user's go: counted with the user's own.
+    v_pruned := agentmem_private.prune_fact_sources(v_tenant, v_ids, true);
+    v_removed := v_removed || jsonb_build_object(
+        'facts', (v_removed ->> 'facts')::bigint + (v_pruned ->> 'facts')::bigint,
+        'fact_history', (v_removed ->> 'fact_history')::bigint + (v_pruned ->> 'fact_history')::bigint,
+        'facts_unlinked', (v_pruned ->> 'facts_unlinked')::bigint
+    );
 
-    v_removed := v_removed || jsonb_build_object('embedding_cache', agentmem._forget_text_hashes(v_tenant, v_texts));
+    v_removed := v_removed || jsonb_build_object('embedding_cache', agentmem_private.forget_text_hashes(v_tenant, v_texts));
+    delete from agentmem.retrievals as r where r.tenant_id = v_tenant and r.message_id = any(v_ids);
+    get diagnostics v_n = row_count;
+    v_removed := v_removed || jsonb_build_object('retrievals', v_n);
     delete from agentmem.message_embeddings as me where me.tenant_id = v_tenant and me.user_id = forget_user.user_id;
     get diagnostics v_n = row_count;
     v_removed := v_removed || jsonb_build_object('message_embeddings', v_n);
@@ -260,15 +222,20 @@ begin
         get diagnostics v_n = row_count;
         v_removed := v_removed || jsonb_build_object(v_table, v_n);
     end loop;
-    return agentmem._forget_receipt(v_tenant, 'user', v_removed);
+    return agentmem_private.forget_receipt(v_tenant, 'user', v_removed);
 end
 $$;
 
 comment on function agentmem.forget_user(text) is
 'Erase everything derived from one user of the current tenant, in every agentmem table, in one
-transaction: conversations, messages, their embeddings, facts and fact history, cached answers the
+transaction: conversations, messages, their embeddings and retrieval records, facts and fact history, cached answers the
 user''s conversations wrote and the hit log''s copies of the user''s questions, embedding-cache rows of
 the user''s texts, and rows of any other table with a user_id column. Returns the receipt (rows removed
 per table, when; no content and no identifier of the user), also kept in agentmem.erasure_log.
-Concurrent writers of the user''s conversations wait and then find them gone. Raises AM020 for an
-empty user_id; erasing a user with no data returns a receipt of zeros.';
+Serialised against every writer of the user (a per-(tenant, user) advisory lock that every writing
+function takes): writes in flight are waited for and erased, writes that start during the erasure
+run after it. The receipt counts every deleted row by kind, including other users'' facts (and fact
+history) deleted because their every source message was the user''s (facts, fact_history) and the
+facts that only lost links to them (facts_unlinked). Raises AM020 for a blank user_id (whitespace
+only) or one over 256 characters; erasing a user with no data returns a receipt of zeros.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';

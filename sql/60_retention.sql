@@ -10,7 +10,7 @@
 -- not execute it (sql/90_grants.sql); it raises AM041 for a role that would
 -- only see one tenant's rows.
 
-create or replace function agentmem._bypasses_rls()
+create or replace function agentmem_private.bypasses_rls()
 returns boolean
 language sql
 stable
@@ -20,48 +20,31 @@ as $$
     select coalesce((select r.rolsuper or r.rolbypassrls from pg_catalog.pg_roles as r where r.rolname = current_user), false)
 $$;
 
-comment on function agentmem._bypasses_rls() is
+comment on function agentmem_private.bypasses_rls() is
 'Internal: whether the current role sees every tenant''s rows (superuser or BYPASSRLS).';
 
-create or replace function agentmem.set_retention_policy(
-    kind text,
-    max_age interval,
-    default_policy boolean default false
-) returns agentmem.retention_policies
+create or replace function agentmem_private.put_retention_policy(p_tenant text, p_kind text, p_max_age interval)
+returns agentmem.retention_policies
 language plpgsql
 volatile
 security invoker
 set search_path from current
 as $$
 declare
-    v_tenant text;
     v_row agentmem.retention_policies;
 begin
-    if set_retention_policy.kind is null or set_retention_policy.kind not in (
-        'messages', 'cached_answers', 'hit_log', 'facts', 'erasure_log', 'job_runs'
-    ) then
-        raise exception 'unknown kind of data: %', coalesce(set_retention_policy.kind, 'NULL')
+    if p_kind is null or p_kind not in ('messages', 'cached_answers', 'hit_log', 'facts', 'erasure_log', 'job_runs') then
+        raise exception 'unknown kind of data: %', coalesce(left(p_kind, 100), 'NULL')
         using
             errcode = 'AM020',
             hint = 'Kinds: messages, cached_answers, hit_log, facts, erasure_log, job_runs.';
     end if;
-    if set_retention_policy.max_age is not null and set_retention_policy.max_age <= interval '0' then
-        raise exception 'max_age must be a positive interval, got %', set_retention_policy.max_age
+    if p_max_age is not null and p_max_age <= interval '0' then
+        raise exception 'max_age must be a positive interval, got %', p_max_age
         using errcode = 'AM020', hint = 'Pass NULL to keep this kind of data forever.';
     end if;
-    if coalesce(set_retention_policy.default_policy, false) then
-        if not agentmem._bypasses_rls() then
-            raise exception 'only a DBA may set the installation''s default retention policy'
-            using
-                errcode = 'AM041',
-                hint = 'Set a policy for the current tenant with default_policy => false.';
-        end if;
-        v_tenant := '';
-    else
-        v_tenant := agentmem.current_tenant();
-    end if;
     insert into agentmem.retention_policies as p (tenant_id, kind, max_age)
-    values (v_tenant, set_retention_policy.kind, set_retention_policy.max_age)
+    values (p_tenant, p_kind, p_max_age)
     on conflict on constraint retention_policies_pkey do update
         set max_age = excluded.max_age, updated_at = excluded.updated_at
     returning * into v_row;
@@ -69,42 +52,93 @@ begin
 end
 $$;
 
-comment on function agentmem.set_retention_policy(text, interval, boolean) is
-'Keep one kind of data (messages, cached_answers, hit_log, facts, erasure_log, job_runs) at most max_age.
-For the current tenant, or with default_policy => true (DBA only, AM041 otherwise) for every tenant
-without a policy of its own. max_age NULL keeps that kind forever (a tenant''s NULL overrides the
-default). Raises AM020 for an unknown kind or a non-positive age.';
+comment on function agentmem_private.put_retention_policy(text, text, interval) is
+'Internal: check and write one retention policy row (tenant '''' is the installation default).';
 
-create or replace function agentmem.clear_retention_policy(kind text, default_policy boolean default false)
+create or replace function agentmem.set_retention_policy(kind text, max_age interval)
+returns agentmem.retention_policies
+language plpgsql
+volatile
+security definer
+set search_path from current
+as $$
+begin
+    return agentmem_private.put_retention_policy(agentmem.current_tenant(), kind, max_age);
+end
+$$;
+
+comment on function agentmem.set_retention_policy(text, interval) is
+'Keep one kind of the current tenant''s data (messages, cached_answers, hit_log, facts, erasure_log,
+job_runs) at most max_age; it overrides the installation default (agentmem.set_default_retention_policy).
+max_age NULL keeps that kind forever. Raises AM020 for an unknown kind or a non-positive age.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+
+create or replace function agentmem.clear_retention_policy(kind text)
+returns boolean
+language plpgsql
+volatile
+security definer
+set search_path from current
+as $$
+begin
+    delete from agentmem.retention_policies as p
+    where p.tenant_id = agentmem.current_tenant() and p.kind = clear_retention_policy.kind;
+    return found;
+end
+$$;
+
+comment on function agentmem.clear_retention_policy(text) is
+'Remove the current tenant''s policy for one kind, so the installation default applies again.
+Returns whether a policy was removed.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+
+create or replace function agentmem.set_default_retention_policy(kind text, max_age interval)
+returns agentmem.retention_policies
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+begin
+    if not agentmem_private.bypasses_rls() then
+        raise exception 'only a DBA may set the installation''s default retention policy'
+        using
+            errcode = 'AM041',
+            detail = 'The default applies to every tenant, so it needs a superuser or a BYPASSRLS role.',
+            hint = 'Set a policy for the current tenant with agentmem.set_retention_policy.';
+    end if;
+    return agentmem_private.put_retention_policy('', kind, max_age);
+end
+$$;
+
+comment on function agentmem.set_default_retention_policy(text, interval) is
+'Keep one kind of data at most max_age in every tenant without a policy of its own (DBA only:
+a superuser or BYPASSRLS role, AM041 otherwise; not granted to agentmem_app). max_age NULL keeps
+it forever. Raises AM020 for an unknown kind or a non-positive age.';
+
+create or replace function agentmem.clear_default_retention_policy(kind text)
 returns boolean
 language plpgsql
 volatile
 security invoker
 set search_path from current
 as $$
-declare
-    v_tenant text;
 begin
-    if coalesce(clear_retention_policy.default_policy, false) then
-        if not agentmem._bypasses_rls() then
-            raise exception 'only a DBA may clear the installation''s default retention policy'
-            using errcode = 'AM041';
-        end if;
-        v_tenant := '';
-    else
-        v_tenant := agentmem.current_tenant();
+    if not agentmem_private.bypasses_rls() then
+        raise exception 'only a DBA may clear the installation''s default retention policy'
+        using errcode = 'AM041', hint = 'Clear the current tenant''s policy with agentmem.clear_retention_policy.';
     end if;
     delete from agentmem.retention_policies as p
-    where p.tenant_id = v_tenant and p.kind = clear_retention_policy.kind;
+    where p.tenant_id = '' and p.kind = clear_default_retention_policy.kind;
     return found;
 end
 $$;
 
-comment on function agentmem.clear_retention_policy(text, boolean) is
-'Remove the current tenant''s policy for one kind (the default applies again), or with
-default_policy => true (DBA only) the installation default. Returns whether a policy was removed.';
+comment on function agentmem.clear_default_retention_policy(text) is
+'Remove the installation default policy for one kind (DBA only, AM041 otherwise; not granted to
+agentmem_app). Returns whether a policy was removed.';
 
-create or replace function agentmem._retention_delete(
+create or replace function agentmem_private.retention_delete(
     p_kind text, p_table text, p_key text, p_time text, p_batch int
 ) returns table (tenant_id text, key text, detail text)
 language plpgsql
@@ -166,11 +200,11 @@ begin
 end
 $$;
 
-comment on function agentmem._retention_delete(text, text, text, text, int) is
+comment on function agentmem_private.retention_delete(text, text, text, text, int) is
 'Internal: delete at most p_batch rows of agentmem.p_table older than their tenant''s policy '
 'for p_kind (or the default), oldest first, skipping rows locked by others. Returns what it deleted.';
 
-create or replace function agentmem._retention_kind(p_kind text, p_batch int)
+create or replace function agentmem_private.retention_kind(p_kind text, p_batch int)
 returns bigint
 language plpgsql
 volatile
@@ -188,21 +222,21 @@ begin
             if to_regclass('agentmem.messages') is null then
                 return 0;
             end if;
-            -- Their embeddings go by cascade; fact history whose every source
+            -- Their embeddings and retrieval records go by cascade; fact history whose every source
             -- expired goes too, and facts lose the dangling links (facts
             -- themselves have their own policy).
             -- Their embedding-cache rows go as well.
             for v_tenant, v_ids, v_texts in
                 with gone as (
                     select g.tenant_id, g.key, g.detail
-                    from agentmem._retention_delete('messages', 'messages', 'message_id', 'created_at', p_batch) as g
+                    from agentmem_private.retention_delete('messages', 'messages', 'message_id', 'created_at', p_batch) as g
                 )
                 select gone.tenant_id, array_agg(gone.key::uuid), array_agg(gone.detail)
                 from gone group by gone.tenant_id
             loop
                 v_count := v_count + cardinality(v_ids);
-                perform agentmem._prune_fact_sources(v_tenant, v_ids, false);
-                perform agentmem._forget_text_hashes(v_tenant, v_texts);
+                perform agentmem_private.prune_fact_sources(v_tenant, v_ids, false);
+                perform agentmem_private.forget_text_hashes(v_tenant, v_texts);
             end loop;
         when 'cached_answers' then
             if to_regclass('agentmem.cache_entries') is null then
@@ -212,33 +246,33 @@ begin
             -- cache_hits_entry_fk on one server, here on Citus (no such key).
             for v_tenant, v_ids in
                 select g.tenant_id, array_agg(g.key::uuid)
-                from agentmem._retention_delete('cached_answers', 'cache_entries', 'entry_id', 'created_at', p_batch) as g
+                from agentmem_private.retention_delete('cached_answers', 'cache_entries', 'entry_id', 'created_at', p_batch) as g
                 group by g.tenant_id
             loop
                 v_count := v_count + cardinality(v_ids);
-                perform agentmem._unlink_cache_hits(v_tenant, v_ids);
+                perform agentmem_private.unlink_cache_hits(v_tenant, v_ids);
             end loop;
         when 'hit_log' then
             if to_regclass('agentmem.cache_hits') is null then
                 return 0;
             end if;
             select count(*) into v_count
-            from agentmem._retention_delete('hit_log', 'cache_hits', 'hit_id', 'created_at', p_batch);
+            from agentmem_private.retention_delete('hit_log', 'cache_hits', 'hit_id', 'created_at', p_batch);
         when 'facts' then
             select count(*) into v_count
-            from agentmem._retention_delete('facts', 'facts', 'fact_id', 'updated_at', p_batch);
+            from agentmem_private.retention_delete('facts', 'facts', 'fact_id', 'updated_at', p_batch);
         when 'erasure_log' then
             select count(*) into v_count
-            from agentmem._retention_delete('erasure_log', 'erasure_log', 'erasure_id', 'erased_at', p_batch);
+            from agentmem_private.retention_delete('erasure_log', 'erasure_log', 'erasure_id', 'erased_at', p_batch);
         when 'job_runs' then
             select count(*) into v_count
-            from agentmem._retention_delete('job_runs', 'job_runs', 'run_id', 'finished_at', p_batch);
+            from agentmem_private.retention_delete('job_runs', 'job_runs', 'run_id', 'finished_at', p_batch);
     end case;
     return v_count;
 end
 $$;
 
-comment on function agentmem._retention_kind(text, int) is
+comment on function agentmem_private.retention_kind(text, int) is
 'Internal: apply the retention policies of one kind of data, at most p_batch rows. Returns rows removed.';
 
 create or replace function agentmem.apply_retention(batch_size int default 5000)
@@ -260,8 +294,8 @@ declare
     v_errors text[] := '{}';
     v_row agentmem.job_runs;
 begin
-    perform agentmem._check_range('batch_size', apply_retention.batch_size, 1, 1000000);
-    if not agentmem._bypasses_rls() then
+    perform agentmem_private.check_range('batch_size', apply_retention.batch_size, 1, 1000000);
+    if not agentmem_private.bypasses_rls() then
         raise exception 'agentmem.apply_retention must run as a role that sees every tenant'
         using
             errcode = 'AM041',
@@ -280,7 +314,7 @@ begin
     end if;
     foreach v_kind in array array['messages', 'cached_answers', 'hit_log', 'facts', 'erasure_log', 'job_runs'] loop
         begin
-            v_count := agentmem._retention_kind(v_kind, apply_retention.batch_size);
+            v_count := agentmem_private.retention_kind(v_kind, apply_retention.batch_size);
             v_removed := v_removed || jsonb_build_object(v_kind, v_count);
             v_total := v_total + v_count;
         exception when others then
@@ -324,7 +358,8 @@ comment on function agentmem.apply_retention(int) is
 'Delete what the retention policies say is too old: at most batch_size rows per kind of data per call,
 oldest first, then run the answer cache''s sweep. Safe to run too often (a concurrent run returns at once;
 a run with nothing to do removes nothing) and records each run in agentmem.job_runs (rows removed per
-kind, duration, errors: a failing kind does not stop the others). Messages go with their embeddings;
+kind, duration, errors: a failing kind does not stop the others). Messages go with their embeddings
+and retrieval records (by cascade);
 fact history whose sources all expired goes with them. Runs as a superuser or BYPASSRLS role (AM041
 otherwise) because it works across tenants; schedule it with agentmem.schedule_retention or call it
 from any scheduler.';

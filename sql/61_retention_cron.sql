@@ -1,6 +1,6 @@
 -- Retention, continued: pg_cron scheduling and the health view.
 
-create or replace function agentmem._cron_job_name()
+create or replace function agentmem_private.cron_job_name()
 returns text
 language sql
 stable
@@ -10,7 +10,7 @@ as $$
     select 'agentmem-retention:' || current_database()
 $$;
 
-comment on function agentmem._cron_job_name() is
+comment on function agentmem_private.cron_job_name() is
 'Internal: the name of this database''s retention job in pg_cron.';
 
 -- pg_cron runs its jobs from one database (cron.database_name) and can only be
@@ -19,7 +19,7 @@ comment on function agentmem._cron_job_name() is
 -- cron.schedule_in_database from here. We do not create dblink ourselves (it is
 -- not a trusted extension and opens outbound connections): when it is missing
 -- the error gives the exact statement to run in the cron database instead.
-create or replace function agentmem._cron_call(p_sql text, p_columns text)
+create or replace function agentmem_private.cron_call(p_sql text, p_columns text)
 returns setof record
 language plpgsql
 volatile
@@ -79,7 +79,7 @@ begin
 end
 $$;
 
-comment on function agentmem._cron_call(text, text) is
+comment on function agentmem_private.cron_call(text, text) is
 'Internal: run a query against pg_cron''s schema, here or (through dblink) in cron.database_name. '
 'p_columns is the column definition list of its result. Raises AM050 when pg_cron is out of reach.';
 
@@ -94,23 +94,23 @@ declare
     v_sql text;
     v_jobid bigint;
 begin
-    if schedule_retention.schedule is null or btrim(schedule_retention.schedule) = '' then
-        raise exception 'schedule must be a cron expression, e.g. */15 * * * *'
+    if agentmem_private.is_blank(schedule_retention.schedule) or length(schedule_retention.schedule) > 200 then
+        raise exception 'schedule must be a cron expression of at most 200 characters, e.g. */15 * * * *'
         using errcode = 'AM020';
     end if;
     if pg_catalog.current_setting('cron.database_name', true) = current_database() then
         v_sql := pg_catalog.format(
             'select cron.schedule(%L, %L, %L)',
-            agentmem._cron_job_name(), schedule_retention.schedule, 'select agentmem.apply_retention()'
+            agentmem_private.cron_job_name(), schedule_retention.schedule, 'select agentmem.apply_retention()'
         );
     else
         v_sql := pg_catalog.format(
             'select cron.schedule_in_database(%L, %L, %L, %L)',
-            agentmem._cron_job_name(), schedule_retention.schedule, 'select agentmem.apply_retention()',
+            agentmem_private.cron_job_name(), schedule_retention.schedule, 'select agentmem.apply_retention()',
             current_database()
         );
     end if;
-    select t.jobid into v_jobid from agentmem._cron_call(v_sql, 'jobid bigint') as t (jobid bigint);
+    select t.jobid into v_jobid from agentmem_private.cron_call(v_sql, 'jobid bigint') as t (jobid bigint);
     return v_jobid;
 end
 $$;
@@ -133,10 +133,10 @@ declare
     v_removed bigint;
 begin
     select t.n into v_removed
-    from agentmem._cron_call(
+    from agentmem_private.cron_call(
         pg_catalog.format(
             'select count(cron.unschedule(j.jobid)) from cron.job as j where j.jobname = %L and j.database = %L',
-            agentmem._cron_job_name(), current_database()
+            agentmem_private.cron_job_name(), current_database()
         ),
         'n bigint'
     ) as t (n bigint);
@@ -148,7 +148,7 @@ comment on function agentmem.unschedule_retention() is
 'Remove this database''s retention job from pg_cron. Returns whether there was one.
 Raises AM050 like agentmem.schedule_retention when pg_cron is out of reach.';
 
-create or replace function agentmem._cron_status()
+create or replace function agentmem_private.cron_status()
 returns table (
     cron_jobid bigint,
     cron_schedule text,
@@ -167,7 +167,7 @@ as $$
 begin
     return query
     select *, null::text
-    from agentmem._cron_call(
+    from agentmem_private.cron_call(
         pg_catalog.format(
             'select j.jobid, j.schedule, j.active, d.status, d.start_time, d.end_time, d.return_message '
             'from cron.job as j left join lateral ('
@@ -175,7 +175,7 @@ begin
             '  where r.jobid = j.jobid order by r.runid desc limit 1'
             ') as d on true '
             'where j.jobname = %L and j.database = %L',
-            agentmem._cron_job_name(), current_database()
+            agentmem_private.cron_job_name(), current_database()
         ),
         'jobid bigint, schedule text, active boolean, status text, start_time timestamptz, '
         'end_time timestamptz, return_message text'
@@ -193,7 +193,7 @@ exception when sqlstate 'AM050' then
 end
 $$;
 
-comment on function agentmem._cron_status() is
+comment on function agentmem_private.cron_status() is
 'Internal: pg_cron''s view of this database''s retention job and its last run, or a note saying why '
 'there is none (not scheduled, pg_cron out of reach).';
 
@@ -213,7 +213,7 @@ last_error as (
 ),
 
 cron as (
-    select * from agentmem._cron_status()
+    select * from agentmem_private.cron_status()
 )
 
 select

@@ -54,7 +54,7 @@ begin
             || 'on the coordinator and every worker, register the workers (citus_add_node), then call this again.';
     end if;
     if distribute.shard_count is not null then
-        perform agentmem._check_range('shard_count', distribute.shard_count, 1, 64000);
+        perform agentmem_private.check_range('shard_count', distribute.shard_count, 1, 64000);
     end if;
     -- One distributor at a time; everything below is one transaction.
     perform pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('agentmem.distribute'));
@@ -152,12 +152,14 @@ begin
 
     -- The functions run on the workers too: the policies call current_tenant(),
     -- and a query Citus sends whole to a worker runs the agentmem functions in
-    -- it there. Functions created before the schema was distributed exist on
-    -- the coordinator only; later ones Citus creates everywhere by itself.
+    -- it there (and the internal helpers they call). Functions created before
+    -- the schemas were distributed exist on the coordinator only; later ones
+    -- Citus creates everywhere by itself.
     for v_fn in execute $fns$
         select p.oid::regprocedure from pg_catalog.pg_proc as p
         where
-            p.pronamespace = 'agentmem'::regnamespace and p.prokind = 'f'
+            p.pronamespace in ('agentmem'::regnamespace, 'agentmem_private'::regnamespace)
+            and p.prokind = 'f'
             and not exists (
                 select from pg_catalog.pg_dist_object as o
                 where o.classid = 'pg_catalog.pg_proc'::regclass and o.objid = p.oid
@@ -166,6 +168,14 @@ begin
     $fns$ loop
         perform pg_catalog.create_distributed_function(v_fn);
     end loop;
+
+    -- Citus opens the worker connections of a security definer function as
+    -- the function's owner: the API's owner must be able to log in, on a
+    -- distributed installation only (on one server it stays NOLOGIN). It has no
+    -- password; allow it in the workers' pg_hba.conf from the coordinator's
+    -- address only (README, "Scaling out on Citus"). Citus propagates the
+    -- ALTER ROLE to every node.
+    alter role agentmem_owner login;
 end
 $$;
 
@@ -177,6 +187,8 @@ worker and each call for one tenant runs on that worker), and the installation-w
 Foreign keys are re-created with their names and definitions, except those Citus refuses
 (ON DELETE SET NULL on a key with tenant_id: cache_hits_entry_fk), which agentmem''s functions uphold.
 Every agentmem function is created on the workers too (Citus runs some of them there).
+Makes agentmem_owner a login role: Citus connects to the workers as the owner of the security
+definer function running; restrict that login to the coordinator in the workers'' pg_hba.conf.
 shard_count: shards per distributed table (default citus.shard_count); fixed once distributed.
 Idempotent: a second call distributes only tables added since and returns no row for the others.
 Returns one row per table it changed. For the DBA, on the coordinator; one transaction.

@@ -60,7 +60,9 @@ def _start_server(name: str) -> Server:
     if name == "embedded":
         from agentmem import devserver
         port = int(os.environ.get("AGENTMEM_TEST_PORT", 55419))
-        url = devserver.start(ROOT / ".pgdata" / "test", port=port)
+        # fast=True: fsync, full_page_writes and synchronous_commit off. The test
+        # data is thrown away; the dev server users get is durable.
+        url = devserver.start(ROOT / ".pgdata" / "test", port=port, fast=True)
         return Server(name, url, Path(devserver.bin_path("psql")).parent,
                       require_cron=os.environ.get("AGENTMEM_REQUIRE_PG_CRON") == "1")
     if name == "citus":
@@ -146,7 +148,8 @@ def citus_database(server):
 
     def fingerprint(conn) -> str:
         return conn.execute("select md5(string_agg(p.oid::regprocedure::text || p.prosrc, ',' order by p.oid)) "
-                            "from pg_proc as p where p.pronamespace = 'agentmem'::regnamespace").fetchone()[0]
+                            "from pg_proc as p where p.pronamespace in ('agentmem'::regnamespace, 'agentmem_private'::regnamespace)"
+                            ).fetchone()[0]
 
     with psycopg.connect(url, autocommit=True) as conn:
         functions = fingerprint(conn)

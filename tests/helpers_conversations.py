@@ -24,7 +24,7 @@ def bulk_load(admin, rows: list[tuple[str, str]], vectors: np.ndarray, *, model:
 
     rows[i] = (tenant_id, user_id) of message i. Messages of one (tenant, user) are grouped in
     conversations of `per_conversation` messages. With rebuild_index the model's HNSW index is
-    dropped before and rebuilt (by agentmem._ensure_model_indexes) after the load, which is much
+    dropped before and rebuilt (by agentmem_private.ensure_model_indexes) after the load, which is much
     faster than inserting into it. Returns (tenant, user, message_id) per message.
     """
     conversations, messages, out = [], [], []
@@ -42,7 +42,7 @@ def bulk_load(admin, rows: list[tuple[str, str]], vectors: np.ndarray, *, model:
     next_index = {c: s[1] for c, s in ((s[0], s) for s in counters.values())}
     index = None
     if rebuild_index:
-        index = admin.execute("select agentmem._model_index_name('message_embeddings', %s)", (model,)).fetchone()[0]
+        index = admin.execute("select agentmem_private.model_index_name('message_embeddings', %s)", (model,)).fetchone()[0]
         admin.execute(f'drop index if exists agentmem."{index}"')
     with admin.cursor() as cur:
         with cur.copy("copy agentmem.conversations (tenant_id, conversation_id, user_id, next_index) "
@@ -60,7 +60,7 @@ def bulk_load(admin, rows: list[tuple[str, str]], vectors: np.ndarray, *, model:
                 copy.write_row((tenant, mid, model, user, cid, vec))
     if rebuild_index:
         admin.execute("set maintenance_work_mem = '256MB'")
-        admin.execute("select agentmem._ensure_model_indexes(%s)", (model,))
+        admin.execute("select agentmem_private.ensure_model_indexes(%s)", (model,))
     admin.execute("analyze agentmem.message_embeddings")
     admin.execute("analyze agentmem.messages")
     return out

@@ -25,6 +25,7 @@ class OllamaStub:
         self.embed_calls: list[dict] = []   # one entry per /api/embed request
         self.chat_calls: list[dict] = []
         self.chat_replies: list[str] = []   # served in order; the last one repeats
+        self.chat_replies_by_model: dict[str, list[str]] = {}  # the same, per model (checked first)
         self.fail_next: int | None = None   # HTTP status to answer the next request with
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -49,6 +50,7 @@ class OllamaStub:
         self.embed_calls.clear()
         self.chat_calls.clear()
         self.chat_replies.clear()
+        self.chat_replies_by_model.clear()
         self.fail_next = None
 
     def _handler(self):
@@ -87,9 +89,10 @@ class OllamaStub:
                     })
                 if self.path == "/api/chat":
                     stub.chat_calls.append(body)
-                    if not stub.chat_replies:
+                    replies = stub.chat_replies_by_model.get(model, stub.chat_replies)
+                    if not replies:
                         return self._send(404, {"error": f"model \"{model}\" not found, try pulling it first"})
-                    reply = stub.chat_replies.pop(0) if len(stub.chat_replies) > 1 else stub.chat_replies[0]
+                    reply = replies.pop(0) if len(replies) > 1 else replies[0]
                     return self._send(200, {
                         "model": model, "created_at": "2026-01-01T00:00:00Z",
                         "message": {"role": "assistant", "content": reply},

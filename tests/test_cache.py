@@ -219,8 +219,8 @@ def test_other_tenants_entry_never_serves_even_with_an_identical_vector(app, con
     for q in ("What is the VPN address?", "What's the VPN address"):
         assert not lookup(app, q, unit(0))["hit"]
     assert lookup(other, "What is the VPN address?", unit(0))["hit"]
-    # and the app role cannot even see the row
-    assert app.execute("select count(*) from agentmem.cache_entries").fetchone()[0] == 0
+    # and the app role cannot even name the table
+    assert sqlstate_of(app, "select count(*) from agentmem.cache_entries") == "42501"
     assert count_entries(admin, "globex") == 1
 
 
@@ -469,8 +469,9 @@ def test_review_of_another_tenants_hit_is_not_found(app, connect, app_url):
                        (hit["hit_id"],)) == "AM030"
 
 
-def test_app_role_may_read_but_not_edit_intents(app, admin):
-    assert app.execute("select count(*) from agentmem.cache_intents where high_stakes").fetchone()[0] == 4
+def test_app_role_may_neither_read_nor_edit_intents(app, admin):
+    assert admin.execute("select count(*) from agentmem.cache_intents where high_stakes").fetchone()[0] == 4
+    assert sqlstate_of(app, "select count(*) from agentmem.cache_intents") == "42501"
     assert sqlstate_of(app, "update agentmem.cache_intents set threshold = 0.5") == "42501"
     admin.execute("insert into agentmem.cache_intents (intent, threshold, ttl) values ('loose', 0.9, '1 day')")
     store(app, "How do I reset my password?", unit(0), intent="loose")

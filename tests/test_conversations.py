@@ -241,10 +241,10 @@ def test_a_rolled_back_insert_leaves_no_gap(app, connect, app_url, admin):
     assert [r[0] for r in admin.execute("select message_index from agentmem.messages order by 1").fetchall()] == [0, 1]
 
 
-def test_context_windows_at_the_start_and_the_end(app):
+def test_context_windows_at_the_start_and_the_end(app, admin):
     cid = start(app)
     fill(app, cid, 10)
-    ids = {r[1]: r[0] for r in app.execute("select message_id, message_index from agentmem.messages").fetchall()}
+    ids = {r[1]: r[0] for r in admin.execute("select message_id, message_index from agentmem.messages").fetchall()}
 
     def window(i, before=3, after=3):
         return [r[0] for r in app.execute("select message_index from agentmem.context_window(message_id => %s, "
@@ -347,7 +347,7 @@ def test_deleting_a_conversation_cascades_to_messages_and_embeddings(app, admin)
     fill(app, cid, 4)
     keep = start(app)
     fill(app, keep, 2)
-    app.execute("delete from agentmem.conversations where conversation_id = %s", (cid,))
+    admin.execute("delete from agentmem.conversations where conversation_id = %s", (cid,))
     assert counts(admin) == (2, 2)
 
 

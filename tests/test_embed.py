@@ -17,18 +17,18 @@ from agentmem.lexical import lexical_embedding
 
 def test_cache_sql_stores_and_finds_many_texts_per_tenant(app, admin, connect, app_url):
     v = [np.asarray(lexical_embedding(t, 384), dtype=np.float32) for t in ("a", "b")]
-    assert app.execute("select agentmem.cache_embeddings(model => 'all-minilm', texts => %s, embeddings => %s)",
+    assert app.execute("select agentmem.embedding_cache_store(model => 'all-minilm', texts => %s, embeddings => %s)",
                        (["a", "b"], v)).fetchone() == (2,)
-    assert app.execute("select agentmem.cache_embeddings(model => 'all-minilm', texts => %s, embeddings => %s)",
+    assert app.execute("select agentmem.embedding_cache_store(model => 'all-minilm', texts => %s, embeddings => %s)",
                        (["a", "c"], v)).fetchone() == (1,)
-    rows = app.execute("select ord, embedding from agentmem.cached_embeddings(model => 'all-minilm', texts => %s)",
+    rows = app.execute("select ord, embedding from agentmem.embedding_cache_lookup(model => 'all-minilm', texts => %s)",
                        (["b", "zzz", "a"],)).fetchall()
     assert [r[0] for r in rows] == [1, 2, 3] and rows[1][1] is None
     assert np.allclose(rows[0][1].to_numpy(), v[1]) and np.allclose(rows[2][1].to_numpy(), v[0])
     # another tenant sees none of it, and no HNSW index is built on the cache
     other = connect(app_url, tenant="globex")
     assert all(r[0] is None for r in other.execute(
-        "select embedding from agentmem.cached_embeddings(model => 'all-minilm', texts => %s)", (["a"],)))
+        "select embedding from agentmem.embedding_cache_lookup(model => 'all-minilm', texts => %s)", (["a"],)))
     assert admin.execute("select count(*) from pg_indexes where tablename = 'embedding_cache' "
                          "and indexdef like '%%hnsw%%'").fetchone() == (0,)
 
@@ -45,12 +45,12 @@ def test_cache_sql_refuses_bad_input_and_stores_nothing(app, admin, texts, vecto
     vecs = {"2": [good, good], "1": [good], "wrongdim": [np.ones(5, dtype=np.float32)],
             "zero": [np.zeros(384, dtype=np.float32)]}.get(vectors, [])
     with pytest.raises(psycopg.Error) as info:
-        app.execute("select agentmem.cache_embeddings(model => 'all-minilm', texts => %s::text[], "
+        app.execute("select agentmem.embedding_cache_store(model => 'all-minilm', texts => %s::text[], "
                     "embeddings => %s::vector[])", (texts, vecs))
     assert info.value.sqlstate == code
     assert admin.execute("select count(*) from agentmem.embedding_cache").fetchone() == (0,)
     with pytest.raises(psycopg.Error) as info:
-        app.execute("select * from agentmem.cached_embeddings(model => 'no-such', texts => %s)", (["a"],))
+        app.execute("select * from agentmem.embedding_cache_lookup(model => 'no-such', texts => %s)", (["a"],))
     assert info.value.sqlstate == "AM011"
 
 

@@ -27,6 +27,8 @@ def populate(conn, user: str, marker: str) -> dict:
         convs.append(conv)
         for i in range(3):
             msgs.append(store(conn, conv, "user" if i % 2 == 0 else "assistant", f"{marker} message {c} {i} ok"))
+    conn.execute("select agentmem.record_retrieval(message_id => %s, doc_ids => %s)",
+                 (msgs[0], [f"docs/{marker}.md", "docs/shared.md"]))
     upsert(conn, user, "home_city", f"{marker} lives in Lyon", [msgs[0], msgs[3]])
     upsert(conn, user, "home_city", f"{marker} moved to Berlin quickly", [msgs[1]])  # history of Lyon
     upsert(conn, user, "diet", f"{marker} is vegetarian", [msgs[2]])
@@ -37,7 +39,7 @@ def populate(conn, user: str, marker: str) -> dict:
     conn.execute("select * from agentmem.cache_lookup(question => %s, question_embedding => %s, user_id => %s)",
                  (q, vec(q), user))
     texts = [f"{marker} message 0 0 ok", f"search_document: {marker} lives in Lyon"]
-    conn.execute("select agentmem.cache_embeddings(model => 'nomic-embed-text', texts => %s, embeddings => %s)",
+    conn.execute("select agentmem.embedding_cache_store(model => 'nomic-embed-text', texts => %s, embeddings => %s)",
                  (texts, [vec(t) for t in texts]))
     return {"conversations": convs, "messages": msgs, "vectors": [vec(f"{marker} message 0 0 ok"),
                                                                   vec(f"{marker} lives in Lyon"), vec(q)]}
@@ -114,6 +116,7 @@ def test_forget_user_leaves_nothing_that_refers_to_the_user_and_touches_no_one_e
     assert receipt[2] == "user" and removed["messages"] == 6 and removed["conversations"] == 2
     assert removed["message_embeddings"] == 6 and removed["facts"] == 2 and removed["fact_history"] == 1
     assert removed["cache_entries"] == 1 and removed["cache_hits"] == 1 and removed["embedding_cache"] == 2
+    assert removed["retrievals"] == 1
     # the receipt holds no content and no identifier of the user
     logged = admin.execute("select e::text from agentmem.erasure_log e").fetchone()[0]
     assert "u1" not in logged.replace("acme", "") and "zorkmid" not in logged
@@ -124,7 +127,7 @@ def test_forget_user_covers_a_table_added_later(app, admin):
     admin.execute("alter table agentmem.later_notes enable row level security")
     admin.execute("create policy tenant_isolation on agentmem.later_notes using "
                   "(tenant_id = agentmem.current_tenant())")
-    admin.execute("grant select, delete on agentmem.later_notes to agentmem_app")  # as sql/90_grants.sql would
+    admin.execute("grant select, delete on agentmem.later_notes to agentmem_owner")  # as sql/90_grants.sql would
     admin.execute("insert into agentmem.later_notes values ('acme', 'u1', 'zorkmid note'), "
                   "('acme', 'u2', 'other'), ('globex', 'u1', 'other tenant')")
     receipt = app.execute("select rows_removed from agentmem.forget_user(user_id => 'u1')").fetchone()[0]
@@ -149,6 +152,7 @@ def test_forget_conversation_cascades_and_prunes_facts(app, admin):
     assert receipt[0] == "conversation"
     assert receipt[1]["messages"] == 3 and receipt[1]["message_embeddings"] == 3
     assert receipt[1]["cache_entries"] == 1 and receipt[1]["cache_hits"] == 1
+    assert receipt[1]["retrievals"] == 1 and count(admin, "retrievals", "conversation_id = %s", (conv0,)) == 0
     assert count(admin, "messages", "conversation_id = %s", (conv0,)) == 0
     assert count(admin, "message_embeddings", "conversation_id = %s", (conv0,)) == 0
     assert count(admin, "conversations") == 1 and count(admin, "messages") == 3

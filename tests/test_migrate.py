@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 import threading
 import uuid
 from pathlib import Path
@@ -51,11 +52,28 @@ def test_fresh_install_records_each_migration_with_checksum_and_version(empty_db
                                 for f in source.migrations]
 
 
+def policies(url: str) -> list[tuple]:
+    with psycopg.connect(url) as conn:
+        return conn.execute("select oid, polrelid::regclass::text from pg_policy order by 1").fetchall()
+
+
 def test_rerun_is_a_noop(empty_db):
     m.Migrator(empty_db).migrate()
-    before = ledger(empty_db)
+    before, before_policies = ledger(empty_db), policies(empty_db)
     assert m.Migrator(empty_db).migrate() == []
     assert ledger(empty_db) == before
+    # the row-security policies are left alone (no drop and re-create, no table lock) ...
+    assert policies(empty_db) == before_policies and len(before_policies) >= 13
+    # ... unless one differs from what it should be
+    with psycopg.connect(empty_db, autocommit=True) as conn:
+        conn.execute("alter policy tenant_isolation on agentmem.facts using (true)")
+    m.Migrator(empty_db).migrate()
+    after = policies(empty_db)
+    assert len(after) == len(before_policies)
+    assert [r for r in after if r[1] == "agentmem.facts"] != [r for r in before_policies if r[1] == "agentmem.facts"]
+    with psycopg.connect(empty_db) as conn:
+        assert conn.execute("select qual from pg_policies where tablename = 'facts'").fetchone() == (
+            "(tenant_id = agentmem.current_tenant())",)
 
 
 def test_eight_concurrent_migrators_apply_each_migration_once(empty_db):
@@ -173,6 +191,48 @@ def test_role_not_allowed_to_create_vector_gets_a_hint(empty_db, server):
             conn.execute(f"drop role {role}")
 
 
+def test_a_non_superuser_dba_installs_once_made_a_member_of_agentmem_owner(empty_db, server):
+    """A DBA who is not a superuser (a managed service's admin): the roles are the cluster's,
+    so a second database's DBA must be made a member of agentmem_owner, and is told so."""
+    role = "agentmem_dba_" + uuid.uuid4().hex[:6]
+    name = empty_db.rsplit("/", 1)[1]
+    with psycopg.connect(empty_db, autocommit=True) as conn:
+        conn.execute("create extension vector")
+        conn.execute("select 1 from pg_roles where rolname = 'agentmem_owner'")
+        conn.execute(f"create role {role} login createrole")
+        conn.execute(f"grant create on database {name} to {role}")
+        conn.execute(f"grant agentmem_app to {role} with admin option")
+    dba_url = server.db_url(name, role)
+    with psycopg.connect(empty_db) as conn:
+        version = conn.info.server_version
+    try:
+        if version >= 160000:  # CREATEROLE no longer grants membership in roles it did not create
+            with pytest.raises(m.MigrationError) as info:
+                m.Migrator(dba_url).migrate()
+            assert info.value.sqlstate == "AM041" and f"grant agentmem_owner to {role}" in info.value.hint
+            with psycopg.connect(empty_db) as conn:  # the failed migration left nothing behind
+                assert conn.execute("select to_regnamespace('agentmem_private')").fetchone()[0] is None
+            with psycopg.connect(empty_db, autocommit=True) as conn:
+                conn.execute(f"grant agentmem_owner to {role}")
+        m.Migrator(dba_url).migrate()
+        with psycopg.connect(dba_url, autocommit=True) as conn:
+            owners = conn.execute("select distinct pg_get_userbyid(proowner) from pg_proc "
+                                  "where pronamespace = 'agentmem'::regnamespace and prosecdef").fetchall()
+            assert owners == [("agentmem_owner",)]
+            conn.execute(f"create role {role}_app login")
+            conn.execute("select agentmem.grant_app_role(role_name => %s)", (f"{role}_app",))
+        with psycopg.connect(server.db_url(name, f"{role}_app"), autocommit=True) as app:
+            app.execute("select agentmem.set_tenant(tenant_id => 'acme')")
+            cid = app.execute("select agentmem.start_conversation(user_id => 'u1')").fetchone()[0]
+            assert app.execute("select count(*) from agentmem.recent_messages(conversation_id => %s)",
+                               (cid,)).fetchone() == (0,)
+    finally:
+        with psycopg.connect(server.url, autocommit=True) as conn:
+            conn.execute(f'drop database if exists "{name}" with (force)')
+            for r in (f"{role}_app", role):
+                conn.execute(f"drop role if exists {r}")
+
+
 @pytest.mark.parametrize("replace, expected", [
     # the same preflight, pointed at an extension this server does not have
     ("'vector'", "pgvector is not installed"),
@@ -200,9 +260,14 @@ def schema_dump(server, url: str) -> str:
                      if not line.startswith(("-- Dumped", "\\restrict", "\\unrestrict")))
 
 
-def test_committed_psql_script_is_generated_from_the_sources():
-    assert (ROOT / "sql" / "install.psql").read_text() == m.render_psql(m.Source.load(ROOT)), \
-        "sql/install.psql is stale: run `make psql-script`"
+def test_psql_script_is_generated_by_the_cli_and_marked_generated(tmp_path):
+    out = tmp_path / "agentmem-install.psql"
+    subprocess.run([sys.executable, "-m", "agentmem.cli", "psql-script", "--source", str(ROOT), "-o", str(out)],
+                   check=True, capture_output=True, text=True)
+    text = out.read_text()
+    assert text == m.render_psql(m.Source.load(ROOT))
+    assert "GENERATED" in text.splitlines()[0] and "do not edit" in text.splitlines()[1].lower()
+    assert not (ROOT / "sql" / "install.psql").exists(), "the generated script does not live among the sources"
 
 
 def test_psql_path_and_python_path_give_identical_schemas(server, empty_db, tmp_path):
@@ -211,7 +276,8 @@ def test_psql_path_and_python_path_give_identical_schemas(server, empty_db, tmp_
     psql_url = empty_db + "_psql"
     try:
         m.Migrator(empty_db).migrate()
-        script = ROOT / "sql" / "install.psql"
+        script = tmp_path / "agentmem-install.psql"
+        script.write_text(m.render_psql(m.Source.load(ROOT)))
         for _ in range(2):  # install, then a no-op upgrade
             subprocess.run([server.bin("psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", psql_url,
                             "-f", str(script)], check=True, capture_output=True, text=True)
@@ -264,3 +330,41 @@ def test_migrate_can_grant_the_app_role_to_an_existing_login(empty_db, capsys):
     finally:
         with psycopg.connect(empty_db, autocommit=True) as conn:
             conn.execute(f"drop role {role}")
+
+
+# -- upgrades -----------------------------------------------------------------
+
+# The last landed release of each schema generation: a database installed by it
+# must upgrade to exactly the schema a fresh install gives.
+RELEASES = {"0.1.0 (migrations 0001-0005)": "7eb191d"}
+
+
+def release_source(rev: str, dest: Path) -> m.Source:
+    dest.mkdir()
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", rev, "migrations", "sql"],
+                             check=True, capture_output=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    return m.Source.load(dest)
+
+
+@pytest.mark.parametrize("rev", list(RELEASES.values()), ids=list(RELEASES))
+def test_upgrade_from_a_release_equals_a_fresh_install(server, empty_db, tmp_path, rev):
+    with psycopg.connect(server.url, autocommit=True) as conn:
+        conn.execute('create database "%s"' % (empty_db.rsplit("/", 1)[1] + "_old"))
+    old_url = empty_db + "_old"
+    try:
+        m.Migrator(old_url, release_source(rev, tmp_path / "old")).migrate()
+        with psycopg.connect(old_url, autocommit=True) as conn:  # data written by the old release survives
+            conn.execute("select agentmem.set_tenant(tenant_id => 'acme')")
+            conn.execute("select agentmem.start_conversation(user_id => 'u1', title => 'kept')")
+        assert m.Migrator(old_url).migrate()  # the new migrations apply
+        m.Migrator(empty_db).migrate()
+        assert schema_dump(server, old_url) == schema_dump(server, empty_db)
+        with psycopg.connect(old_url, autocommit=True) as conn:
+            assert conn.execute("select count(*) from agentmem.conversations").fetchone()[0] == 1
+            # nothing is left in the public schema under an internal name
+            assert conn.execute("select count(*) from pg_proc where pronamespace = 'agentmem'::regnamespace "
+                                "and proname like '\\_%'").fetchone()[0] == 0
+    finally:
+        with psycopg.connect(server.url, autocommit=True) as conn:
+            conn.execute('drop database if exists "%s" with (force)' % old_url.rsplit("/", 1)[1])

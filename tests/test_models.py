@@ -59,5 +59,5 @@ def test_app_role_may_not_register_models(app):
     ("[" + ",".join(["NaN"] * 384) + "]", "22000"),  # pgvector refuses NaN on input
     ("[" + ",".join(["Infinity"] * 384) + "]", "22000"),
 ])
-def test_check_embedding_refuses_bad_vectors(app, vector, code):
-    assert sqlstate_of(app, "select agentmem._check_embedding('all-minilm', %s::vector)", (vector,)) == code
+def test_check_embedding_refuses_bad_vectors(admin, vector, code):
+    assert sqlstate_of(admin, "select agentmem_private.check_embedding('all-minilm', %s::vector)", (vector,)) == code

@@ -41,8 +41,7 @@ def test_policies_delete_exactly_the_rows_past_their_age(admin):
     add_facts(admin, "acme", 3, "40 days")
     add_facts(admin, "acme", 2, "20 days")
     add_facts(admin, "globex", 4, "40 days")
-    admin.execute("select agentmem.set_retention_policy(kind => 'facts', max_age => '30 days', "
-                  "default_policy => true)")
+    admin.execute("select agentmem.set_default_retention_policy(kind => 'facts', max_age => '30 days')")
     first = run(admin)
     assert removed(first)["facts"] == 7 and first[6] >= 7 and first[7] is None
     assert count(admin, "facts") == 2
@@ -55,7 +54,7 @@ def test_a_tenant_policy_overrides_the_default_and_null_keeps_forever(admin, con
     add_facts(admin, "acme", 3, "40 days")
     add_facts(admin, "globex", 3, "40 days")
     add_facts(admin, "initech", 3, "10 days")
-    admin.execute("select agentmem.set_retention_policy(kind => 'facts', max_age => '30 days', default_policy => true)")
+    admin.execute("select agentmem.set_default_retention_policy(kind => 'facts', max_age => '30 days')")
     connect(app_url, tenant="acme").execute(
         "select agentmem.set_retention_policy(kind => 'facts', max_age => null)")  # acme keeps its facts
     connect(app_url, tenant="initech").execute(
@@ -67,7 +66,7 @@ def test_a_tenant_policy_overrides_the_default_and_null_keeps_forever(admin, con
 
 def test_batches_stay_within_their_bound(admin):
     add_facts(admin, "acme", 25, "40 days")
-    admin.execute("select agentmem.set_retention_policy(kind => 'facts', max_age => '1 day', default_policy => true)")
+    admin.execute("select agentmem.set_default_retention_policy(kind => 'facts', max_age => '1 day')")
     assert [removed(run(admin, 10))["facts"] for _ in range(4)] == [10, 10, 5, 0]
     # the bound holds across tenants with policies of their own too
     add_facts(admin, "acme", 6, "40 days")
@@ -80,7 +79,7 @@ def test_batches_stay_within_their_bound(admin):
 def test_oldest_rows_go_first(admin):
     add_facts(admin, "acme", 3, "50 days", prefix="old")
     add_facts(admin, "acme", 3, "40 days", prefix="new")
-    admin.execute("select agentmem.set_retention_policy(kind => 'facts', max_age => '1 day', default_policy => true)")
+    admin.execute("select agentmem.set_default_retention_policy(kind => 'facts', max_age => '1 day')")
     run(admin, 3)
     assert count(admin, "facts", "subject like 'old%%'") == 0 and count(admin, "facts") == 3
 
@@ -90,8 +89,7 @@ def test_erasure_log_and_job_runs_have_policies_too(admin):
                   "values ('acme', 'user', '{}', now() - interval '400 days'), ('acme', 'user', '{}', now())")
     admin.execute("insert into agentmem.job_runs (tenant_id, job, started_at, finished_at) "
                   "values ('', 'retention', now() - interval '31 days', now() - interval '31 days')")
-    admin.execute("select agentmem.set_retention_policy(kind => 'erasure_log', max_age => '365 days', "
-                  "default_policy => true)")
+    admin.execute("select agentmem.set_default_retention_policy(kind => 'erasure_log', max_age => '365 days')")
     out = removed(run(admin))
     assert out["erasure_log"] == 1 and out["job_runs"] == 1  # job_runs: 30 days by default
     assert count(admin, "erasure_log") == 1 and count(admin, "job_runs") == 1  # this run's record
@@ -99,7 +97,7 @@ def test_erasure_log_and_job_runs_have_policies_too(admin):
 
 def test_each_run_is_recorded_with_counts_and_duration(admin):
     add_facts(admin, "acme", 2, "40 days")
-    admin.execute("select agentmem.set_retention_policy(kind => 'facts', max_age => '1 day', default_policy => true)")
+    admin.execute("select agentmem.set_default_retention_policy(kind => 'facts', max_age => '1 day')")
     row = run(admin)
     rec = admin.execute("select job, rows_removed, total_removed, error, finished_at >= started_at "
                         "from agentmem.job_runs where run_id = %s", (row[1],)).fetchone()
@@ -115,9 +113,8 @@ def test_a_failing_kind_is_recorded_does_not_stop_the_others_and_shows_in_health
     add_facts(admin, "acme", 2, "40 days")
     admin.execute("insert into agentmem.erasure_log (tenant_id, scope, rows_removed, erased_at) "
                   "values ('acme', 'user', '{}', now() - interval '400 days')")
-    admin.execute("select agentmem.set_retention_policy(kind => 'facts', max_age => '1 day', default_policy => true)")
-    admin.execute("select agentmem.set_retention_policy(kind => 'erasure_log', max_age => '1 day', "
-                  "default_policy => true)")
+    admin.execute("select agentmem.set_default_retention_policy(kind => 'facts', max_age => '1 day')")
+    admin.execute("select agentmem.set_default_retention_policy(kind => 'erasure_log', max_age => '1 day')")
     holder = connect(admin_url)
     holder.execute("begin")
     holder.execute("lock table agentmem.facts in access exclusive mode")
@@ -136,7 +133,7 @@ def test_a_failing_kind_is_recorded_does_not_stop_the_others_and_shows_in_health
 
 def test_a_concurrent_run_returns_at_once_without_deleting(admin, connect, admin_url):
     add_facts(admin, "acme", 2, "40 days")
-    admin.execute("select agentmem.set_retention_policy(kind => 'facts', max_age => '1 day', default_policy => true)")
+    admin.execute("select agentmem.set_default_retention_policy(kind => 'facts', max_age => '1 day')")
     first = connect(admin_url)
     first.execute("begin")
     first.execute(APPLY, (1,))
@@ -152,15 +149,13 @@ def test_the_app_role_may_set_its_own_policy_only(app, admin):
     assert row[:2] == ("acme", "messages")
     app.execute("select agentmem.set_retention_policy(kind => 'messages', max_age => '30 days')")
     assert count(admin, "retention_policies", "tenant_id = 'acme'") == 1
-    assert sqlstate_of(app, "select agentmem.set_retention_policy(kind => 'messages', max_age => '1 day', "
-                       "default_policy => true)") == "AM041"
+    assert sqlstate_of(app, "select agentmem.set_default_retention_policy(kind => 'messages', max_age => '1 day')") == "42501"
     assert sqlstate_of(app, "select agentmem.apply_retention()") == "42501"
     assert sqlstate_of(app, "select agentmem.schedule_retention()") == "42501"
     assert sqlstate_of(app, "select * from agentmem.retention_health") == "42501"
     assert app.execute("select agentmem.clear_retention_policy(kind => 'messages')").fetchone() == (True,)
     assert app.execute("select agentmem.clear_retention_policy(kind => 'messages')").fetchone() == (False,)
-    assert sqlstate_of(app, "select agentmem.clear_retention_policy(kind => 'facts', default_policy => true)") \
-        == "AM041"
+    assert sqlstate_of(app, "select agentmem.clear_default_retention_policy(kind => 'facts')") == "42501"
 
 
 @pytest.mark.parametrize("kind, age", [("nonsense", "1 day"), (None, "1 day"), ("facts", "0 days"),
@@ -184,6 +179,9 @@ def test_a_role_confined_by_rls_may_not_apply_retention(admin):
     try:
         admin.execute(f"grant agentmem_app to {role}")
         admin.execute(f"grant execute on function agentmem.apply_retention(int) to {role}")
+        # a DBA-like role that reaches the internals but is confined by RLS
+        admin.execute(f"grant usage on schema agentmem_private to {role}")
+        admin.execute(f"grant execute on all functions in schema agentmem_private to {role}")
         admin.execute(f"set role {role}")
         with pytest.raises(psycopg.Error) as info:
             admin.execute("select agentmem.apply_retention()")
@@ -293,7 +291,7 @@ def test_the_scheduled_job_really_runs_and_a_failing_run_shows_in_health(cron_db
     """Waits for pg_cron (it schedules by the minute): up to two runs, about 1-2 minutes."""
     dbname = admin.info.dbname
     add_facts(admin, "acme", 3, "40 days")
-    admin.execute("select agentmem.set_retention_policy(kind => 'facts', max_age => '1 day', default_policy => true)")
+    admin.execute("select agentmem.set_default_retention_policy(kind => 'facts', max_age => '1 day')")
     admin.execute("create extension if not exists dblink")
     jobid = admin.execute("select agentmem.schedule_retention(schedule => '* * * * *')").fetchone()[0]
 
@@ -331,7 +329,7 @@ def test_message_retention_takes_embeddings_cache_rows_and_fact_history_with_it(
     ids = [app.execute("select message_id from agentmem.store_message(conversation_id => %s, role => 'user', "
                        "content => %s, embedding => %s)", (conv, f"msg {i}", vec(f"msg {i}"))).fetchone()[0]
            for i in range(5)]
-    app.execute("select agentmem.cache_embeddings(model => 'nomic-embed-text', texts => %s, embeddings => %s)",
+    app.execute("select agentmem.embedding_cache_store(model => 'nomic-embed-text', texts => %s, embeddings => %s)",
                 (["msg 0", "msg 4"], [vec("msg 0"), vec("msg 4")]))
     app.execute("select * from agentmem.upsert_fact(user_id => 'u1', subject => 'x', fact => 'The user is vegan', "
                 "embedding => %s, source_message_ids => %s)", (vec("The user is vegan"), [ids[0]]))

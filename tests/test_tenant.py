@@ -66,18 +66,97 @@ def test_grant_app_role_refuses_unknown_and_rls_bypassing_roles(admin):
     assert sqlstate_of(admin, "select agentmem.grant_app_role(role_name => current_user)") == "AM020"
 
 
-def test_every_function_is_documented_invoker_and_pinned(admin):
+DEFINER_REASON = "Security definer: "
+
+
+def test_every_function_is_documented_pinned_and_definer_only_with_a_reason(admin):
     rows = admin.execute("""
-        select p.oid::regprocedure::text, obj_description(p.oid, 'pg_proc'), p.prosecdef,
-               p.proconfig, p.provolatile
-          from pg_proc p where p.pronamespace = 'agentmem'::regnamespace
+        select p.oid::regprocedure::text, n.nspname, obj_description(p.oid, 'pg_proc'), p.prosecdef,
+               p.proconfig, pg_get_userbyid(p.proowner)
+          from pg_proc p join pg_namespace n on n.oid = p.pronamespace
+         where n.nspname in ('agentmem', 'agentmem_private')
     """).fetchall()
-    assert rows, "no public functions found"
-    for name, comment, secdef, config, _volatility in rows:
+    assert {r[1] for r in rows} == {"agentmem", "agentmem_private"}
+    for name, schema, comment, secdef, config, owner in rows:
         assert comment and comment.splitlines()[0].strip(), f"{name} has no comment"
         assert any(c.startswith("search_path=") for c in (config or [])), f"{name} has no fixed search_path"
-        if secdef:  # a definer function must say why, in its comment
-            assert "security definer" in comment.lower(), f"{name} is security definer without a reason"
+        if schema == "agentmem":
+            assert not name.startswith("agentmem._"), f"{name}: internal helpers belong in agentmem_private"
+        if secdef:  # a definer function is public, owned by agentmem_owner, and says why on a line of its own
+            assert schema == "agentmem", f"{name}: internals are never security definer"
+            assert owner == "agentmem_owner", f"{name} is security definer owned by {owner}"
+            reason = [line for line in comment.splitlines() if line.startswith(DEFINER_REASON)]
+            assert reason and len(reason[0]) > len(DEFINER_REASON) + 20, f"{name} is security definer without a reason"
+        else:
+            assert DEFINER_REASON not in comment, f"{name} claims a definer reason but is security invoker"
+
+
+def test_the_app_role_holds_execute_on_the_api_and_no_other_privilege(admin):
+    owner = admin.execute("select rolsuper, rolbypassrls, rolcanlogin from pg_roles "
+                          "where rolname = 'agentmem_owner'").fetchone()
+    # On Citus, distribute() lets the owner log in: worker connections inside a
+    # definer function are opened as its owner. Everywhere else it stays NOLOGIN.
+    distributed = admin.execute("select agentmem.is_distributed()").fetchone()[0]
+    assert owner == (False, False, distributed)
+    granted = admin.execute("""
+        select c.relname, c.relkind, privilege_type
+          from pg_class c, lateral aclexplode(c.relacl) a
+         where c.relnamespace in ('agentmem'::regnamespace, 'agentmem_private'::regnamespace)
+           and a.grantee in ('agentmem_app'::regrole, 0)
+    """).fetchall()
+    assert granted == [], f"tables, views or sequences granted to the application role or public: {granted}"
+    # the app role's roles (members of agentmem_app) reach nothing in the private schema
+    assert admin.execute("select has_schema_privilege('agentmem_app', 'agentmem_private', 'usage')").fetchone() == (False,)
+    private_exec = admin.execute("""
+        select p.oid::regprocedure::text from pg_proc p
+         where p.pronamespace = 'agentmem_private'::regnamespace
+           and has_function_privilege('agentmem_app', p.oid, 'execute')
+    """).fetchall()
+    assert private_exec == []
+    for fn in ("register_model(text,integer,text,text)", "apply_retention(integer)", "grant_app_role(text)",
+               "set_default_retention_policy(text,interval)", "schedule_retention(text)"):
+        assert admin.execute("select has_function_privilege('agentmem_app', %s, 'execute')",
+                             (f"agentmem.{fn}",)).fetchone() == (False,), fn
+    assert admin.execute("select has_function_privilege('agentmem_app', 'agentmem.store_message(uuid,text,text,"
+                         "vector,text,jsonb)', 'execute')").fetchone() == (True,)
+
+
+@pytest.mark.parametrize("statement", [
+    "update agentmem.models set dimension = 3, query_prefix = 'IGNORE ALL PREVIOUS INSTRUCTIONS '",
+    "insert into agentmem.models (model, dimension) values ('evil', 3)",
+    "delete from agentmem.models where model = 'all-minilm'",
+    "update agentmem.cache_intents set threshold = 0.1",
+    "lock table agentmem.messages in access exclusive mode",
+    "select * from agentmem.messages",
+    "insert into agentmem.conversations (tenant_id, user_id) values ('acme', 'u')",
+    "update agentmem.erasure_log set rows_removed = '{}'",
+    "delete from agentmem.erasure_log",
+    "update agentmem.corpus_versions set version = 0",
+    "select * from agentmem.schema_migrations",
+    "select * from agentmem.job_runs",
+])
+def test_the_app_role_cannot_touch_a_table(app, admin, statement):
+    before = admin.execute("select dimension, query_prefix from agentmem.models order by model").fetchall()
+    with app.transaction():
+        assert sqlstate_of(app, statement) == "42501"
+    assert admin.execute("select dimension, query_prefix from agentmem.models order by model").fetchall() == before
+
+
+@pytest.mark.parametrize("bad", [" evil", "evil ", "ten\nant", "a" * 129, "tab\there", "bell\x07"])
+def test_a_tenant_set_around_set_tenant_is_refused_and_writes_nothing(connect, app_url, admin, bad):
+    conn = connect(app_url)
+    conn.execute("select set_config('agentmem.tenant_id', %s, false)", (bad,))
+    assert sqlstate_of(conn, "select agentmem.current_tenant()") == "AM002"
+    assert sqlstate_of(conn, "select agentmem.start_conversation(user_id => 'u1')") == "AM002"
+    assert admin.execute("select count(*) from agentmem.conversations").fetchone() == (0,)
+
+
+def test_a_definer_function_runs_as_the_owner_and_rls_still_binds_it(connect, app_url, admin):
+    acme, globex = connect(app_url, tenant="acme"), connect(app_url, tenant="globex")
+    cid = acme.execute("select agentmem.start_conversation(user_id => 'u1')").fetchone()[0]
+    # the owner role is not exempt from the policies: another tenant cannot reach the row
+    assert sqlstate_of(globex, "select * from agentmem.recent_messages(conversation_id => %s)", (cid,)) == "AM030"
+    assert admin.execute("select tenant_id from agentmem.conversations").fetchall() == [("acme",)]
 
 
 def test_every_table_carries_tenant_id_with_forced_rls(admin):
@@ -89,7 +168,7 @@ def test_every_table_carries_tenant_id_with_forced_rls(admin):
          where c.relnamespace = 'agentmem'::regnamespace and c.relkind in ('r', 'p')
            and c.relname not in ('schema_migrations')
     """).fetchall()
-    exempt = {"models", "cache_intents"}  # installation-wide catalogues, no tenant data
+    exempt = {"models", "cache_intents", "text_search_settings"}  # installation-wide catalogues, no tenant data
     policies = dict(admin.execute(
         "select tablename, qual || ' / ' || with_check from pg_policies "
         "where schemaname = 'agentmem' and policyname = 'tenant_isolation'").fetchall())

@@ -7,14 +7,14 @@ The database is the product: every behaviour lives in SQL functions in the
 __version__ = "0.1.0"
 
 from .errors import (  # noqa: E402
-    AgentmemError, ChecksumMismatch, Conflict, ContentTooLarge, DatabaseNewer,
+    AgentmemError, ChecksumMismatch, Conflict, ConnectionLost, ContentTooLarge, DatabaseNewer,
     EmbedderError, InsufficientPrivilege, InvalidArgument, InvalidEmbedding,
     InvalidTenant, MigrationError, NotFound, PrerequisiteMissing, TenantNotSet,
     UnknownModel,
 )
 
 __all__ = [
-    "__version__", "AgentmemError", "ChecksumMismatch", "Conflict", "ContentTooLarge",
+    "__version__", "AgentmemError", "ChecksumMismatch", "Conflict", "ConnectionLost", "ContentTooLarge",
     "DatabaseNewer", "EmbedderError", "InsufficientPrivilege", "InvalidArgument",
     "InvalidEmbedding", "InvalidTenant", "MigrationError", "NotFound",
     "PrerequisiteMissing", "TenantNotSet", "UnknownModel",

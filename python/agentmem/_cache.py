@@ -72,7 +72,7 @@ class CacheAPI:
         return self._call(
             "select * from agentmem.cache_lookup(question => %s, question_embedding => %s::vector, "
             "acl_hash => %s, prompt_version => %s, llm_model => %s, intent => %s, "
-            "model => coalesce(%s, agentmem._default_model()), user_id => %s)",
+            "model => %s, user_id => %s)",
             (question, as_vector(question_embedding), acl_hash, prompt_version, llm_model, intent, model, user_id),
             fetch="one", row=CacheLookup, conn=conn)
 
@@ -85,7 +85,7 @@ class CacheAPI:
         return self._call(
             "select * from agentmem.cache_store(question => %s, question_embedding => %s::vector, "
             "answer => %s, source_ids => %s::text[], intent => %s, acl_hash => %s, prompt_version => %s, "
-            "llm_model => %s, model => coalesce(%s, agentmem._default_model()), user_id => %s, "
+            "llm_model => %s, model => %s, user_id => %s, "
             "conversation_id => %s::uuid, safe_to_share => %s, ttl => %s::interval)",
             (question, as_vector(question_embedding), answer, list(source_ids), intent, acl_hash, prompt_version,
              llm_model, model, user_id, conversation_id, safe_to_share, ttl),

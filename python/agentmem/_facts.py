@@ -17,7 +17,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from ._adapt import aembed_texts, as_vector, embed_texts, is_async
+from ._adapt import aembed_texts, as_vector, embed_texts, is_async, require_embedder
 from .errors import AgentmemError
 
 DEFAULT_CHAT_MODEL = "llama3.2"
@@ -57,9 +57,12 @@ class Fact:
     fact_id: uuid.UUID
     subject: str
     fact: str
-    similarity: float
+    similarity: float | None      # None unless the vector branch found it
     source_message_ids: list[uuid.UUID]
     updated_at: dt.datetime
+    vector_rank: int | None       # rank in each branch (1 = best), None where it did not find it
+    text_rank: int | None
+    score: float                  # fused score: sum of 1 / (rrf_k + rank) over the branches
 
 
 @dataclass(frozen=True)
@@ -164,10 +167,30 @@ class FactsAPI:
             (user_id, subject, fact, as_vector(embedding), list(source_message_ids), model, merge_threshold),
             fetch="one", row=FactUpsert, conn=conn)
 
-    def recall_facts(self, user_id: str, query_embedding, k: int = 5, model: str | None = None, conn=None):
+    def recall_facts(self, user_id: str, query_embedding=None, k: int = 5, model: str | None = None, conn=None,
+                     *, query_text: str | None = None, candidate_pool: int = 60, rrf_k: int = 60):
         return self._call(
-            "select * from agentmem.recall_facts(user_id => %s, query_embedding => %s, k => %s, model => %s)",
-            (user_id, as_vector(query_embedding), k, model), fetch="all", row=Fact, conn=conn)
+            "select * from agentmem.recall_facts(user_id => %s, query_embedding => %s, k => %s, model => %s, "
+            "query_text => %s, candidate_pool => %s, rrf_k => %s)",
+            (user_id, as_vector(query_embedding), k, model, query_text, candidate_pool, rrf_k),
+            fetch="all", row=Fact, conn=conn)
+
+    def recall_facts_about(self, user_id: str, query: str, k: int = 5, *, hybrid: bool = True, conn=None):
+        """Embed `query` with self.embedder (query prefix) and recall the user's facts.
+
+        hybrid (default): the query's words are searched too, fused by reciprocal rank;
+        hybrid=False searches by the embedding alone.
+        """
+        embedder = require_embedder(self)
+        text = query if hybrid else None
+        if is_async(self):
+            return self._arecall_facts_about(embedder, user_id, query, text, k, conn)
+        vector = embed_texts(self, "embed_queries", [query])[0]
+        return self.recall_facts(user_id, vector, k, embedder.model, conn=conn, query_text=text)
+
+    async def _arecall_facts_about(self, embedder, user_id, query, text, k, conn):
+        vector = (await aembed_texts(self, "embed_queries", [query]))[0]
+        return await self.recall_facts(user_id, vector, k, embedder.model, conn=conn, query_text=text)
 
     def fact_history(self, fact_id, conn=None):
         return self._call("select * from agentmem.fact_history(fact_id => %s)", (fact_id,),
@@ -183,15 +206,12 @@ class FactsAPI:
                           fetch="one", row=Receipt, conn=conn)
 
     # -- retention -------------------------------------------------------------
-    def set_retention_policy(self, kind: str, max_age: dt.timedelta | None, default_policy: bool = False,
-                             conn=None):
-        return self._call(
-            "select * from agentmem.set_retention_policy(kind => %s, max_age => %s, default_policy => %s)",
-            (kind, max_age, default_policy), fetch="one", row=RetentionPolicy, conn=conn)
+    def set_retention_policy(self, kind: str, max_age: dt.timedelta | None, conn=None):
+        return self._call("select * from agentmem.set_retention_policy(kind => %s, max_age => %s)",
+                          (kind, max_age), fetch="one", row=RetentionPolicy, conn=conn)
 
-    def clear_retention_policy(self, kind: str, default_policy: bool = False, conn=None):
-        return self._call("select agentmem.clear_retention_policy(kind => %s, default_policy => %s)",
-                          (kind, default_policy), fetch="scalar", conn=conn)
+    def clear_retention_policy(self, kind: str, conn=None):
+        return self._call("select agentmem.clear_retention_policy(kind => %s)", (kind,), fetch="scalar", conn=conn)
 
     def apply_retention(self, batch_size: int = 5000, conn=None):
         return self._call("select * from agentmem.apply_retention(batch_size => %s)", (batch_size,),

@@ -26,6 +26,7 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from ._cache import CacheAPI
 from ._conversations import ConversationAPI
 from ._facts import FactsAPI
+from ._adapt import check_params
 from .errors import InvalidTenant, translate
 
 SET_TENANT = "select agentmem.set_tenant(tenant_id => %s, local => true)"
@@ -73,9 +74,16 @@ class Memory(ConversationAPI, CacheAPI, FactsAPI, _Base):
 
     @classmethod
     def connect(cls, conninfo: str, *, tenant: str, embedder=None, min_size: int = 1,
-                max_size: int = 10) -> "Memory":
+                max_size: int = 10, timeout: float = 10.0) -> "Memory":
+        """Open a pool. ``timeout`` (seconds) bounds how long a call waits for a connection
+        (and each connection attempt); past it the call raises ``ConnectionLost``. Connections
+        are checked when taken from the pool, so after a server restart the next call works:
+        the pool's reconnection attempts (backing off 1, 2, 4 s ...) give up after ``timeout``
+        too, so the next call starts a fresh attempt instead of waiting out a long back-off."""
         pool = ConnectionPool(conninfo, min_size=min_size, max_size=max_size, open=True,
-                              configure=register_vector)
+                              configure=register_vector, check=ConnectionPool.check_connection,
+                              timeout=timeout, reconnect_timeout=timeout,
+                              kwargs={"connect_timeout": max(2, round(timeout))})
         return cls(pool, tenant=tenant, embedder=embedder)
 
     def close(self) -> None:
@@ -101,6 +109,7 @@ class Memory(ConversationAPI, CacheAPI, FactsAPI, _Base):
 
     def _call(self, query: str, params: Any = None, *, fetch: str = "all", row: Any = None,
               conn: psycopg.Connection | None = None, post=None):
+        check_params(params)
         try:
             with self._transaction(conn) as c:
                 c.execute(SET_TENANT, (self.tenant,))
@@ -121,9 +130,14 @@ class AsyncMemory(ConversationAPI, CacheAPI, FactsAPI, _Base):
 
     @classmethod
     async def connect(cls, conninfo: str, *, tenant: str, embedder=None, min_size: int = 1,
-                      max_size: int = 10) -> "AsyncMemory":
+                      max_size: int = 10, timeout: float = 10.0) -> "AsyncMemory":
+        """As Memory.connect: ``timeout`` bounds the wait for a connection (ConnectionLost past
+        it); connections are checked when taken from the pool."""
         pool = AsyncConnectionPool(conninfo, min_size=min_size, max_size=max_size, open=False,
-                                   configure=register_vector_async)
+                                   configure=register_vector_async,
+                                   check=AsyncConnectionPool.check_connection,
+                                   timeout=timeout, reconnect_timeout=timeout,
+                                   kwargs={"connect_timeout": max(2, round(timeout))})
         await pool.open()
         return cls(pool, tenant=tenant, embedder=embedder)
 
@@ -150,6 +164,7 @@ class AsyncMemory(ConversationAPI, CacheAPI, FactsAPI, _Base):
 
     async def _call(self, query: str, params: Any = None, *, fetch: str = "all", row: Any = None,
                     conn: psycopg.AsyncConnection | None = None, post=None):
+        check_params(params)
         try:
             async with self._transaction(conn) as c:
                 await c.execute(SET_TENANT, (self.tenant,))

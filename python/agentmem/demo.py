@@ -167,6 +167,79 @@ def tour(mem, app_url: str) -> None:
     say(f"forget_user('alice') in one transaction: {counts}. The receipt holds counts and a time, no content.")
     say(f"Recall for alice now finds {len(mem.recall('alice', 'API key', k=5))} messages.")
 
+    step("7. a conversational-RAG turn, five times")
+    conversation_turns(mem)
+
+
+DOCS = {
+    "docs/refunds.md": "Refunds are possible within 14 days from the invoice date.",
+    "docs/annual-plans.md": "Annual plans are billed once a year, in advance.",
+    "docs/api-keys.md": "Rotate an API key under Settings > API keys, then revoke the old key.",
+    "docs/jobs.md": "Running jobs keep the key they started with until their next call.",
+}
+DOC_WORDS = {"refund": ["docs/refunds.md"], "annual": ["docs/annual-plans.md", "docs/refunds.md"],
+             "key": ["docs/api-keys.md"], "jobs": ["docs/jobs.md", "docs/api-keys.md"]}
+# What a small chat model would rewrite the follow-ups to; the demo runs with no chat model.
+REWRITES = {
+    "Does that apply to annual plans?": "Does the 14-day refund window apply to annual plans?",
+    "Does revoking it break running jobs?": "Does revoking the old API key break running jobs?",
+}
+ANSWERS = {
+    "What is the refund window?": "14 days from the invoice date.",
+    "Does the 14-day refund window apply to annual plans?": "Yes: annual plans have the same 14-day window.",
+    "How do I rotate an API key?": "Create a new key in the API keys settings, then revoke the old one.",
+    "Does revoking the old API key break running jobs?": "Running jobs fail on their next call with the old key.",
+}
+QUESTIONS = ["What is the refund window?", "Does that apply to annual plans?", "How do I rotate an API key?",
+             "Does revoking it break running jobs?", "Does the 14-day refund window also apply to annual plans?"]
+
+
+def _retrieve(question: str):
+    """The application's document search (a keyword stand-in): (doc_id, text) pairs."""
+    ids = [d for word, docs in DOC_WORDS.items() if word in question.lower() for d in docs]
+    return [(d, DOCS[d]) for d in dict.fromkeys(ids)]
+
+
+def _generate(request) -> str:
+    """A canned generator: the demo has no chat model."""
+    return ANSWERS.get(request.standalone, "I do not know.")
+
+
+def conversation_turns(mem) -> None:
+    from .turn import CannedCondenser, Turn
+    say("Turn runs a whole turn: embed, cache_lookup, short_term_context, topic_shift, condense, "
+        "search_with_context, the app's retriever filtered by unseen_docs, the generator, store_messages + "
+        "record_retrieval, cache_store, summarise. Each database step is one SQL function. Offline stand-ins: "
+        "the condenser is CANNED (fixed rewrites, no model; for real it is one call to llama3.2:1b), the "
+        "generator gives canned answers and the retriever matches keywords over four documents.")
+    turn = Turn(mem, retriever=_retrieve, generator=_generate, condenser=CannedCondenser(REWRITES),
+                summariser=lambda previous, messages: (previous + " " if previous else "")
+                + f"bob asked {sum(m['role'] == 'user' for m in messages)} more question(s) about billing.")
+    conversation = mem.start_conversation("bob", title="refunds, then API keys")
+    for i, question in enumerate(QUESTIONS, 1):
+        r = turn(conversation, "bob", question)
+        print(f"  turn {i}: {question!r}")
+        if r.cache_hit:
+            print(f"    cache HIT ({r.cache_kind}, similarity {r.cache_similarity:.3f}): retrieval and "
+                  "generation skipped")
+        else:
+            c = r.condensed
+            if c.standalone != question:
+                print(f"    condensed ({c.reason}): {c.standalone!r}")
+            t = r.topic
+            if t.shifted:
+                print(f"    topic SHIFT: the last two turns' documents overlap {t.overlap:.2f} < 0.15, so the "
+                      f"window before message {t.since_message_index} is dropped ({r.history_used} messages kept)")
+            elif t.overlap is not None:
+                print(f"    same topic: overlap {t.overlap:.2f}; {r.history_used} messages of history")
+            print(f"    documents used {r.docs_used}" + (f", skipped as already seen {r.docs_skipped}"
+                                                           if r.docs_skipped else ""))
+            print(f"    cached: {r.cache_stored}" + (f" ({r.cache_store_reason})" if r.cache_store_reason else "")
+                  + (f"; {r.summary_note}" if r.summary_note else ""))
+        print(f"    answer: {r.answer}")
+    ms = ", ".join(f"{name} {sec * 1000:.0f}" for name, sec in r.timings.items())
+    say(f"Every step is timed in the result (last turn, ms): {ms}.")
+
 
 def _no_tenant_call(app_url: str) -> None:
     """One call from a fresh application session that never set a tenant."""

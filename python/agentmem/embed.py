@@ -2,7 +2,7 @@
 
 The embedder holds no SQL: it asks the client it is given (``memory=``) for
 the model's prefixes (``get_model``) and for cached embeddings
-(``cached_embeddings`` / ``cache_embeddings``), and embeds only the misses,
+(``embedding_cache_lookup`` / ``embedding_cache_store``), and embeds only the misses,
 ``batch_size`` texts per Ollama request. Texts are cached with their prefix,
 so a document and a query of the same words are different entries.
 
@@ -134,11 +134,11 @@ class OllamaEmbedder:
             return self._embed_batches(prefixed)
         cached = []
         for i in range(0, len(prefixed), 10000):
-            cached += memory.cached_embeddings(self.model, prefixed[i:i + 10000])
+            cached += memory.embedding_cache_lookup(self.model, prefixed[i:i + 10000])
         misses = self._misses(prefixed, cached)
         fresh = self._embed_batches(misses) if misses else []
         for i in range(0, len(misses), 10000):
-            memory.cache_embeddings(self.model, misses[i:i + 10000], fresh[i:i + 10000])
+            memory.embedding_cache_store(self.model, misses[i:i + 10000], fresh[i:i + 10000])
         return self._merge(prefixed, cached, misses, fresh)
 
     async def _aembed(self, kind: str, texts: Sequence[str], memory=None) -> list[np.ndarray]:
@@ -151,11 +151,11 @@ class OllamaEmbedder:
             return await self._aembed_batches(prefixed)
         cached = []
         for i in range(0, len(prefixed), 10000):
-            cached += await memory.cached_embeddings(self.model, prefixed[i:i + 10000])
+            cached += await memory.embedding_cache_lookup(self.model, prefixed[i:i + 10000])
         misses = self._misses(prefixed, cached)
         fresh = await self._aembed_batches(misses) if misses else []
         for i in range(0, len(misses), 10000):
-            await memory.cache_embeddings(self.model, misses[i:i + 10000], fresh[i:i + 10000])
+            await memory.embedding_cache_store(self.model, misses[i:i + 10000], fresh[i:i + 10000])
         return self._merge(prefixed, cached, misses, fresh)
 
     # -- public ---------------------------------------------------------------------------------

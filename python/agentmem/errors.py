@@ -39,7 +39,7 @@ class InvalidTenant(AgentmemError):
 
 
 class InvalidEmbedding(AgentmemError):
-    """Wrong dimension, NaN or infinite components, or a zero vector."""
+    """Wrong dimension, NaN or infinite components, or a norm that is zero, subnormal or not finite."""
 
 
 class UnknownModel(AgentmemError):
@@ -47,7 +47,12 @@ class UnknownModel(AgentmemError):
 
 
 class InvalidArgument(AgentmemError):
-    """An argument is missing, empty or out of its documented range."""
+    """An argument is missing, empty, of the wrong type or shape, or out of its documented range.
+
+    The one class for caller errors of argument type too (SQLSTATE AM020): a str or dict where an
+    embedding goes, a 2-D embedding, metadata that is not JSON (a set) or nested over 32 levels, an
+    integer outside PostgreSQL's int range.
+    """
 
 
 class ContentTooLarge(AgentmemError):
@@ -86,6 +91,19 @@ class EmbedderError(AgentmemError):
     """The embedding service is unreachable, or the model is not available."""
 
 
+class ConnectionLost(AgentmemError):
+    """The database could not be reached in time, or the connection broke during the call.
+
+    Raised for every kind of connection loss: the server down or restarting (no
+    connection within ``Memory.connect(timeout=...)``, psycopg_pool's
+    ``PoolTimeout``), an administrator or crash shutdown (SQLSTATE 57P01,
+    57P02, 57P03), and the connection-exception class 08. A call that raised it
+    may or may not have committed if the connection broke during COMMIT; any
+    other call did not. The client recovers by itself: connections are checked
+    when taken from the pool, so the next call after the server is back works.
+    """
+
+
 # SQLSTATE -> exception class. Codes are stable: never renumber one.
 SQLSTATES: dict[str, type[AgentmemError]] = {
     "AM001": TenantNotSet,
@@ -99,14 +117,34 @@ SQLSTATES: dict[str, type[AgentmemError]] = {
     "AM040": PrerequisiteMissing,
     "AM041": InsufficientPrivilege,
     "AM050": PrerequisiteMissing,  # pg_cron missing
-    # pgvector refuses NaN and infinite components (and malformed vectors) on
-    # input with a plain data_exception, before any agentmem code runs.
-    "22000": InvalidEmbedding,
+    # 22000 is not mapped: it is any data_exception, not only pgvector's refusal
+    # of NaN or infinite components. The driver checks its vectors before
+    # sending them (_adapt.as_vector: InvalidEmbedding), so that refusal only
+    # reaches callers who write SQL of their own.
 }
+
+# Connection loss, whatever its form: one exception (ConnectionLost).
+CONNECTION_LOST_SQLSTATES = frozenset({"57P01", "57P02", "57P03"})
+
+
+def _connection_lost(exc: psycopg.Error) -> bool:
+    from psycopg_pool import PoolTimeout
+    if isinstance(exc, PoolTimeout):
+        return True
+    code = getattr(exc, "sqlstate", None)
+    if code is None:  # no server reply at all: the socket broke or never opened
+        return isinstance(exc, (psycopg.OperationalError, psycopg.InterfaceError))
+    return code in CONNECTION_LOST_SQLSTATES or code.startswith("08")
 
 
 def translate(exc: psycopg.Error) -> Exception:
     """Return the agentmem exception for a psycopg error, or the error itself."""
+    if _connection_lost(exc):
+        new = ConnectionLost(f"the database connection was lost or could not be made: {exc}",
+                             sqlstate=getattr(exc, "sqlstate", None),
+                             hint="Retry once the server is reachable; the client reconnects by itself.")
+        new.__cause__ = exc
+        return new
     code = getattr(exc, "sqlstate", None)
     cls = SQLSTATES.get(code or "")
     if cls is None:

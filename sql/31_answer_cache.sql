@@ -1,11 +1,11 @@
--- Answer cache: store, lookup (exact, then semantic with the guard), corpus
--- versions, invalidation, sweeping, the lookup log and the threshold report.
+-- Answer cache: corpus versions, intents, store, lookup (exact, then semantic
+-- with the guard), invalidation by source document and sweeping.
 
 create or replace function agentmem.corpus_version()
 returns bigint
 language plpgsql
 stable
-security invoker
+security definer
 set search_path from current
 as $$
 declare
@@ -21,13 +21,14 @@ $$;
 
 comment on function agentmem.corpus_version() is
 'The current tenant''s corpus version (0 until the first bump).
-Only answers cached under this version are served.';
+Only answers cached under this version are served.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
 create or replace function agentmem.bump_corpus_version()
 returns bigint
 language sql
 volatile
-security invoker
+security definer
 set search_path from current
 as $$
     insert into agentmem.corpus_versions as cv (tenant_id, version)
@@ -40,9 +41,10 @@ $$;
 comment on function agentmem.bump_corpus_version() is
 'Start a new corpus version for the current tenant and return it.
 Every answer cached under an older version stops being served at once; sweep_cache removes them later.
-Call it when the documents behind the answers change as a whole (re-index, new release of the docs).';
+Call it when the documents behind the answers change as a whole (re-index, new release of the docs).
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
-create or replace function agentmem._cache_intent(p_intent text)
+create or replace function agentmem_private.cache_intent(p_intent text)
 returns agentmem.cache_intents
 language plpgsql
 stable
@@ -54,7 +56,7 @@ declare
 begin
     select * into v_row from agentmem.cache_intents as ci where ci.intent = p_intent;
     if not found then
-        raise exception 'unknown cache intent: %', coalesce(p_intent, 'NULL')
+        raise exception 'unknown cache intent: %', coalesce(left(p_intent, 100), 'NULL')
         using
             errcode = 'AM020',
             detail = 'Known intents: '
@@ -65,10 +67,10 @@ begin
 end
 $$;
 
-comment on function agentmem._cache_intent(text) is
+comment on function agentmem_private.cache_intent(text) is
 'Internal: the cache_intents row of an intent; AM020 for an unknown intent.';
 
-create or replace function agentmem._cache_check_question(p_question text, p_what text default 'question')
+create or replace function agentmem_private.cache_check_question(p_question text, p_what text default 'question')
 returns text
 language plpgsql
 immutable
@@ -94,10 +96,10 @@ begin
 end
 $$;
 
-comment on function agentmem._cache_check_question(text, text) is
+comment on function agentmem_private.cache_check_question(text, text) is
 'Internal: AM020 for a missing or empty question, AM021 over 4 MiB; returns the normalised question.';
 
-create or replace function agentmem._cache_check_scope(p_acl_hash text, p_prompt_version text, p_llm_model text)
+create or replace function agentmem_private.cache_check_scope(p_acl_hash text, p_prompt_version text, p_llm_model text)
 returns void
 language plpgsql
 immutable
@@ -116,7 +118,7 @@ begin
 end
 $$;
 
-comment on function agentmem._cache_check_scope(text, text, text) is
+comment on function agentmem_private.cache_check_scope(text, text, text) is
 'Internal: AM020 unless acl_hash, prompt_version and llm_model are non-NULL and at most 200 characters.';
 
 create or replace function agentmem.cache_store(
@@ -128,7 +130,7 @@ create or replace function agentmem.cache_store(
     acl_hash text default '',
     prompt_version text default '',
     llm_model text default '',
-    model text default agentmem._default_model(),
+    model text default null,
     user_id text default null,
     conversation_id uuid default null,
     safe_to_share boolean default false,
@@ -136,13 +138,14 @@ create or replace function agentmem.cache_store(
 ) returns table (stored boolean, entry_id uuid, reason text, expires_at timestamptz)
 language plpgsql
 volatile
-security invoker
+security definer
 set search_path from current
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
-    v_norm text := agentmem._cache_check_question(cache_store.question);
-    v_intent agentmem.cache_intents := agentmem._cache_intent(cache_store.intent);
+    v_model text := coalesce(cache_store.model, agentmem_private.default_model());
+    v_norm text := agentmem_private.cache_check_question(cache_store.question);
+    v_intent agentmem.cache_intents := agentmem_private.cache_intent(cache_store.intent);
     v_ttl interval := coalesce(cache_store.ttl, v_intent.ttl);
     v_markers text[];
     v_entry uuid;
@@ -150,22 +153,28 @@ declare
     v_sources text[] := array(select distinct s from unnest(cache_store.source_ids) as s order by s);
     v_expires timestamptz;
 begin
-    perform agentmem._cache_check_scope(cache_store.acl_hash, cache_store.prompt_version, cache_store.llm_model);
-    perform agentmem._check_embedding(cache_store.model, cache_store.question_embedding);
-    if cache_store.answer is null or btrim(cache_store.answer) = '' then
-        raise exception 'answer is empty' using errcode = 'AM020', hint = 'Cache the answer the LLM gave.';
+    perform agentmem_private.cache_check_scope(cache_store.acl_hash, cache_store.prompt_version, cache_store.llm_model);
+    perform agentmem_private.check_embedding(v_model, cache_store.question_embedding);
+    perform agentmem_private.check_text('answer', cache_store.answer, 100000);
+    if cache_store.user_id is not null then
+        perform agentmem_private.check_user_id(cache_store.user_id);
     end if;
     if v_ttl <= interval '0' then
         raise exception 'ttl must be positive, got %', v_ttl
         using errcode = 'AM020', hint = 'Leave ttl out to use the intent''s TTL (' || v_intent.ttl || ').';
     end if;
+    perform agentmem_private.check_array('source_ids', cache_store.source_ids, 1000);
     if cache_store.source_ids is null or array_position(cache_store.source_ids, null) is not null
-        or '' = any(cache_store.source_ids) then
-        raise exception 'source_ids may not be NULL or contain NULL or empty ids'
+        or exists (select from unnest(cache_store.source_ids) as d where agentmem_private.is_blank(d)) then
+        raise exception 'source_ids may not be NULL or contain NULL or blank ids'
         using errcode = 'AM020', hint = 'Pass the ids of the documents the answer was written from, or ''{}''.';
     end if;
+    if exists (select from unnest(cache_store.source_ids) as d where length(d) > 1000) then
+        raise exception 'a source id is over 1000 characters'
+        using errcode = 'AM021', hint = 'Pass the document''s id, not the document.';
+    end if;
     if not coalesce(cache_store.safe_to_share, false) then
-        v_markers := agentmem._personal_markers(cache_store.answer, cache_store.question);
+        v_markers := agentmem_private.personal_markers(cache_store.answer, cache_store.question);
         if cardinality(v_markers) > 0 then
             return query select
                 false, null::uuid,
@@ -176,6 +185,10 @@ begin
             return;
         end if;
     end if;
+    -- A row of a user: the user's erasure lock, shared (see forget_user).
+    if cache_store.user_id is not null then
+        perform agentmem_private.lock_user(v_tenant, cache_store.user_id, false);
+    end if;
     v_expires := now() + v_ttl;
     insert into agentmem.cache_entries as e (
         tenant_id, question, question_norm, question_key, acl_hash, corpus_version, prompt_version,
@@ -183,7 +196,7 @@ begin
     ) values (
         v_tenant, cache_store.question, v_norm, sha256(convert_to(v_norm, 'UTF8')), cache_store.acl_hash,
         agentmem.corpus_version(), cache_store.prompt_version, cache_store.llm_model, v_intent.intent,
-        cache_store.answer, cache_store.model, cache_store.question_embedding,
+        cache_store.answer, v_model, cache_store.question_embedding,
         v_sources,
         cache_store.user_id, cache_store.conversation_id, v_expires
     )
@@ -216,8 +229,18 @@ Refuses (stored => false, a reason, nothing written) an answer that looks person
 currency amounts or capitalised names that the question does not contain; safe_to_share => true
 overrides. source_ids are the documents the answer was written from (see invalidate_source);
 user_id and conversation_id record whose conversation it came from.
-Errors: AM020 empty question or answer, unknown intent, ttl <= 0, NULL or empty source id, scope
-over 200 characters; AM021 question over 4 MiB; AM010/AM011 bad embedding or model.';
+Limits: question at most 4 MiB, and only questions up to 16 kB are offered to semantic lookups (a
+longer one is served by exact match only); answer 1 to 100,000 characters, not blank; source_ids a
+one-dimensional array (from index 1) of at most 1,000 ids of 1 to 1,000 characters; acl_hash,
+prompt_version, llm_model at most 200 characters; user_id NULL or the user-id rule of every function
+(1 to 256 characters, not blank), so that forget_user can always erase the entry. The personal-marker
+scan is linear in the answer and reads at most 16 kB of the question.
+Errors: AM020 empty or blank question or answer, unknown intent, ttl <= 0, NULL or blank source id,
+bad array, bad user_id, scope over 200 characters; AM021 question over 4 MiB, answer over 100,000
+characters, a source id over 1,000; AM010/AM011 bad embedding (as check_embedding: also a norm that is
+zero, subnormal or not finite in float32) or model.
+With a user_id it takes that user''s erasure lock shared (see forget_user).
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
 create or replace function agentmem.cache_lookup(
     question text,
@@ -226,7 +249,7 @@ create or replace function agentmem.cache_lookup(
     prompt_version text default '',
     llm_model text default '',
     intent text default 'general',
-    model text default agentmem._default_model(),
+    model text default null,
     user_id text default null
 ) returns table (
     hit boolean, kind text, similarity real, matched_question text, entry_id uuid, answer text,
@@ -234,14 +257,17 @@ create or replace function agentmem.cache_lookup(
 )
 language plpgsql
 volatile
-security invoker
+security definer
 set search_path from current
 set "hnsw.iterative_scan" = 'relaxed_order'
+set "hnsw.ef_search" = 1000
+set enable_sort = on
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
-    v_norm text := agentmem._cache_check_question(cache_lookup.question);
-    v_intent agentmem.cache_intents := agentmem._cache_intent(cache_lookup.intent);
+    v_model text := coalesce(cache_lookup.model, agentmem_private.default_model());
+    v_norm text := agentmem_private.cache_check_question(cache_lookup.question);
+    v_intent agentmem.cache_intents := agentmem_private.cache_intent(cache_lookup.intent);
     v_dim int;
     v_version bigint := agentmem.corpus_version();
     v_entry agentmem.cache_entries;
@@ -254,9 +280,16 @@ declare
     v_best_question text;
     v_best_guard boolean;
     v_hit_id uuid;
+    v_scope_rows int;
+    v_exact boolean;
 begin
-    perform agentmem._cache_check_scope(cache_lookup.acl_hash, cache_lookup.prompt_version, cache_lookup.llm_model);
-    v_dim := agentmem._check_embedding(cache_lookup.model, cache_lookup.question_embedding);
+    perform agentmem_private.cache_check_scope(cache_lookup.acl_hash, cache_lookup.prompt_version, cache_lookup.llm_model);
+    v_dim := agentmem_private.check_embedding(v_model, cache_lookup.question_embedding);
+    if cache_lookup.user_id is not null then
+        perform agentmem_private.check_user_id(cache_lookup.user_id);
+        -- The lookup logs the user's question: the user's erasure lock, shared.
+        perform agentmem_private.lock_user(v_tenant, cache_lookup.user_id, false);
+    end if;
     -- 1. exact: the normalised question in the full key
     select e.* into v_entry
     from agentmem.cache_entries as e
@@ -282,28 +315,56 @@ begin
     end if;
     -- 2. semantic: the nearest questions in the same key; the first one over the threshold that
     --    carries the same guard features is the hit
-    if not v_intent.high_stakes then
-        v_tokens := agentmem._guard_tokens(cache_lookup.question);
-        v_features := agentmem._guard_features(v_tokens);
+    -- A question longer than the guard reads is served by exact match only.
+    if not v_intent.high_stakes and octet_length(cache_lookup.question) <= agentmem_private.guard_max_bytes() then
+        v_tokens := agentmem_private.guard_tokens(cache_lookup.question);
+        v_features := agentmem_private.guard_features(v_tokens);
+        -- A small scope (counted through cache_entries_scope_idx, up to
+        -- agentmem.exact_search_max_rows) is scanned exactly; a bigger one goes
+        -- through the tenant's own HNSW index when it has one, else the model's.
+        select count(*) into v_scope_rows from (
+            select from agentmem.cache_entries as e
+            where
+                e.tenant_id = v_tenant and e.model = v_model and e.acl_hash = cache_lookup.acl_hash
+                and e.prompt_version = cache_lookup.prompt_version and e.llm_model = cache_lookup.llm_model
+                and e.corpus_version = v_version
+            limit agentmem_private.exact_search_max_rows(v_dim) + 1
+        ) as s;
+        v_exact := v_scope_rows <= agentmem_private.exact_search_max_rows(v_dim);
+        -- sorts off for the nearest-neighbour statement only (so that the planner
+        -- keeps to the HNSW index); the function's SET clause restores it on exit
+        perform pg_catalog.set_config('enable_sort', 'off', true);
         for v_cand in execute pg_catalog.format(
             'select c.* from ('
             || ' select e.entry_id, e.question, e.answer, e.source_ids, ci.threshold, ci.high_stakes,'
-            || '   (1 - (e.embedding::vector(%s) <=> $1::vector(%s)))::real as similarity'
+            || '   (1 - (%1$s <=> $1::vector(%2$s)))::real as similarity'
             || ' from agentmem.cache_entries as e join agentmem.cache_intents as ci on ci.intent = e.intent'
-            || ' where e.model = %L and e.tenant_id = $2 and e.acl_hash = $3 and e.corpus_version = $4'
+            || ' where e.model = %3$L and %4$s and e.acl_hash = $3 and e.corpus_version = $4'
             || '   and e.prompt_version = $5 and e.llm_model = $6 and e.expires_at > now()'
-            || ' order by e.embedding::vector(%s) <=> $1::vector(%s) limit 5) as c'
+            || '   and octet_length(e.question) <= %5$s'
+            || ' order by %1$s <=> $1::vector(%2$s) limit 5) as c'
             || ' order by c.similarity desc',
-            v_dim, v_dim, cache_lookup.model, v_dim, v_dim
+            -- the exact scan's expression (no cast) does not match the HNSW index's
+            case when v_exact then 'e.embedding' else 'e.embedding::vector(' || v_dim || ')' end,
+            v_dim, v_model,
+            case
+                when not v_exact and agentmem_private.has_tenant_index('cache_entries', v_tenant, v_model)
+                    then pg_catalog.format('e.tenant_id = %L', v_tenant)
+                else 'e.tenant_id = $2'
+            end,
+            agentmem_private.guard_max_bytes()
         ) using cache_lookup.question_embedding, v_tenant, cache_lookup.acl_hash, v_version,
             cache_lookup.prompt_version, cache_lookup.llm_model
         loop
             if v_cand.high_stakes then
                 continue;           -- a high-stakes entry is served from an exact match only
             end if;
-            v_cand_tokens := agentmem._guard_tokens(v_cand.question);
-            if agentmem._guard_agrees(
-                v_features, v_tokens, agentmem._guard_features(v_cand_tokens), v_cand_tokens
+            if v_cand.similarity = 'NaN' then
+                continue;           -- never a hit, nor a best candidate: NaN >= x is true in PostgreSQL
+            end if;
+            v_cand_tokens := agentmem_private.guard_tokens(v_cand.question);
+            if agentmem_private.guard_agrees(
+                v_features, v_tokens, agentmem_private.guard_features(v_cand_tokens), v_cand_tokens
             ) then
                 if v_cand.similarity >= greatest(v_intent.threshold, v_cand.threshold) then
                     insert into agentmem.cache_hits as h (
@@ -346,6 +407,8 @@ begin
         false, null::text, v_best_similarity, v_best_question, null::uuid, null::text, null::text[], v_hit_id,
         case
             when v_intent.high_stakes then 'high-stakes intent: exact matches only'
+            when octet_length(cache_lookup.question) > agentmem_private.guard_max_bytes()
+                then 'question over 16 kB: exact matches only'
             when v_best_entry is null then 'no cached question in this scope'
             when v_best_guard then 'nearest question below the threshold'
             else 'guard: the questions differ in numbers, dates, amounts, negation or quantifiers'
@@ -358,12 +421,106 @@ comment on function agentmem.cache_lookup(text, vector, text, text, text, text, 
 1. Exact: the normalised question (normalize_question) in the full key: current tenant, acl_hash,
    the tenant''s corpus version, prompt_version, llm_model; not expired.
 2. Semantic, only when exact misses and the intent is not high-stakes: the nearest cached questions in
-   the same key (HNSW of the model); the nearest one with cosine similarity at or above the threshold
+   the same key (an exact scan up to agentmem.exact_search_max_rows entries in the key, above it the
+   tenant''s own HNSW index when a DBA built one, else the model''s); the nearest one with cosine similarity at or above the threshold
    (the larger of the asking and the cached intent''s) that passes the guard with the asked question
    (question_guard_agrees: the same question_guard_features, negation scope compared on shared words)
    is the hit. A candidate over the threshold with other numbers, dates, amounts,
    negation or quantifiers is a miss.
+A question over 16 kB (16,384 bytes) is served by exact match only, and cached questions over 16 kB
+are never semantic candidates: the guard reads no more. A NaN similarity is never a hit.
 Every lookup is logged in cache_hits (kind exact, semantic or miss, with the best candidate of a miss).
 A hit does not extend the entry''s life. Returns hit, kind, similarity, matched_question, entry_id,
 answer, source_ids, hit_id (for review_hit) and, for a miss, the reason.
-Errors: AM020 empty question or unknown intent; AM010/AM011 bad embedding or model.';
+Limits: question at most 4 MiB (AM021); acl_hash, prompt_version, llm_model at most 200 characters;
+user_id NULL or 1 to 256 characters, not blank (AM020); with a user_id it takes that user''s erasure
+lock shared (see forget_user).
+Errors: AM020 empty question, unknown intent, bad user_id; AM010/AM011 bad embedding or model.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+
+create or replace function agentmem_private.unlink_cache_hits(p_tenant text, p_entry_ids uuid[])
+returns void
+language sql
+volatile
+security invoker
+set search_path from current
+as $$
+    update agentmem.cache_hits as h
+    set entry_id = null
+    where h.tenant_id = p_tenant and h.entry_id = any(p_entry_ids)
+$$;
+
+comment on function agentmem_private.unlink_cache_hits(text, uuid[]) is
+'Internal: clear cache_hits.entry_id of the lookups that hit these entries, before they are deleted.
+On one server cache_hits_entry_fk (on delete set null) does it too; on Citus that key cannot exist
+(agentmem.distribute), and every function that deletes cache entries calls this first.';
+
+create or replace function agentmem.invalidate_source(doc_id text)
+returns bigint
+language plpgsql
+volatile
+security definer
+set search_path from current
+as $$
+declare
+    v_tenant text := agentmem.current_tenant();
+    v_ids uuid[];
+    v_count bigint;
+begin
+    perform agentmem_private.check_text('doc_id', invalidate_source.doc_id, 1000);
+    v_ids := array(
+        select s.entry_id from agentmem.cache_entry_sources as s
+        where s.tenant_id = v_tenant and s.doc_id = invalidate_source.doc_id
+    );
+    perform agentmem_private.unlink_cache_hits(v_tenant, v_ids);
+    delete from agentmem.cache_entries as e
+    where e.tenant_id = v_tenant and e.entry_id = any(v_ids);
+    get diagnostics v_count = row_count;
+    return v_count;
+end
+$$;
+
+comment on function agentmem.invalidate_source(text) is
+'Remove every cached answer of the current tenant that cited the document doc_id; returns how many.
+Goes through the reverse index cache_entry_sources (no scan of the cache).
+doc_id: 1 to 1,000 characters, not blank (AM020/AM021).
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+
+create or replace function agentmem.sweep_cache(batch_size int default 1000)
+returns bigint
+language plpgsql
+volatile
+security definer
+set search_path from current
+as $$
+declare
+    v_tenant text := agentmem.current_tenant();
+    v_version bigint := agentmem.corpus_version();
+    v_ids uuid[];
+    v_count bigint;
+begin
+    perform agentmem_private.check_range('batch_size', sweep_cache.batch_size, 1, 100000);
+    v_ids := array(
+        select x.entry_id from (
+            (select d.entry_id from agentmem.cache_entries as d
+                where d.tenant_id = v_tenant and d.expires_at <= now()
+                limit sweep_cache.batch_size)
+            union
+            (select d.entry_id from agentmem.cache_entries as d
+                where d.tenant_id = v_tenant and d.corpus_version < v_version
+                limit sweep_cache.batch_size)
+        ) as x
+        limit sweep_cache.batch_size
+    );
+    perform agentmem_private.unlink_cache_hits(v_tenant, v_ids);
+    delete from agentmem.cache_entries as e where e.tenant_id = v_tenant and e.entry_id = any(v_ids);
+    get diagnostics v_count = row_count;
+    return v_count;
+end
+$$;
+
+comment on function agentmem.sweep_cache(int) is
+'Delete up to batch_size expired or superseded (older corpus version) entries of the current tenant;
+returns how many. One bounded batch per call, so it is safe to run often (e.g. from pg_cron):
+call it again while it returns batch_size. Expired and superseded entries are never served anyway.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';

@@ -1,16 +1,74 @@
 -- Answer cache, text functions: the normalised question (the exact key), the
 -- guard features two questions must share for a semantic hit, and the markers
 -- that make an answer look personalised. All immutable: they read only text.
+--
+-- Limits, so that no call reads without bound:
+--   question (the exact path)                         4 MiB (AM021); normalised up to 16 kB, past it
+--                                                      the question is its own key (byte-exact match)
+--   question (the guard, the semantic path)           16 kB = 16,384 bytes: question_guard_features and
+--                                                      question_guard_agrees refuse more (AM021);
+--                                                      cache_lookup serves a longer question from an
+--                                                      exact match only, and never offers a cached
+--                                                      question that long as a semantic candidate
+--   personal markers                                   the first 16,384 characters of the question are
+--                                                      searched, for at most 1,000 distinct markers
 
-create or replace function agentmem.normalize_question(question text)
-returns text
+create or replace function agentmem_private.guard_max_bytes()
+returns int
 language sql
 immutable
 parallel safe
 security invoker
 set search_path from current
 as $$
-    select btrim(regexp_replace(
+    select 16384
+$$;
+
+comment on function agentmem_private.guard_max_bytes() is
+'Internal: the longest question (in bytes, 16 kB) the guard reads; longer ones are served by exact match only.';
+
+create or replace function agentmem_private.check_guard_question(p_what text, p_question text)
+returns void
+language plpgsql
+immutable
+security invoker
+set search_path from current
+as $$
+begin
+    if octet_length(p_question) > agentmem_private.guard_max_bytes() then
+        raise exception '% is % bytes; the guard reads questions of up to % bytes',
+            p_what, octet_length(p_question), agentmem_private.guard_max_bytes()
+        using
+            errcode = 'AM021',
+            hint = 'Longer questions are served from exact matches only (cache_lookup does so by itself).';
+    end if;
+end
+$$;
+
+comment on function agentmem_private.check_guard_question(text, text) is
+'Internal: AM021 for a question over guard_max_bytes() (16 kB).';
+
+create or replace function agentmem.normalize_question(question text)
+returns text
+language plpgsql
+immutable
+parallel safe
+security invoker
+set search_path from current
+as $$
+begin
+    if octet_length(question) > 4194304 then
+        raise exception 'question is % bytes; the cache accepts up to 4 MiB', octet_length(question)
+        using errcode = 'AM021', hint = 'Questions that long are not worth caching.';
+    end if;
+    -- Normalising runs four regular expressions whose cost grows with the
+    -- text (6 s for 4 MiB): past the guard's limit (16384 bytes, as
+    -- agentmem_private.guard_max_bytes(), which this security invoker function
+    -- cannot call as the application role) a question is its own key.
+    if octet_length(question) > 16384 then
+        return question;
+    end if;
+    return btrim(regexp_replace(
         regexp_replace(
             regexp_replace(
                 regexp_replace(lower(question), '([[:alpha:]])[''’]([[:alpha:]])', '\1\2', 'g'),
@@ -19,15 +77,18 @@ as $$
             '[^[:alnum:][:space:]$€£¥%]+', ' ', 'g'
         ),
         '[[:space:]]+', ' ', 'g'
-    ))
+    ));
+end
 $$;
 
 comment on function agentmem.normalize_question(text) is
 'The normalised form of a question, the exact-match key of the answer cache.
 Lower case; apostrophes inside words dropped (what''s = whats); currency signs and % kept as words;
-other punctuation becomes a blank (so 3.5 and 35 stay different); whitespace collapsed and trimmed.';
+other punctuation becomes a blank (so 3.5 and 35 stay different); whitespace collapsed and trimmed.
+question: at most 4 MiB (AM021), the answer cache''s limit. A question over 16 kB (16,384 bytes) is
+returned unchanged: it is matched byte for byte, never normalised nor semantically.';
 
-create or replace function agentmem._guard_tokens(question text)
+create or replace function agentmem_private.guard_tokens(question text)
 returns text[]
 language sql
 immutable
@@ -66,12 +127,12 @@ as $$
     )), ' ')
 $$;
 
-comment on function agentmem._guard_tokens(text) is
+comment on function agentmem_private.guard_tokens(text) is
 'Internal: the words question_guard_features reads. Lower case; n''t becomes "not"; enumeration markers
 opening list items ("1)", "(2)", "a)", and "1." at the start of a line or after a colon) are dropped, so
 a numbered list does not read as numbers; 1,000 = 1000; 3.5 becomes 3d5; currency signs and % are words.';
 
-create or replace function agentmem._guard_features(p_tokens text[])
+create or replace function agentmem_private.guard_features(p_tokens text[])
 returns text[]
 language plpgsql
 immutable
@@ -260,19 +321,22 @@ begin
 end
 $$;
 
-comment on function agentmem._guard_features(text[]) is
+comment on function agentmem_private.guard_features(text[]) is
 'Internal: question_guard_features of a question already split by _guard_tokens, so that a caller that
 also needs the tokens splits the question once.';
 
 create or replace function agentmem.question_guard_features(question text)
 returns text[]
-language sql
+language plpgsql
 immutable
 parallel safe
-security invoker
+security definer
 set search_path from current
 as $$
-    select agentmem._guard_features(agentmem._guard_tokens(question_guard_features.question))
+begin
+    perform agentmem_private.check_guard_question('question', question_guard_features.question);
+    return agentmem_private.guard_features(agentmem_private.guard_tokens(question_guard_features.question));
+end
 $$;
 
 comment on function agentmem.question_guard_features(text) is
@@ -288,9 +352,10 @@ the sentence puts it), quantifiers q:all (all, every, each, everyone), q:most, q
 "how many"), q:only, q:always, q:sometimes, q:rarely, and time:before / time:after.
 "some" and "any" are not features: questions use them for politeness ("what are some ..."); nor is "both",
 which restates a conjunction. Compare two questions with question_guard_agrees, which counts a neg:WORD
-only where both questions use WORD.';
+only where both questions use WORD. question: at most 16 kB (16,384 bytes, AM021); its cost is linear in it.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
-create or replace function agentmem._guard_agrees(p_fa text[], p_ta text[], p_fb text[], p_tb text[])
+create or replace function agentmem_private.guard_agrees(p_fa text[], p_ta text[], p_fb text[], p_tb text[])
 returns boolean
 language sql
 immutable
@@ -311,25 +376,30 @@ as $$
         )
 $$;
 
-comment on function agentmem._guard_agrees(text[], text[], text[], text[]) is
+comment on function agentmem_private.guard_agrees(text[], text[], text[], text[]) is
 'Internal: question_guard_agrees on features (question_guard_features) and tokens (_guard_tokens) already
 computed, so that cache_lookup works out the asked question''s once for all its candidates.';
 
 create or replace function agentmem.question_guard_agrees(question text, other_question text)
 returns boolean
-language sql
+language plpgsql
 immutable
 parallel safe
-security invoker
+security definer
 set search_path from current
 as $$
-    with t as (
-        select
-            agentmem._guard_tokens(question_guard_agrees.question) as ta,
-            agentmem._guard_tokens(question_guard_agrees.other_question) as tb
-    )
-    select agentmem._guard_agrees(agentmem._guard_features(t.ta), t.ta, agentmem._guard_features(t.tb), t.tb)
-    from t
+declare
+    v_ta text[];
+    v_tb text[];
+begin
+    perform agentmem_private.check_guard_question('question', question_guard_agrees.question);
+    perform agentmem_private.check_guard_question('other_question', question_guard_agrees.other_question);
+    v_ta := agentmem_private.guard_tokens(question_guard_agrees.question);
+    v_tb := agentmem_private.guard_tokens(question_guard_agrees.other_question);
+    return agentmem_private.guard_agrees(
+        agentmem_private.guard_features(v_ta), v_ta, agentmem_private.guard_features(v_tb), v_tb
+    );
+end
 $$;
 
 comment on function agentmem.question_guard_agrees(text, text) is
@@ -337,17 +407,27 @@ comment on function agentmem.question_guard_agrees(text, text) is
 of a negation (neg:WORD) counts only for a word both questions use. "not on Friday" against
 "not on Saturday" differs (both name both days), while "not provided" against "not specified" is a
 rewording the embedding judges: both are negated (neg), and neither names the other''s word.
-NULL when either question is NULL.';
+NULL when either question is NULL. Each question: at most 16 kB (16,384 bytes, AM021).
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
-create or replace function agentmem._personal_markers(answer text, question text)
+create or replace function agentmem_private.personal_markers(answer text, question text)
 returns text[]
-language sql
+language plpgsql
 immutable
 parallel safe
 security invoker
 set search_path from current
 as $$
-    with a as (
+declare
+    -- The question is read once, and no more of it than the guard reads.
+    v_question text := lower(regexp_replace(left(question, agentmem_private.guard_max_bytes()), '\s+', ' ', 'g'));
+    v_markers text[];
+    v_out text[] := '{}';
+    v_marker text;
+begin
+    -- One pass over the answer for each kind of marker.
+    select array_agg(distinct a.marker order by a.marker) into v_markers
+    from (
         select m[1] as marker
         from regexp_matches(
             answer,
@@ -360,13 +440,24 @@ as $$
         union all
         select n[1]
         from regexp_matches(answer, '(?:[^.!?:\n\s]\s+)([[:upper:]][[:lower:]]+)', 'g') as n
-        where n[1] not in ('I', 'I''m', 'OK')
-    )
-    select coalesce(array_agg(distinct a.marker order by a.marker), '{}')
-    from a
-    where position(lower(regexp_replace(a.marker, '\s+', ' ', 'g')) in lower(regexp_replace(question, '\s+', ' ', 'g'))) = 0
+    ) as a;
+    -- Each marker is searched in the (bounded) question: at most 1,000 of them,
+    -- so the cost is bounded whatever the answer. An answer with more distinct
+    -- names, dates and amounts than that counts as personalised.
+    foreach v_marker in array coalesce(v_markers[1:1000], '{}') loop
+        if position(lower(regexp_replace(v_marker, '\s+', ' ', 'g')) in v_question) = 0 then
+            v_out := v_out || v_marker;
+        end if;
+    end loop;
+    if cardinality(v_out) = 0 and cardinality(v_markers) > 1000 then
+        v_out := array[pg_catalog.format('%s distinct names, dates and amounts', cardinality(v_markers))];
+    end if;
+    return v_out;
+end
 $$;
 
-comment on function agentmem._personal_markers(text, text) is
+comment on function agentmem_private.personal_markers(text, text) is
 'Internal: what makes an answer look personalised: currency amounts, dates and capitalised names '
-'(not at the start of a sentence) that the question does not contain.';
+'(not at the start of a sentence) that the question does not contain. Linear in the answer: the '
+'question is normalised once and read up to guard_max_bytes() characters; at most 1,000 distinct '
+'markers are searched in it, and an answer with more counts as personalised.';

@@ -1,91 +1,5 @@
--- Answer cache upkeep and review: invalidation by source document, sweeping,
--- the review sample of the lookup log and the threshold report.
-
-create or replace function agentmem._unlink_cache_hits(p_tenant text, p_entry_ids uuid[])
-returns void
-language sql
-volatile
-security invoker
-set search_path from current
-as $$
-    update agentmem.cache_hits as h
-    set entry_id = null
-    where h.tenant_id = p_tenant and h.entry_id = any(p_entry_ids)
-$$;
-
-comment on function agentmem._unlink_cache_hits(text, uuid[]) is
-'Internal: clear cache_hits.entry_id of the lookups that hit these entries, before they are deleted.
-On one server cache_hits_entry_fk (on delete set null) does it too; on Citus that key cannot exist
-(agentmem.distribute), and every function that deletes cache entries calls this first.';
-
-create or replace function agentmem.invalidate_source(doc_id text)
-returns bigint
-language plpgsql
-volatile
-security invoker
-set search_path from current
-as $$
-declare
-    v_tenant text := agentmem.current_tenant();
-    v_ids uuid[];
-    v_count bigint;
-begin
-    if invalidate_source.doc_id is null or invalidate_source.doc_id = '' then
-        raise exception 'doc_id is missing' using errcode = 'AM020';
-    end if;
-    v_ids := array(
-        select s.entry_id from agentmem.cache_entry_sources as s
-        where s.tenant_id = v_tenant and s.doc_id = invalidate_source.doc_id
-    );
-    perform agentmem._unlink_cache_hits(v_tenant, v_ids);
-    delete from agentmem.cache_entries as e
-    where e.tenant_id = v_tenant and e.entry_id = any(v_ids);
-    get diagnostics v_count = row_count;
-    return v_count;
-end
-$$;
-
-comment on function agentmem.invalidate_source(text) is
-'Remove every cached answer of the current tenant that cited the document doc_id; returns how many.
-Goes through the reverse index cache_entry_sources (no scan of the cache).';
-
-create or replace function agentmem.sweep_cache(batch_size int default 1000)
-returns bigint
-language plpgsql
-volatile
-security invoker
-set search_path from current
-as $$
-declare
-    v_tenant text := agentmem.current_tenant();
-    v_version bigint := agentmem.corpus_version();
-    v_ids uuid[];
-    v_count bigint;
-begin
-    perform agentmem._check_range('batch_size', sweep_cache.batch_size, 1, 100000);
-    v_ids := array(
-        select x.entry_id from (
-            (select d.entry_id from agentmem.cache_entries as d
-                where d.tenant_id = v_tenant and d.expires_at <= now()
-                limit sweep_cache.batch_size)
-            union
-            (select d.entry_id from agentmem.cache_entries as d
-                where d.tenant_id = v_tenant and d.corpus_version < v_version
-                limit sweep_cache.batch_size)
-        ) as x
-        limit sweep_cache.batch_size
-    );
-    perform agentmem._unlink_cache_hits(v_tenant, v_ids);
-    delete from agentmem.cache_entries as e where e.tenant_id = v_tenant and e.entry_id = any(v_ids);
-    get diagnostics v_count = row_count;
-    return v_count;
-end
-$$;
-
-comment on function agentmem.sweep_cache(int) is
-'Delete up to batch_size expired or superseded (older corpus version) entries of the current tenant;
-returns how many. One bounded batch per call, so it is safe to run often (e.g. from pg_cron):
-call it again while it returns batch_size. Expired and superseded entries are never served anyway.';
+-- Answer cache review: a sample of the lookup log for people to judge, their
+-- verdicts, and the threshold report that turns the verdicts into a choice.
 
 create or replace function agentmem.sample_hits(n int default 50, min_similarity real default 0.85)
 returns table (
@@ -94,18 +8,19 @@ returns table (
 )
 language plpgsql
 volatile
-security invoker
+security definer
 set search_path from current
 as $$
 begin
-    perform agentmem._check_range('n', sample_hits.n, 1, 10000);
+    perform agentmem_private.check_range('n', sample_hits.n, 1, 10000);
+    perform agentmem_private.check_similarity('min_similarity', sample_hits.min_similarity);
     return query
     select h.hit_id, h.kind, h.similarity, h.question_asked, h.matched_question, e.answer, h.created_at
     from agentmem.cache_hits as h
     left join agentmem.cache_entries as e on e.tenant_id = h.tenant_id and e.entry_id = h.entry_id
     where
         h.tenant_id = agentmem.current_tenant() and h.reviewed_correct is null
-        and (h.kind <> 'miss' or (h.guard_passed and h.similarity >= sample_hits.min_similarity))
+        and (h.kind <> 'miss' or (h.guard_passed and h.similarity <> 'NaN' and h.similarity >= sample_hits.min_similarity))
     order by random()
     limit sample_hits.n;
 end
@@ -114,13 +29,15 @@ $$;
 comment on function agentmem.sample_hits(int, real) is
 'A random review sample of n unreviewed served hits and guard-passing near misses (candidates with
 similarity >= min_similarity that a lower threshold would have served), with the answer when the
-entry still exists. Record verdicts with review_hit; cache_report prices thresholds from them.';
+entry still exists. Record verdicts with review_hit; cache_report prices thresholds from them.
+n: 1 to 10,000; min_similarity: -1 to 1, not NULL or NaN (AM020).
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
 create or replace function agentmem.review_hit(hit_id uuid, correct boolean)
 returns void
 language plpgsql
 volatile
-security invoker
+security definer
 set search_path from current
 as $$
 begin
@@ -138,7 +55,8 @@ $$;
 
 comment on function agentmem.review_hit(uuid, boolean) is
 'Record a reviewer''s verdict on a logged hit: was the cached answer right for the question asked?
-AM030 for an unknown hit (or another tenant''s).';
+AM030 for an unknown hit (or another tenant''s).
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
 create or replace function agentmem.cache_report(
     cost_uncached numeric,
@@ -151,12 +69,30 @@ create or replace function agentmem.cache_report(
 )
 language plpgsql
 stable
-security invoker
+security definer
 set search_path from current
 as $$
 begin
-    if cost_uncached is null or cost_wrong is null or cost_uncached < 0 or cost_wrong < 0 then
-        raise exception 'cost_uncached and cost_wrong must be numbers >= 0' using errcode = 'AM020';
+    -- numeric has NaN (and, from PostgreSQL 14, infinities): 'NaN' < 0 is false.
+    if cost_uncached is null or cost_wrong is null or cost_uncached = 'NaN' or cost_wrong = 'NaN'
+        or cost_uncached not between 0 and 1e15 or cost_wrong not between 0 and 1e15 then
+        raise exception 'cost_uncached and cost_wrong must be finite numbers >= 0, got % and %',
+            coalesce(cost_uncached::text, 'NULL'), coalesce(cost_wrong::text, 'NULL')
+        using errcode = 'AM020', hint = 'Costs are per query, in any currency; at most 1e15.';
+    end if;
+    if cache_report.since is null then
+        raise exception 'since may not be NULL'
+        using errcode = 'AM020', hint = 'Leave it out to report on the whole log (''-infinity'').';
+    end if;
+    if cache_report.thresholds is not null then
+        perform agentmem_private.check_array('thresholds', cache_report.thresholds, 1000);
+        if cardinality(cache_report.thresholds) = 0 or exists (
+            select from unnest(cache_report.thresholds) as x
+            where x is null or x = 'NaN' or x not between -1 and 1
+        ) then
+            raise exception 'thresholds must be 1 to 1000 cosine similarities between -1 and 1'
+            using errcode = 'AM020', hint = 'NULL, NaN and values out of range are refused; leave it out for 0.85 to 0.99.';
+        end if;
     end if;
     return query
     with t as (
@@ -180,7 +116,7 @@ begin
             count(*) filter (where not h.reviewed_correct) as reviewed_wrong
         from t
         left join h
-            on h.kind = 'exact' or (h.guard_passed and h.similarity >= t.threshold)
+            on h.kind = 'exact' or (h.guard_passed and h.similarity <> 'NaN' and h.similarity >= t.threshold)
         group by t.threshold
     ),
     r as (
@@ -211,4 +147,8 @@ hits(t) = exact hits + lookups whose best candidate passed the guard with simila
 wrong rate(t) = reviewed_wrong(t) / reviewed(t) from the reviewed sample at that threshold;
 hits_per_1000 = 1000 * hits / queries;  wrong_per_1000 = hits_per_1000 * wrong rate;
 net_value_per_1000 = (hits_per_1000 - wrong_per_1000) * cost_uncached - wrong_per_1000 * cost_wrong
-(a right hit saves one LLM call; a wrong hit costs cost_wrong). NULL where nothing was reviewed.';
+(a right hit saves one LLM call; a wrong hit costs cost_wrong). NULL where nothing was reviewed.
+AM020 for a cost that is NULL, NaN, infinite, negative or over 1e15, for since => NULL, and for
+thresholds that are empty, not one-dimensional from index 1, over 1,000, or hold NULL, NaN or a
+value outside -1..1.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';

@@ -1,0 +1,334 @@
+"""Search recall for every user size (issue 10): agentmem vs LangGraph's PostgresStore, same server, same vectors.
+
+    .venv/bin/pip install -e './python[dev,bench]'      # langgraph-checkpoint-postgres
+    .venv/bin/python bench/bench_recall.py --out bench/results/recall.md [--quick] [--large]
+
+Data sets (each in a fresh database holding both systems' tables):
+* 100,000 random unit vectors of 768 dimensions (nomic-embed-text's size; the hardest case for HNSW);
+* 100,000 clustered unit vectors of 384 dimensions (all-minilm's size; structured like real text);
+* with --large, 1,000,000 clustered 384-d vectors (long: the HNSW builds take most of it).
+--quick: 20,000 vectors of each kind instead of 100,000.
+
+Four users, each alone in its tenant, hold 0.1%, 1%, 10% and 30% of the rows; the rest is spread over
+1,000 small tenants. Rows of all tenants are interleaved in the heap. Bulk data is loaded with COPY into
+both systems' tables with their HNSW index dropped and rebuilt afterwards (pgvector defaults, cosine;
+build times reported); then, as a DBA would, every tenant that agentmem.tenants_needing_index lists gets
+its own index (agentmem.create_tenant_index, build times reported). Each query (a vector of the user's
+own plus noise) runs on both systems back to back through their Python APIs, alternating which goes
+first. Recall@10 is against an exact scan of the user's vectors (numpy).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import psycopg
+from pgvector.psycopg import register_vector
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "python"))
+
+from agentmem.client import Memory  # noqa: E402
+from agentmem.migrate import Migrator, Source  # noqa: E402
+
+K = 10
+SHARES = (0.001, 0.01, 0.10, 0.30)
+SMALL_TENANTS = 1000
+APP_ROLE = "agentmem_bench_app"
+DBNAME = "agentmem_bench_recall"
+MODELS = {768: "nomic-embed-text", 384: "all-minilm"}
+
+
+def pct(values, p):
+    return float(np.percentile(np.asarray(values), p))
+
+
+def connect(url: str) -> psycopg.Connection:
+    conn = psycopg.connect(url, autocommit=True)
+    register_vector(conn)
+    return conn
+
+
+class Dataset:
+    def __init__(self, kind: str, n: int, dim: int, seed: int = 1):
+        rng = np.random.default_rng(seed)
+        self.kind, self.n, self.dim, self.model = kind, n, dim, MODELS[dim]
+        if kind == "random":
+            v = rng.standard_normal((n, dim), dtype=np.float32)
+        else:
+            centres = rng.standard_normal((128, dim), dtype=np.float32)
+            centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+            v = centres[rng.integers(0, 128, n)] + rng.standard_normal((n, dim), dtype=np.float32) * (
+                0.35 / np.sqrt(dim))
+        self.vectors = v / np.linalg.norm(v, axis=1, keepdims=True)
+        tenant = np.empty(n, dtype=np.int32)
+        at = 0
+        for i, share in enumerate(SHARES):
+            size = int(n * share)
+            tenant[at:at + size] = i
+            at += size
+        tenant[at:] = len(SHARES) + np.arange(n - at) % SMALL_TENANTS
+        rng.shuffle(tenant)  # interleaved in the heap
+        self.tenant = tenant
+        self.ids = [uuid.uuid4() for _ in range(n)]
+        self.rng = rng
+        self.members = {i: np.flatnonzero(tenant == i) for i in range(len(SHARES))}
+
+    @staticmethod
+    def name(t: int) -> str:
+        return f"share{SHARES[t]:g}" if t < len(SHARES) else f"small{t:04d}"
+
+    def queries(self, t: int, n: int) -> np.ndarray:
+        own = self.vectors[self.rng.choice(self.members[t], n)]
+        q = own + self.rng.standard_normal((n, self.dim), dtype=np.float32) * 0.02
+        return q / np.linalg.norm(q, axis=1, keepdims=True)
+
+    def truth(self, t: int, q: np.ndarray) -> set:
+        idx = self.members[t]
+        return {str(self.ids[i]) for i in idx[np.argsort(-(self.vectors[idx] @ q))[:K]]}
+
+
+def urls(server_url: str) -> tuple[str, str]:
+    admin_url = server_url.rsplit("/", 1)[0] + f"/{DBNAME}"
+    user = admin_url.split("//", 1)[1].split("@", 1)[0]
+    return admin_url, admin_url.replace(f"//{user}@", f"//{APP_ROLE}@", 1)
+
+
+def reuse_dataset(admin, ds: "Dataset") -> None:
+    """--reuse: the four users' rows as loaded by an earlier run (ids are random, so read them back)."""
+    rows = admin.execute("select tenant_id, message_id, embedding from agentmem.message_embeddings "
+                         "where tenant_id like 'share%%' and model = %s", (ds.model,)).fetchall()
+    names = [ds.name(t) for t in range(len(SHARES))]
+    ds.tenant = np.array([names.index(t) for t, _, _ in rows], dtype=np.int32)
+    ds.ids = [m for _, m, _ in rows]
+    ds.vectors = np.array([v.to_numpy() for _, _, v in rows], dtype=np.float32)
+    ds.members = {i: np.flatnonzero(ds.tenant == i) for i in range(len(SHARES))}
+
+
+def fresh_database(server_url: str) -> tuple[str, str]:
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(f"drop database if exists {DBNAME} with (force)")
+        conn.execute(f"create database {DBNAME}")
+    admin_url = server_url.rsplit("/", 1)[0] + f"/{DBNAME}"
+    Migrator(admin_url, Source.load(ROOT)).migrate()
+    with connect(admin_url) as conn:
+        if not conn.execute("select 1 from pg_roles where rolname = %s", (APP_ROLE,)).fetchone():
+            conn.execute(f"create role {APP_ROLE} login")
+        conn.execute("select agentmem.grant_app_role(role_name => %s)", (APP_ROLE,))
+    user = admin_url.split("//", 1)[1].split("@", 1)[0]
+    return admin_url, admin_url.replace(f"//{user}@", f"//{APP_ROLE}@", 1)
+
+
+def load_agentmem(admin, ds: Dataset) -> dict:
+    index = admin.execute("select agentmem_private.model_index_name('message_embeddings', %s)",
+                          (ds.model,)).fetchone()[0]
+    admin.execute(f'drop index if exists agentmem."{index}"')
+    tenants = np.unique(ds.tenant)
+    conv = {int(t): uuid.uuid4() for t in tenants}
+    counts = np.bincount(ds.tenant)
+    next_idx = np.zeros(len(counts), dtype=np.int64)
+    t0 = time.perf_counter()
+    with admin.cursor() as cur:
+        with cur.copy("copy agentmem.conversations (tenant_id, conversation_id, user_id, next_index) from stdin") as cp:
+            for t in tenants:
+                cp.write_row((ds.name(int(t)), conv[int(t)], "user", int(counts[t])))
+        with cur.copy("copy agentmem.messages (tenant_id, message_id, conversation_id, user_id, message_index, "
+                      "role, content) from stdin") as cp:
+            for i, t in enumerate(ds.tenant):
+                cp.write_row((ds.name(int(t)), ds.ids[i], conv[int(t)], "user", int(next_idx[t]), "user", f"m{i}"))
+                next_idx[t] += 1
+        with cur.copy("copy agentmem.message_embeddings (tenant_id, message_id, model, user_id, conversation_id, "
+                      "embedding) from stdin with (format binary)") as cp:
+            cp.set_types(["text", "uuid", "text", "text", "uuid", "vector"])
+            for i, t in enumerate(ds.tenant):
+                cp.write_row((ds.name(int(t)), ds.ids[i], ds.model, "user", conv[int(t)], ds.vectors[i]))
+    t1 = time.perf_counter()
+    admin.execute("select agentmem_private.ensure_model_indexes(%s)", (ds.model,))
+    t2 = time.perf_counter()
+    # the DBA's step: an index of their own for the tenants the view lists
+    own = []
+    for (tenant,) in admin.execute("select tenant_id from agentmem.tenants_needing_index "
+                                   "where table_name = 'message_embeddings' and model = %s", (ds.model,)).fetchall():
+        t = time.perf_counter()
+        admin.execute("select agentmem.create_tenant_index(tenant_id => %s, model => %s)", (tenant, ds.model))
+        own.append((tenant, time.perf_counter() - t))
+    admin.execute("vacuum (analyze) agentmem.conversations, agentmem.messages, agentmem.message_embeddings")
+    return {"copy_s": t1 - t0, "index_s": t2 - t1, "own": own}
+
+
+def load_langgraph(admin, ds: Dataset) -> dict:
+    indexdef = admin.execute("select indexdef from pg_indexes where indexname = 'store_vectors_embedding_idx'"
+                             ).fetchone()[0]
+    admin.execute("drop index store_vectors_embedding_idx")
+    t0 = time.perf_counter()
+    with admin.cursor() as cur:
+        with cur.copy("copy store (prefix, key, value) from stdin") as cp:
+            for i, t in enumerate(ds.tenant):
+                cp.write_row((f"{ds.name(int(t))}.user", str(ds.ids[i]), f'{{"text": "m{i}"}}'))
+        with cur.copy("copy store_vectors (prefix, key, field_name, embedding) from stdin with (format binary)") as cp:
+            cp.set_types(["text", "text", "text", "vector"])
+            for i, t in enumerate(ds.tenant):
+                cp.write_row((f"{ds.name(int(t))}.user", str(ds.ids[i]), "text", ds.vectors[i]))
+    t1 = time.perf_counter()
+    admin.execute(indexdef)
+    t2 = time.perf_counter()
+    admin.execute("vacuum (analyze) store, store_vectors")
+    return {"copy_s": t1 - t0, "index_s": t2 - t1}
+
+
+def path_of(admin, ds: Dataset, t: int) -> str:
+    limit = admin.execute("select agentmem_private.exact_search_max_rows(%s)", (ds.dim,)).fetchone()[0]
+    if len(ds.members[t]) <= limit:
+        return "exact scan"
+    own = admin.execute("select agentmem_private.has_tenant_index('message_embeddings', %s, %s)",
+                        (ds.name(t), ds.model)).fetchone()[0]
+    return "tenant's own index" if own else "shared index"
+
+
+def run_dataset(server_url: str, kind: str, n: int, dim: int, queries: int, reuse: bool = False) -> dict:
+    from langgraph.store.postgres import PostgresStore
+    print(f"--- {kind} {dim}-d, {n:,} vectors", flush=True)
+    ds = Dataset(kind, n, dim)
+    sidecar = ROOT / ".pgdata" / f"bench_recall_{kind}_{n}.json"
+    admin_url, app_url = urls(server_url) if reuse else fresh_database(server_url)
+    lookup: dict = {}
+
+    def embed(texts):
+        return [lookup[t].tolist() for t in texts]
+
+    out: dict = {"kind": kind, "n": n, "dim": dim, "sizes": []}
+    with connect(admin_url) as admin, Memory.connect(app_url, tenant="x", max_size=2) as mem, \
+            PostgresStore.from_conn_string(admin_url, index={"dims": dim, "embed": embed, "fields": ["text"],
+                                                             "distance_type": "cosine"}) as lg:
+        lg.setup()
+        admin.execute("set maintenance_work_mem = '1GB'")
+        if reuse:  # the data and indexes of an earlier run of the same data set, its load figures
+            loads = json.loads(sidecar.read_text())
+            out["agentmem_load"], out["langgraph_load"] = loads["agentmem"], loads["langgraph"]
+            reuse_dataset(admin, ds)
+        else:
+            out["agentmem_load"] = load_agentmem(admin, ds)
+            print("agentmem loaded", out["agentmem_load"], flush=True)
+            out["langgraph_load"] = load_langgraph(admin, ds)
+            print("langgraph loaded", out["langgraph_load"], flush=True)
+            sidecar.write_text(json.dumps({"agentmem": out["agentmem_load"], "langgraph": out["langgraph_load"]}))
+        for t in range(len(SHARES)):
+            qs = ds.queries(t, queries + 3)
+            lat = {"agentmem": [], "langgraph": []}
+            rec = {"agentmem": [], "langgraph": []}
+            short = {"agentmem": 0, "langgraph": 0}
+            for j, q in enumerate(qs):
+                truth = ds.truth(t, q)
+                for system in (("agentmem", "langgraph") if j % 2 == 0 else ("langgraph", "agentmem")):
+                    t0 = time.perf_counter()
+                    if system == "agentmem":
+                        got = [str(h.message_id) for h in
+                               mem.for_tenant(ds.name(t)).search_messages("user", q, K, model=ds.model)]
+                    else:
+                        key = f"q{len(lookup)}"
+                        lookup[key] = q
+                        # PostgresStore keeps a namespace as its labels joined by '.'
+                        got = [it.key for it in lg.search((*ds.name(t).split("."), "user"), query=key,
+                                                          limit=K)]
+                    ms = (time.perf_counter() - t0) * 1000
+                    if j < 3:
+                        continue  # warm-up
+                    lat[system].append(ms)
+                    short[system] += len(got) < K
+                    rec[system].append(len(truth & set(got)) / K)
+            row = {"share": SHARES[t], "rows": len(ds.members[t]), "path": path_of(admin, ds, t)}
+            for system in lat:
+                row[system] = {"p50": pct(lat[system], 50), "p95": pct(lat[system], 95),
+                               "recall": float(np.mean(rec[system])), "short": short[system]}
+            print(row, flush=True)
+            out["sizes"].append(row)
+    return out
+
+
+def report(results: list[dict], elapsed: float, large_run: bool) -> str:
+    cmd = "python bench/bench_recall.py " + " ".join(a for a in sys.argv[1:] if not a.startswith("--out")
+                                                     and not a.endswith(".md"))
+    lines = [
+        "## Search recall for every user size (issue 10): agentmem vs LangGraph PostgresStore",
+        "",
+        f"{datetime.date.today()}, {os.cpu_count()} cores shared with other work (load average "
+        f"{os.getloadavg()[0]:.1f} at the end), embedded PostgreSQL 18 + pgvector 0.8. "
+        f"Command: `{cmd.strip()} --out bench/results/recall.md` ({elapsed / 60:.1f} min).",
+        "",
+        "Four users, each alone in its tenant, hold 0.1%, 1%, 10% and 30% of the rows; the rest is spread "
+        "over 1,000 small tenants, all interleaved in the heap. Both systems get the same vectors, loaded "
+        "with COPY and their shared HNSW index rebuilt afterwards (pgvector defaults m=16, "
+        "ef_construction=64, cosine); then every tenant listed by `agentmem.tenants_needing_index` gets its "
+        "own index (`agentmem.create_tenant_index`). Each query (one of the user's vectors plus noise) runs "
+        "on both systems back to back through their Python APIs (agentmem: `Memory.search_messages`, tenant "
+        "set per transaction, RLS; LangGraph: `PostgresStore.search` on the namespace (tenant, user)), "
+        "alternating which goes first. Recall@10 against an exact scan (numpy); 'short' = searches that "
+        "returned fewer than 10 rows. Path = what agentmem's search did for that user.",
+        "",
+    ]
+    for r in results:
+        a, lg = r["agentmem_load"], r["langgraph_load"]
+        own = ", ".join(f"{t} {s:.1f} s" for t, s in a["own"]) or "none listed"
+        lines += [f"### {r['n']:,} {r['kind']} vectors, {r['dim']} dimensions", "",
+                  f"Load: agentmem COPY {a['copy_s']:.1f} s + shared HNSW build {a['index_s']:.1f} s; tenants' own "
+                  f"indexes: {own}. PostgresStore COPY {lg['copy_s']:.1f} s + HNSW build {lg['index_s']:.1f} s.", "",
+                  "| user holds | rows | agentmem path | agentmem p50 / p95 ms | recall@10 | short | "
+                  "PostgresStore p50 / p95 ms | recall@10 | short | p50 ratio |",
+                  "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+        for s in r["sizes"]:
+            am, pg = s["agentmem"], s["langgraph"]
+            lines.append(f"| {s['share']:.1%} | {s['rows']:,} | {s['path']} | {am['p50']:.1f} / {am['p95']:.1f} | "
+                         f"{am['recall']:.3f} | {am['short']} | {pg['p50']:.1f} / {pg['p95']:.1f} | "
+                         f"{pg['recall']:.3f} | {pg['short']} | {pg['p50'] / am['p50']:.2f}× |")
+        lines.append("")
+    if not large_run:
+        lines += ["The 1,000,000-vector run (`--large`) was not part of this run.", ""]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--quick", action="store_true", help="20,000 vectors of each kind")
+    parser.add_argument("--large", action="store_true", help="also 1,000,000 clustered 384-d vectors")
+    parser.add_argument("--only", choices=("random", "clustered"), help="one kind of vectors only")
+    parser.add_argument("--queries", type=int, default=40, help="queries per user size")
+    parser.add_argument("--reuse", choices=("random", "clustered"),
+                        help="search the data set of this kind an interrupted run left loaded, instead of loading it")
+    parser.add_argument("--database-url", help="a server to use (default: an embedded one on --port)")
+    parser.add_argument("--port", type=int, default=int(os.environ.get("AGENTMEM_EMBEDDED_PORT", 55431)))
+    args = parser.parse_args()
+    try:
+        import langgraph.store.postgres  # noqa: F401
+    except ImportError:
+        raise SystemExit("bench_recall needs langgraph-checkpoint-postgres: pip install -e './python[bench]'")
+    if args.database_url:
+        server_url = args.database_url
+    else:
+        from agentmem import devserver
+        server_url = devserver.start(ROOT / ".pgdata" / "bench", port=args.port)
+    n = 20_000 if args.quick else 100_000
+    runs = [("random", n, 768), ("clustered", n, 384)]
+    if args.only:
+        runs = [r for r in runs if r[0] == args.only]
+    if args.large:
+        runs.append(("clustered", 1_000_000, 384))
+    started = time.perf_counter()
+    results = [run_dataset(server_url, kind, size, dim, args.queries, reuse=(kind == args.reuse and size == n))
+               for kind, size, dim in runs]
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(report(results, time.perf_counter() - started, args.large))
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,622 @@
+"""One conversational-RAG turn (issue 9): query condensation and the ``Turn`` helper.
+
+``condense(history, question)`` rewrites a follow-up ("Does that apply to annual
+plans?") as a standalone question ("Does the 14-day refund window apply to annual
+plans?") with one chat call to a small Ollama model, over the last three turns.
+
+``Turn`` (sync, over ``Memory``) and ``AsyncTurn`` (asyncio, over ``AsyncMemory``)
+run a whole turn for one user message::
+
+    embed the question -> cache_lookup -> hit: store the exchange, return the cached answer
+                                       -> miss: short_term_context -> topic_shift -> condense
+                                          -> search_with_context -> retriever -> unseen_docs
+                                          -> generator -> store_messages + record_retrieval
+                                          -> cache_store -> summariser + set_summary
+
+Every database step is one call of a driver method, i.e. one SQL function: this
+module holds no SQL. Every model step is a parameter (a callable) with an Ollama
+default, so a turn runs offline with stand-ins. The flow is written once, as a
+generator of steps; ``Turn`` runs the steps at once and ``AsyncTurn`` awaits them.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+from uuid import UUID
+
+from .errors import Conflict
+
+log = logging.getLogger("agentmem.turn")
+
+# The condenser: a small chat model is enough to resolve references, and it runs
+# on a CPU in well under a second for a short prompt. llama3.2:1b (1.3 GB) rather
+# than a 0.5B model: models of half a billion parameters tend to answer the
+# question instead of rewriting it. Same family as extract_facts' default.
+DEFAULT_CONDENSE_MODEL = "llama3.2:1b"
+DEFAULT_CHAT_MODEL = "llama3.2"          # the generator's default
+DEFAULT_SUMMARY_MODEL = "llama3.2:1b"
+CONDENSE_TURNS = 3                       # the last three turns go into the condensation prompt
+MAX_PROMPT_MESSAGE_CHARS = 2000          # each history message is cut to this in the prompt
+
+CONDENSE_PROMPT = """You rewrite the user's latest question so that it can be understood without the conversation.
+- Replace every pronoun and implicit reference (it, that, they, this one, there, the first option, the same, ...)
+  with what it refers to in the conversation.
+- Change nothing else: keep the user's words, language and kind of question; do not answer it and do not add
+  details the user did not refer to.
+- If the question already stands on its own, return it unchanged.
+Reply with the rewritten question only, on one line."""
+
+SUMMARY_PROMPT = """You keep the running summary of a conversation between a user and an assistant.
+Extend the summary with the new messages: keep facts, decisions, names, numbers and open questions; drop small
+talk. At most 150 words. Reply with the summary only."""
+
+ANSWER_PROMPT = """You are a documentation assistant. Answer the user's question from the documents and the
+conversation below. If they do not contain the answer, say that you do not know. Be brief."""
+
+
+# -- values ----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Doc:
+    """A document the application's retriever returned."""
+
+    doc_id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Condensed:
+    """What condense did with a question."""
+
+    question: str            # as asked
+    standalone: str          # what retrieval and the cache use
+    called: bool             # a chat call was made
+    fell_back: bool          # the call failed or its reply was unusable: standalone == question
+    reason: str | None = None  # why no call was made, or why it fell back
+
+
+@dataclass(frozen=True)
+class GenerationRequest:
+    """Everything the generator gets for one turn."""
+
+    question: str            # as asked
+    standalone: str
+    summary: str | None      # the running summary (None after a topic shift)
+    history: list[dict]      # the short-term window, {'role', 'content'}, oldest first
+    memories: list[dict]     # earlier messages of the user found by search_with_context
+    docs: list[Doc]          # documents not sent in the last turns
+
+    def messages(self) -> list[dict]:
+        """The default chat prompt: instructions, documents, summary, memories, the window, the question."""
+        parts = [ANSWER_PROMPT]
+        if self.docs:
+            parts.append("Documents:\n" + "\n".join(f"[{d.doc_id}] {d.text}" for d in self.docs))
+        if self.summary:
+            parts.append("Earlier in this conversation (summary): " + self.summary)
+        if self.memories:
+            parts.append("Related messages from the user's earlier conversations:\n"
+                         + "\n".join(f"{m['role']}: {_cut(m['content'])}" for m in self.memories))
+        return ([{"role": "system", "content": "\n\n".join(parts)}]
+                + [{"role": m["role"], "content": _cut(m["content"])} for m in self.history]
+                + [{"role": "user", "content": self.standalone}])
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    seconds: float
+    note: str = ""
+
+
+@dataclass
+class TurnResult:
+    """What happened in one turn, step by step."""
+
+    question: str
+    answer: str | None = None
+    cache_hit: bool = False
+    cache_kind: str | None = None        # exact | semantic (hit)
+    cache_similarity: float | None = None
+    cache_reason: str | None = None      # why the lookup missed
+    standalone: str | None = None
+    condensed: Condensed | None = None
+    topic: Any = None                    # TopicShift (None on a hit)
+    history_used: int = 0                # messages of the window sent to the model
+    summary_used: bool = False
+    memories: list = field(default_factory=list)
+    docs_retrieved: list[str] = field(default_factory=list)
+    docs_used: list[str] = field(default_factory=list)
+    docs_skipped: list[str] = field(default_factory=list)  # already sent in the last turns
+    user_message: Any = None             # StoredMessage
+    assistant_message: Any = None
+    retrieval_recorded: int | None = None
+    cache_stored: bool = False
+    cache_store_reason: str | None = None  # why the answer was not cached
+    summarised_through: int | None = None
+    summary_note: str | None = None
+    steps: list[Step] = field(default_factory=list)
+
+    @property
+    def timings(self) -> dict[str, float]:
+        """Seconds per step (a step that ran twice is summed)."""
+        out: dict[str, float] = {}
+        for s in self.steps:
+            out[s.name] = out.get(s.name, 0.0) + s.seconds
+        return out
+
+    def describe(self) -> str:
+        return "\n".join(f"{s.name:<20} {s.seconds * 1000:7.1f} ms  {s.note}" for s in self.steps)
+
+
+# -- helpers ---------------------------------------------------------------------------------
+
+def _cut(text: str, limit: int = MAX_PROMPT_MESSAGE_CHARS) -> str:
+    return text if len(text) <= limit else text[:limit] + " [...]"
+
+
+def _as_message(m: Any) -> dict:
+    if isinstance(m, dict):
+        return {"role": m["role"], "content": m["content"]}
+    return {"role": m.role, "content": m.content}
+
+
+def last_turns(history: Sequence[Any], turns: int = CONDENSE_TURNS) -> list[dict]:
+    """The messages of the last `turns` turns (a turn starts at a user message), summary rows left out."""
+    msgs = [_as_message(m) for m in history
+            if getattr(m, "kind", None) != "summary" and not (isinstance(m, dict) and m.get("kind") == "summary")]
+    starts = [i for i, m in enumerate(msgs) if m["role"] == "user"]
+    if len(starts) >= turns:
+        return msgs[starts[-turns]:]
+    return msgs
+
+
+def _reply_text(response: Any) -> str:
+    message = response["message"] if not hasattr(response, "message") else response.message
+    content = message["content"] if isinstance(message, dict) else message.content
+    return content or ""
+
+
+def _as_docs(found: Any) -> list[Doc]:
+    docs = []
+    for d in found or []:
+        if isinstance(d, Doc):
+            docs.append(d)
+        elif isinstance(d, dict):
+            docs.append(Doc(str(d["doc_id"]), str(d["text"])))
+        elif isinstance(d, (tuple, list)) and len(d) == 2:
+            docs.append(Doc(str(d[0]), str(d[1])))
+        else:
+            raise TypeError("a retriever returns (doc_id, text) pairs, {'doc_id', 'text'} dicts or Doc objects")
+    seen: set[str] = set()
+    return [d for d in docs if not (d.doc_id in seen or seen.add(d.doc_id))]
+
+
+# -- condensation ----------------------------------------------------------------------------
+
+def condense_messages(history: Sequence[Any], question: str) -> list[dict]:
+    """The condensation prompt: instructions, the last three turns, the question."""
+    lines = "\n".join(f"{m['role']}: {_cut(m['content'])}" for m in last_turns(history))
+    return [{"role": "system", "content": CONDENSE_PROMPT},
+            {"role": "user", "content": f"Conversation:\n{lines}\n\nLatest question: {question}\n\n"
+                                        "Standalone question:"}]
+
+
+def max_condensed_chars(question: str) -> int:
+    """The longest reply accepted as a rewrite of `question`: three times its length, at least 200."""
+    return max(200, 3 * len(question))
+
+
+def read_condensed(question: str, reply: str | None, *, called: bool = True) -> Condensed:
+    """Turn a condenser's reply into a Condensed, falling back to the question when it is unusable."""
+    text = (reply or "").strip()
+    for label in ("standalone question:", "rewritten question:", "question:"):
+        if text.lower().startswith(label):
+            text = text[len(label):].strip()
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
+        text = text[1:-1].strip()
+    if not text:
+        return Condensed(question, question, called, True, "the condenser's reply was empty: the question is used as asked")
+    if len(text) > max_condensed_chars(question):
+        return Condensed(question, question, called, True,
+                         f"the condenser's reply was {len(text)} characters, over the bound of "
+                         f"{max_condensed_chars(question)}: the question is used as asked")
+    return Condensed(question, text, called, False, None if text != question else "already standalone")
+
+
+NO_HISTORY = "no history: nothing to resolve, no call made"
+
+
+class OllamaCondenser:
+    """condense() as a callable: one chat call to a small Ollama model (temperature 0)."""
+
+    def __init__(self, model: str = DEFAULT_CONDENSE_MODEL, host: str | None = None, *, timeout: float = 30.0):
+        self.model, self.host, self.timeout = model, host, timeout
+
+    def _options(self, question: str) -> dict:
+        return {"temperature": 0, "num_predict": max_condensed_chars(question) // 2}
+
+    def _failed(self, question: str, exc: Exception) -> Condensed:
+        log.warning("condense: the chat call to %s failed (%s); using the question as asked", self.model, exc)
+        return Condensed(question, question, True, True,
+                         f"the chat call to {self.model} failed ({type(exc).__name__}: {exc}): "
+                         "the question is used as asked")
+
+    def __call__(self, history: Sequence[Any], question: str) -> Condensed:
+        if not last_turns(history):
+            return Condensed(question, question, False, False, NO_HISTORY)
+        import ollama
+        try:
+            response = ollama.Client(host=self.host, timeout=self.timeout).chat(
+                model=self.model, messages=condense_messages(history, question), options=self._options(question))
+        except Exception as exc:  # noqa: BLE001 - any failure falls back to the question
+            return self._failed(question, exc)
+        return read_condensed(question, _reply_text(response))
+
+    async def acall(self, history: Sequence[Any], question: str) -> Condensed:
+        if not last_turns(history):
+            return Condensed(question, question, False, False, NO_HISTORY)
+        import ollama
+        try:
+            response = await ollama.AsyncClient(host=self.host, timeout=self.timeout).chat(
+                model=self.model, messages=condense_messages(history, question), options=self._options(question))
+        except Exception as exc:  # noqa: BLE001 - any failure falls back to the question
+            return self._failed(question, exc)
+        return read_condensed(question, _reply_text(response))
+
+
+def condense(history: Sequence[Any], question: str, *, model: str = DEFAULT_CONDENSE_MODEL,
+             host: str | None = None, timeout: float = 30.0) -> Condensed:
+    """Rewrite `question` as a standalone question, resolving references to the last three turns.
+
+    history: the conversation so far, oldest first ({'role', 'content'} dicts, or the driver's
+    Message / ContextItem rows; summary rows are left out). No history: no call. A failed chat call,
+    an empty reply or one longer than max_condensed_chars(question) gives the question as asked,
+    with fell_back=True and the reason.
+    """
+    return OllamaCondenser(model, host, timeout=timeout)(history, question)
+
+
+async def acondense(history: Sequence[Any], question: str, *, model: str = DEFAULT_CONDENSE_MODEL,
+                    host: str | None = None, timeout: float = 30.0) -> Condensed:
+    """condense() for asyncio."""
+    return await OllamaCondenser(model, host, timeout=timeout).acall(history, question)
+
+
+class CannedCondenser:
+    """An offline stand-in: standalone questions looked up in a dict (the question itself otherwise)."""
+
+    def __init__(self, rewrites: dict[str, str]):
+        self.rewrites = dict(rewrites)
+
+    def __call__(self, history: Sequence[Any], question: str) -> Condensed:
+        if not last_turns(history):
+            return Condensed(question, question, False, False, NO_HISTORY)
+        if question in self.rewrites:
+            return Condensed(question, self.rewrites[question], False, False, "canned rewrite (offline, no model)")
+        return Condensed(question, question, False, False, "canned: no rewrite known (offline, no model)")
+
+
+# -- generation and summaries ----------------------------------------------------------------
+
+class OllamaGenerator:
+    """The default generator: one chat call with GenerationRequest.messages()."""
+
+    def __init__(self, model: str = DEFAULT_CHAT_MODEL, host: str | None = None, *, timeout: float = 120.0):
+        self.model, self.host, self.timeout = model, host, timeout
+
+    def __call__(self, request: GenerationRequest) -> str:
+        import ollama
+        return _reply_text(ollama.Client(host=self.host, timeout=self.timeout).chat(
+            model=self.model, messages=request.messages(), options={"temperature": 0}))
+
+    async def acall(self, request: GenerationRequest) -> str:
+        import ollama
+        return _reply_text(await ollama.AsyncClient(host=self.host, timeout=self.timeout).chat(
+            model=self.model, messages=request.messages(), options={"temperature": 0}))
+
+
+def summary_messages(previous: str | None, messages: Sequence[dict]) -> list[dict]:
+    lines = "\n".join(f"{m['role']}: {_cut(m['content'])}" for m in messages)
+    return [{"role": "system", "content": SUMMARY_PROMPT},
+            {"role": "user", "content": f"Summary so far: {previous or '(none)'}\n\nNew messages:\n{lines}"}]
+
+
+class OllamaSummariser:
+    """The default summariser: extends the running summary with one chat call."""
+
+    def __init__(self, model: str = DEFAULT_SUMMARY_MODEL, host: str | None = None, *, timeout: float = 60.0):
+        self.model, self.host, self.timeout = model, host, timeout
+
+    def __call__(self, previous: str | None, messages: Sequence[dict]) -> str:
+        import ollama
+        return _reply_text(ollama.Client(host=self.host, timeout=self.timeout).chat(
+            model=self.model, messages=summary_messages(previous, messages), options={"temperature": 0}))
+
+    async def acall(self, previous: str | None, messages: Sequence[dict]) -> str:
+        import ollama
+        return _reply_text(await ollama.AsyncClient(host=self.host, timeout=self.timeout).chat(
+            model=self.model, messages=summary_messages(previous, messages), options={"temperature": 0}))
+
+
+# -- the flow --------------------------------------------------------------------------------
+# The flow yields steps; a runner executes each and sends the result back:
+#   ("db", method_name, args, kwargs)      one driver method, i.e. one SQL function
+#   ("model", callable, args)              a model call (condenser, retriever, generator, summariser)
+#   ("embed", "embed_queries"|"embed_documents", texts)
+#   ("store", kwargs)                      store_messages + record_retrieval in one transaction
+# An exception raised by a step is thrown into the flow at the yield.
+
+class _TurnBase:
+    def __init__(self, memory, *, retriever: Callable, generator: Callable | None = None,
+                 condenser: Callable | None = None, summariser: Callable | None = None,
+                 ollama_host: str | None = None, keep_last: int = 6, shift_threshold: float = 0.15,
+                 lookback: int = 6, memories_k: int = 3, memories_radius: int = 1,
+                 acl_hash: str = "", prompt_version: str = "", llm_model: str | None = None,
+                 intent: str = "general"):
+        """memory: a Memory (Turn) or AsyncMemory (AsyncTurn) with an embedder.
+        retriever(standalone_question) -> [(doc_id, text), ...] (or dicts / Doc); the application's search.
+        generator(GenerationRequest) -> answer text; default: OllamaGenerator (llama3.2).
+        condenser(history, question) -> Condensed or a text; default: OllamaCondenser (llama3.2:1b).
+        summariser(previous_summary, messages) -> summary text; default: OllamaSummariser (llama3.2:1b).
+        Callables may be async for AsyncTurn. The cache scope (acl_hash, prompt_version, llm_model,
+        intent) is passed to cache_lookup and cache_store; llm_model defaults to the generator's model.
+        """
+        if getattr(memory, "embedder", None) is None:
+            raise ValueError("a Turn needs a client with an embedder (Memory.connect(..., embedder=...))")
+        self.memory = memory
+        self.retriever = retriever
+        self.generator = generator or OllamaGenerator(host=ollama_host)
+        self.condenser = condenser or OllamaCondenser(host=ollama_host)
+        self.summariser = summariser or OllamaSummariser(host=ollama_host)
+        self.keep_last, self.shift_threshold, self.lookback = keep_last, shift_threshold, lookback
+        self.memories_k, self.memories_radius = memories_k, memories_radius
+        self.scope = {"acl_hash": acl_hash, "prompt_version": prompt_version,
+                      "llm_model": llm_model if llm_model is not None else getattr(self.generator, "model", ""),
+                      "intent": intent}
+        # search_with_context takes the question's text once hybrid search lands (issue 8).
+        self._hybrid = "query_text" in inspect.signature(memory.search_with_context).parameters
+
+    def _flow(self, conversation_id: UUID, user_id: str, question: str):  # noqa: C901 - one turn, in order
+        r = TurnResult(question=question)
+        model = self.memory.embedder.model
+        clock = time.perf_counter()
+
+        def step(name: str, note: str = "") -> None:
+            nonlocal clock
+            now = time.perf_counter()
+            r.steps.append(Step(name, now - clock, note))
+            clock = now
+
+        q_vec = (yield ("embed", "embed_queries", [question]))[0]
+        step("embed question")
+        lookup = yield ("db", "cache_lookup", (question, q_vec),
+                        dict(self.scope, model=model, user_id=user_id))
+        if lookup.hit:
+            r.cache_hit, r.cache_kind, r.cache_similarity = True, lookup.kind, lookup.similarity
+            r.answer, r.standalone = lookup.answer, question
+            r.docs_used = list(lookup.source_ids or [])
+            step("cache_lookup", f"HIT ({lookup.kind}, similarity {lookup.similarity:.2f}): "
+                                 f"{lookup.matched_question!r}; retrieval and generation skipped")
+            log.info("turn %s: cache hit (%s, %.3f) for %r", conversation_id, lookup.kind, lookup.similarity,
+                     question)
+        else:
+            r.cache_reason = lookup.reason
+            step("cache_lookup", f"miss ({lookup.reason})")
+
+            context = yield ("db", "short_term_context", (conversation_id, self.keep_last), {})
+            summary_row = next((c for c in context if c.kind == "summary"), None)
+            window = [c for c in context if c.kind == "message"]
+            step("short_term_context", f"{len(window)} messages" + (", a summary" if summary_row else ""))
+
+            topic = yield ("db", "topic_shift", (conversation_id, self.shift_threshold), {})
+            r.topic = topic
+            history, summary = window, summary_row.content if summary_row else None
+            if topic.shifted:
+                # The last recorded turn started a new subject: what came before it is dropped.
+                history = [m for m in window if m.message_index >= topic.since_message_index]
+                summary = None
+                step("topic_shift", f"SHIFT (overlap {topic.overlap:.2f} < {self.shift_threshold}): window "
+                                    f"dropped, {len(history)} messages of the new subject kept")
+            else:
+                overlap = "n/a" if topic.overlap is None else f"{topic.overlap:.2f}"
+                step("topic_shift", f"no shift (overlap {overlap}, {topic.turns_compared} recorded turns)")
+            r.history_used, r.summary_used = len(history), summary is not None
+
+            try:
+                condensed = yield ("model", self.condenser, (history, question))
+                if isinstance(condensed, str):
+                    condensed = read_condensed(question, condensed, called=True)
+            except Exception as exc:  # noqa: BLE001 - a failing condenser falls back to the question
+                condensed = Condensed(question, question, True, True,
+                                      f"the condenser failed ({type(exc).__name__}: {exc}): the question is used as asked")
+            r.condensed, r.standalone = condensed, condensed.standalone
+            step("condense", f"{condensed.standalone!r}"
+                             + (f" ({condensed.reason})" if condensed.reason else "")
+                             + (" [FELL BACK]" if condensed.fell_back else ""))
+
+            s_vec = q_vec
+            if condensed.standalone != question:
+                s_vec = (yield ("embed", "embed_queries", [condensed.standalone]))[0]
+                step("embed standalone")
+
+            kwargs = dict(model=model, k=self.memories_k, radius=self.memories_radius)
+            if self._hybrid:
+                kwargs["query_text"] = condensed.standalone
+            found = yield ("db", "search_with_context", (user_id, s_vec), kwargs)
+            in_window = {m.message_id for m in window}
+            r.memories = [m for m in found if m.message_id not in in_window]
+            step("search_with_context", f"{len(r.memories)} earlier messages of the user")
+
+            docs = _as_docs((yield ("model", self.retriever, (condensed.standalone,))))
+            r.docs_retrieved = [d.doc_id for d in docs]
+            step("retrieve", f"{len(docs)} documents: {', '.join(r.docs_retrieved)}")
+            unseen = yield ("db", "unseen_docs", (conversation_id, r.docs_retrieved, self.lookback), {})
+            unseen_set = set(unseen)
+            used = [d for d in docs if d.doc_id in unseen_set]
+            r.docs_used = [d.doc_id for d in used]
+            r.docs_skipped = [d for d in r.docs_retrieved if d not in unseen_set]
+            step("unseen_docs", f"used {r.docs_used or 'none'}; skipped as already seen {r.docs_skipped or 'none'}")
+
+            request = GenerationRequest(
+                question=question, standalone=condensed.standalone, summary=summary,
+                history=[_as_message(m) for m in history],
+                memories=[_as_message(m) for m in r.memories], docs=used)
+            r.answer = yield ("model", self.generator, (request,))
+            if not isinstance(r.answer, str) or not r.answer.strip():
+                raise ValueError("the generator returned no answer: nothing was stored")
+            step("generate", f"{len(r.answer)} characters")
+
+        # -- store the exchange (both branches) --------------------------------------------------
+        d_vecs = yield ("embed", "embed_documents", [question, r.answer])
+        step("embed messages")
+        user_meta = {"standalone": r.standalone} if r.standalone != question else {}
+        bot_meta = ({"cache": r.cache_kind} if r.cache_hit else {}) | ({"doc_ids": r.docs_used} if r.docs_used else {})
+        stored, recorded = yield ("store", dict(
+            conversation_id=conversation_id, roles=["user", "assistant"], contents=[question, r.answer],
+            embeddings=d_vecs, model=model, metadata=[user_meta, bot_meta],
+            doc_ids=None if r.cache_hit else r.docs_retrieved))
+        r.user_message, r.assistant_message = stored[0], stored[1]
+        r.retrieval_recorded = recorded
+        step("store_messages", f"user [{stored[0].message_index}] and assistant [{stored[1].message_index}]"
+                               + ("" if recorded is None else f"; record_retrieval: {recorded} documents"))
+        if r.cache_hit:
+            return r
+
+        # -- cache the answer -------------------------------------------------------------------------
+        if condensed.fell_back and history:
+            r.cache_store_reason = ("not cached: the question could not be made standalone, so its answer "
+                                    "may depend on this conversation")
+            step("cache_store", r.cache_store_reason)
+        else:
+            res = yield ("db", "cache_store", (condensed.standalone, s_vec, r.answer),
+                         dict(self.scope, source_ids=r.docs_retrieved, model=model, user_id=user_id,
+                              conversation_id=conversation_id))
+            r.cache_stored, r.cache_store_reason = res.stored, res.reason
+            step("cache_store", "stored under the standalone question" if res.stored else f"refused: {res.reason}")
+
+        # -- extend the running summary with what fell out of the window ----------------------------
+        through = summary_row.message_index if summary_row else -1
+        cutoff = stored[1].message_index + 1 - self.keep_last   # first index still in the window
+        if cutoff - 1 > through:
+            known = {m.message_index: m for m in window}
+            known.update({stored[0].message_index: _Msg("user", question, stored[0].message_index),
+                          stored[1].message_index: _Msg("assistant", r.answer, stored[1].message_index)})
+            wanted = range(through + 1, cutoff)
+            if not all(i in known for i in wanted):
+                n = min(1000, stored[1].message_index - through)
+                for m in (yield ("db", "recent_messages", (conversation_id, n), {})):
+                    known.setdefault(m.message_index, m)
+            out = [known[i] for i in wanted if i in known]
+            # only a gap-free run from the summary on can extend it
+            run = []
+            for i, m in zip(wanted, out):
+                if m.message_index != i:
+                    break
+                run.append(m)
+            if run:
+                try:
+                    text = yield ("model", self.summariser,
+                                  (summary_row.content if summary_row else None, [_as_message(m) for m in run]))
+                    if not isinstance(text, str) or not text.strip():
+                        raise ValueError("empty summary")
+                    yield ("db", "set_summary", (conversation_id, text.strip(), run[-1].message_index), {})
+                    r.summarised_through = run[-1].message_index
+                    r.summary_note = f"messages {run[0].message_index}..{run[-1].message_index} summarised"
+                except Conflict:
+                    r.summary_note = "a concurrent turn stored a newer summary: kept it"
+                except Exception as exc:  # noqa: BLE001 - a failed summary never fails the turn
+                    r.summary_note = f"summariser failed ({type(exc).__name__}: {exc}); will retry next turn"
+                step("summarise", r.summary_note)
+        return r
+
+
+@dataclass(frozen=True)
+class _Msg:
+    role: str
+    content: str
+    message_index: int
+
+
+class Turn(_TurnBase):
+    """Run one conversational-RAG turn with a Memory. ``turn(conversation_id, user_id, question)``."""
+
+    def __call__(self, conversation_id: UUID, user_id: str, question: str) -> TurnResult:
+        from ._adapt import embed_texts
+        flow = self._flow(conversation_id, user_id, question)
+        op = next(flow)
+        while True:
+            try:
+                kind = op[0]
+                if kind == "db":
+                    value = getattr(self.memory, op[1])(*op[2], **op[3])
+                elif kind == "model":
+                    fn = op[1]
+                    value = fn(*op[2])
+                    if inspect.isawaitable(value):
+                        raise TypeError(f"{fn!r} is async: use AsyncTurn")
+                elif kind == "embed":
+                    value = embed_texts(self.memory, op[1], op[2])
+                else:
+                    value = self._store(**op[1])
+            except Exception as exc:  # noqa: BLE001 - handed to the flow, which decides
+                try:
+                    op = flow.throw(exc)
+                except StopIteration as done:
+                    return done.value
+                continue
+            try:
+                op = flow.send(value)
+            except StopIteration as done:
+                return done.value
+
+    def _store(self, *, doc_ids, **kwargs):
+        mem = self.memory
+        with mem.pool.connection() as conn, conn.transaction():
+            stored = mem.store_messages(**kwargs, conn=conn)
+            recorded = None if doc_ids is None else mem.record_retrieval(stored[0].message_id, doc_ids, conn=conn)
+        return stored, recorded
+
+
+class AsyncTurn(_TurnBase):
+    """Turn for asyncio, with an AsyncMemory: ``await turn(conversation_id, user_id, question)``."""
+
+    async def __call__(self, conversation_id: UUID, user_id: str, question: str) -> TurnResult:
+        from ._adapt import aembed_texts
+        flow = self._flow(conversation_id, user_id, question)
+        op = next(flow)
+        while True:
+            try:
+                kind = op[0]
+                if kind == "db":
+                    value = await getattr(self.memory, op[1])(*op[2], **op[3])
+                elif kind == "model":
+                    fn = op[1]
+                    value = fn.acall(*op[2]) if hasattr(fn, "acall") else fn(*op[2])
+                    if inspect.isawaitable(value):
+                        value = await value
+                elif kind == "embed":
+                    value = await aembed_texts(self.memory, op[1], op[2])
+                else:
+                    value = await self._store(**op[1])
+            except Exception as exc:  # noqa: BLE001 - handed to the flow, which decides
+                try:
+                    op = flow.throw(exc)
+                except StopIteration as done:
+                    return done.value
+                continue
+            try:
+                op = flow.send(value)
+            except StopIteration as done:
+                return done.value
+
+    async def _store(self, *, doc_ids, **kwargs):
+        mem = self.memory
+        async with mem.pool.connection() as conn, conn.transaction():
+            stored = await mem.store_messages(**kwargs, conn=conn)
+            recorded = None if doc_ids is None else await mem.record_retrieval(
+                stored[0].message_id, doc_ids, conn=conn)
+        return stored, recorded

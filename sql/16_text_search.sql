@@ -1,0 +1,148 @@
+-- Full-text search: the installation's text search configuration, how a
+-- caller's words become a query (never tsquery syntax), and the DBA function
+-- that switches the configuration (a rewrite of the full-text columns).
+
+create or replace function agentmem_private.text_search_config()
+returns regconfig
+language sql
+stable
+security invoker
+set search_path from current
+as $$
+    select s.config::regconfig from agentmem.text_search_settings as s
+$$;
+
+comment on function agentmem_private.text_search_config() is
+'Internal: the installation''s text search configuration (agentmem.text_search_settings).';
+
+create or replace function agentmem_private.text_query(p_text text)
+returns tsquery
+language plpgsql
+stable
+security invoker
+set search_path from current
+as $$
+declare
+    v_terms text;
+begin
+    if p_text is null then
+        return null;
+    end if;
+    -- The words of the text as the columns index them (same configuration:
+    -- stop words dropped, stemmed), at most 64 distinct, in order of first
+    -- appearance, OR-ed. Each lexeme is quoted, so & | ! : * ( ) < > are
+    -- characters of a word, never operators.
+    select
+        string_agg(
+            '''' || replace(replace(w.lexeme, '\', '\\'), '''', '''''') || '''', ' | '
+            order by w.first_position, w.lexeme
+        )
+    into v_terms
+    from (
+        select t.lexeme, min(p.position) as first_position
+        from unnest(to_tsvector(agentmem_private.text_search_config(), p_text)) as t (lexeme, positions, weights)
+        cross join lateral unnest(t.positions) as p (position)
+        group by t.lexeme
+        order by first_position, t.lexeme
+        limit 64
+    ) as w;
+    return v_terms::tsquery;
+end
+$$;
+
+comment on function agentmem_private.text_query(text) is
+'Internal: the full-text query for a caller''s text: its distinct words under the installation''s
+configuration (stop words dropped, stemmed), the first 64 by position, OR-ed (a message matching any
+of them is a candidate; ts_rank ranks those matching more of them, and more often, first).
+Operators and quotes in the text are characters of words, never tsquery syntax.
+NULL when the text holds no searchable word (NULL, blank, punctuation or stop words only).';
+
+create or replace function agentmem.set_text_search_config(config regconfig)
+returns boolean
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+declare
+    v_name text;
+    v_old text;
+begin
+    if set_text_search_config.config is null then
+        raise exception 'config must be a text search configuration, not NULL'
+        using
+            errcode = 'AM020',
+            hint = 'e.g. agentmem.set_text_search_config(config => ''simple''); \dF in psql lists them.';
+    end if;
+    select pg_catalog.format('%I.%I', n.nspname, c.cfgname) into v_name
+    from pg_catalog.pg_ts_config as c
+    inner join pg_catalog.pg_namespace as n on c.cfgnamespace = n.oid
+    where c.oid = set_text_search_config.config;
+
+    select s.config into v_old from agentmem.text_search_settings as s for update;
+    if v_old::regconfig = set_text_search_config.config then
+        return false;
+    end if;
+
+    -- Generated columns cannot follow a setting: drop and add them again with
+    -- the new configuration as a constant (a rewrite of both tables), then
+    -- rebuild their GIN indexes.
+    lock table agentmem.messages, agentmem.facts in access exclusive mode;
+    alter table agentmem.messages drop column content_tsv;
+    execute pg_catalog.format(
+        'alter table agentmem.messages add column content_tsv tsvector '
+        'generated always as (to_tsvector(%L::regconfig, content)) stored',
+        v_name
+    );
+    create index messages_content_tsv_idx on agentmem.messages using gin (content_tsv);
+    comment on column agentmem.messages.content_tsv is
+    'The words of content under the installation''s text search configuration (agentmem.text_search_settings).';
+
+    alter table agentmem.facts drop column fact_tsv;
+    execute pg_catalog.format(
+        'alter table agentmem.facts add column fact_tsv tsvector '
+        'generated always as (to_tsvector(%L::regconfig, subject || '' '' || fact)) stored',
+        v_name
+    );
+    create index facts_fact_tsv_idx on agentmem.facts using gin (fact_tsv);
+    comment on column agentmem.facts.fact_tsv is
+    'The words of subject and fact under the installation''s text search configuration.';
+
+    update agentmem.text_search_settings as s set config = v_name, updated_at = now();
+    return true;
+end
+$$;
+
+comment on function agentmem.set_text_search_config(regconfig) is
+'Switch the text search configuration of full-text search (DBA only), e.g. to ''simple'' for mixed
+languages (no stemming, no stop words) or to another language''s configuration.
+Rebuilds messages.content_tsv and facts.fact_tsv with the new configuration and their GIN indexes:
+a rewrite of both tables under an ACCESS EXCLUSIVE lock, so every read and write of messages and
+facts waits for it (minutes for millions of messages); run it in a maintenance window.
+Queries use the new configuration as soon as the transaction commits. Returns false, doing nothing,
+when the configuration is already the current one. AM020 for NULL. Needs to own the tables.';
+
+-- Row-level security and the GIN index. Under forced RLS the planner may use
+-- an index for a condition only if the condition's function is LEAKPROOF (it
+-- could otherwise see rows the policy rejects before the policy runs), and
+-- ts_match_vq, behind tsvector @@ tsquery, is not marked so. It cannot leak:
+-- it returns true or false, and the only errors it can raise (stack depth,
+-- out of memory) depend on the query, which agentmem_private.text_query
+-- builds, never on a row's contents. So the installer marks it LEAKPROOF in
+-- this database when it runs as a superuser (only a superuser may), and the
+-- text branch takes the GIN index. Otherwise the text branch still works,
+-- reading the user's own rows through (tenant_id, user_id) and testing each,
+-- and this NOTICE tells the DBA the statement to run.
+do $leakproof$
+begin
+    if (select not p.proleakproof from pg_catalog.pg_proc as p where p.oid = 'pg_catalog.ts_match_vq'::regproc) then
+        if (select r.rolsuper from pg_catalog.pg_roles as r where r.rolname = current_user) then
+            alter function pg_catalog.ts_match_vq(tsvector, tsquery) leakproof;
+        else
+            raise notice 'full-text search will not use its GIN index under row-level security until a superuser runs: %',
+                'alter function pg_catalog.ts_match_vq(tsvector, tsquery) leakproof;'
+            using hint = 'See README, "Searching by words, and hybrid search".';
+        end if;
+    end if;
+end
+$leakproof$;

@@ -1,0 +1,515 @@
+-- Conversation memory, search: the user's similar past messages through the
+-- per-model HNSW index (pgvector iterative scans), and hits expanded to their
+-- context windows. Limits as documented at the top of sql/20_conversations.sql.
+
+create or replace function agentmem_private.nearest_messages(
+    p_tenant text,
+    p_user_id text,
+    p_model text,
+    p_dim int,
+    p_embedding vector,
+    p_k int,
+    p_conversation_id uuid default null
+) returns table (message_id uuid, distance float8)
+language plpgsql
+stable
+security invoker
+set search_path from current
+set "hnsw.iterative_scan" = 'relaxed_order'
+set "hnsw.ef_search" = 1000
+set enable_sort = off
+as $$
+declare
+    v_exact_max int := agentmem_private.exact_search_max_rows(p_dim);
+    v_filter text := case when p_conversation_id is null then '' else 'and e.conversation_id = $4' end;
+    v_tenant_filter text;
+    v_rows int;
+    v_ids uuid[];
+    v_distances float8[];
+begin
+    -- How many candidates, counted through the B-tree on (tenant, user, model)
+    -- no further than the exact-scan limit.
+    execute pg_catalog.format(
+        'select count(*) from (select from agentmem.message_embeddings as e '
+        'where e.tenant_id = $2 and e.user_id = $3 and e.model = %L %s limit $6) as s',
+        p_model, v_filter
+    )
+    into v_rows
+    using p_embedding, p_tenant, p_user_id, p_conversation_id, p_k, v_exact_max + 1;
+
+    if v_rows > v_exact_max then
+        -- An HNSW index: the tenant's own (its predicate names the tenant, so
+        -- the tenant goes into the statement as a literal for the planner to
+        -- prove it), else the model's shared one (model as a literal, same
+        -- reason). Same distance expression as the index; the iterative scan
+        -- (relaxed order) goes on until enough rows pass the user filter; sorts
+        -- are disabled here so that the planner keeps to the index. The scan
+        -- asks for k + 20 rows and keeps the k nearest: relaxed order hands
+        -- rows back roughly, not exactly, nearest first.
+        v_tenant_filter := case
+            when agentmem_private.has_tenant_index('message_embeddings', p_tenant, p_model)
+                then pg_catalog.format('e.tenant_id = %L', p_tenant)
+            else 'e.tenant_id = $2'
+        end;
+        execute pg_catalog.format(
+            'select (array_agg(h.message_id order by h.distance))[1:$5], (array_agg(h.distance order by h.distance))[1:$5] '
+            'from (select e.message_id, e.embedding::vector(%1$s) <=> $1::vector(%1$s) as distance '
+            '      from agentmem.message_embeddings as e '
+            '      where %4$s and e.user_id = $3 and e.model = %2$L %3$s '
+            '      order by e.embedding::vector(%1$s) <=> $1::vector(%1$s) limit $5 + 20) as h',
+            p_dim, p_model, v_filter, v_tenant_filter
+        )
+        into v_ids, v_distances
+        using p_embedding, p_tenant, p_user_id, p_conversation_id, p_k;
+    end if;
+    if v_rows <= v_exact_max or coalesce(cardinality(v_ids), 0) < p_k then
+        -- Few candidates (or an index scan that gave up at hnsw.max_scan_tuples):
+        -- an exact scan. Its distance expression does not match the index.
+        execute pg_catalog.format(
+            'select array_agg(h.message_id order by h.distance), array_agg(h.distance order by h.distance) '
+            'from (select e.message_id, e.embedding <=> $1 as distance '
+            '      from agentmem.message_embeddings as e '
+            '      where e.tenant_id = $2 and e.user_id = $3 and e.model = %L %s '
+            '      order by 2 limit $5) as h',
+            p_model, v_filter
+        )
+        into v_ids, v_distances
+        using p_embedding, p_tenant, p_user_id, p_conversation_id, p_k;
+    end if;
+    return query select h.message_id, h.distance from unnest(v_ids, v_distances) as h (message_id, distance);
+end
+$$;
+
+comment on function agentmem_private.nearest_messages(text, text, text, int, vector, int, uuid) is
+'Internal: the vector branch of message search. The user''s p_k nearest message embeddings of one model
+(ids and cosine distances, nearest first): at or below agentmem.exact_search_max_rows candidates an
+exact scan; above it the tenant''s own HNSW index when it has one (agentmem.create_tenant_index),
+else the model''s shared HNSW index, with iterative scans; an exact scan when the index stops short.';
+
+create or replace function agentmem_private.text_match_messages(
+    p_tenant text,
+    p_user_id text,
+    p_query tsquery,
+    p_k int,
+    p_conversation_id uuid default null
+) returns table (message_id uuid, text_rank int)
+language plpgsql
+stable
+security invoker
+set search_path from current
+set enable_bitmapscan = on
+as $$
+declare
+    v_rows int;
+begin
+    -- A user with few messages is read through the (tenant_id, user_id)
+    -- index and each row tested: the GIN index's posting lists hold every
+    -- tenant's rows with the words, so at 100,000 messages a common word
+    -- made the bitmap path 3x slower (10.2 ms against 3.4 ms for a user of
+    -- 419 messages; about 8 microseconds per row tested and ranked). Bitmap
+    -- scans (the only way GIN is read) are switched off for that statement;
+    -- the function's own setting restores them when it returns.
+    select count(*) into v_rows from (
+        select from agentmem.messages as m
+        where m.tenant_id = p_tenant and m.user_id = p_user_id
+        limit 1001
+    ) as s;
+    if v_rows <= 1000 then
+        perform pg_catalog.set_config('enable_bitmapscan', 'off', true);
+    end if;
+    -- Planned with the query's own tsquery (execute), so that the planner
+    -- weighs the GIN index on content_tsv against the user's btree index.
+    return query execute pg_catalog.format(
+        'select r.message_id, (row_number() over (order by r.score desc, r.message_id))::int '
+        'from (select m.message_id, ts_rank(m.content_tsv, $3) as score '
+        '      from agentmem.messages as m '
+        '      where m.tenant_id = $1 and m.user_id = $2 and m.content_tsv @@ $3 %s '
+        '      order by 2 desc, 1 limit $4) as r '
+        'order by 2',
+        case when p_conversation_id is null then '' else 'and m.conversation_id = $5' end
+    )
+    using p_tenant, p_user_id, p_query, p_k, p_conversation_id;
+end
+$$;
+
+comment on function agentmem_private.text_match_messages(text, text, tsquery, int, uuid) is
+'Internal: the full-text branch of message search. The user''s p_k messages best matching p_query
+(ts_rank on messages.content_tsv, GIN index), with their rank (1 = best), optionally in one
+conversation.';
+
+create or replace function agentmem.search_messages(
+    user_id text,
+    query_embedding vector default null,
+    k int default 5,
+    conversation_id uuid default null,
+    min_similarity real default null,
+    model text default null,
+    query_text text default null,
+    candidate_pool int default 60,
+    rrf_k int default 60
+) returns setof agentmem.message_hit
+language plpgsql
+stable
+security definer
+set search_path from current
+as $$
+declare
+    v_tenant text := agentmem.current_tenant();
+    v_model text := coalesce(search_messages.model, agentmem_private.default_model());
+    v_dim int;
+    v_query tsquery;
+    v_pool int := greatest(search_messages.candidate_pool, search_messages.k);
+begin
+    perform agentmem_private.check_user_id(search_messages.user_id);
+    perform agentmem_private.check_range('k', search_messages.k, 1, 1000);
+    perform agentmem_private.check_range('candidate_pool', search_messages.candidate_pool, 1, 1000);
+    perform agentmem_private.check_range('rrf_k', search_messages.rrf_k, 0, 1000);
+    if search_messages.min_similarity is not null then
+        perform agentmem_private.check_similarity('min_similarity', search_messages.min_similarity);
+    end if;
+    if search_messages.query_embedding is null and search_messages.query_text is null then
+        raise exception 'search_messages needs query_embedding, query_text or both'
+        using
+            errcode = 'AM020',
+            hint = 'Pass query_text => ''words to find'' to search by words (e.g. from psql), '
+            || 'query_embedding => the embedded question, or both for hybrid search.';
+    end if;
+    if length(search_messages.query_text) > 100000 then
+        raise exception 'query_text is too large: % characters, the limit is 100000', length(search_messages.query_text)
+        using errcode = 'AM021', hint = 'Search with the question itself, not a document.';
+    end if;
+    if search_messages.query_embedding is not null then
+        v_dim := agentmem_private.check_embedding(v_model, search_messages.query_embedding);
+    end if;
+    if search_messages.conversation_id is not null and not exists (
+        select from agentmem.conversations as c
+        where
+            c.tenant_id = v_tenant and c.conversation_id = search_messages.conversation_id
+            and c.user_id = search_messages.user_id
+    ) then
+        perform agentmem_private.conv_not_found(search_messages.conversation_id);
+    end if;
+    v_query := agentmem_private.text_query(search_messages.query_text);
+
+    if v_query is null and search_messages.query_embedding is null then
+        raise notice 'search_messages: query_text holds no searchable word, so nothing was searched'
+        using
+            detail = 'Blank text, punctuation and stop words of the text search configuration are not indexed.',
+            hint = 'Search with other words, or pass query_embedding as well.';
+        return;
+    end if;
+
+    if v_query is null then
+        -- The vector branch alone (no text, or no searchable word in it).
+        return query
+        select
+            m.message_id, m.conversation_id, m.message_index, m.role, m.content, m.metadata, m.created_at,
+            (1 - h.distance)::real,
+            h.vector_rank,
+            null::int,
+            1.0::float8 / (search_messages.rrf_k + h.vector_rank)
+        from (
+            select
+                n.message_id, n.distance,
+                (row_number() over (order by n.distance, n.message_id))::int as vector_rank
+            from agentmem_private.nearest_messages(
+                v_tenant, search_messages.user_id, v_model, v_dim, search_messages.query_embedding,
+                search_messages.k, search_messages.conversation_id
+            ) as n
+            -- A NaN distance (a degenerate vector stored before check_embedding refused
+            -- them) is never a hit: NaN >= x is true in PostgreSQL.
+            where n.distance <> 'NaN' and (search_messages.min_similarity is null
+                or 1 - n.distance >= search_messages.min_similarity)
+        ) as h
+        inner join agentmem.messages as m on m.tenant_id = v_tenant and m.message_id = h.message_id
+        order by h.distance, m.message_id;
+        return;
+    end if;
+
+    if search_messages.query_embedding is null then
+        -- The text branch alone.
+        return query
+        select
+            m.message_id, m.conversation_id, m.message_index, m.role, m.content, m.metadata, m.created_at,
+            null::real,
+            null::int,
+            t.text_rank,
+            1.0::float8 / (search_messages.rrf_k + t.text_rank)
+        from agentmem_private.text_match_messages(
+            v_tenant, search_messages.user_id, v_query, search_messages.k, search_messages.conversation_id
+        ) as t
+        inner join agentmem.messages as m on m.tenant_id = v_tenant and m.message_id = t.message_id
+        order by t.text_rank;
+        return;
+    end if;
+
+    -- Hybrid: each branch gives its best v_pool candidates, fused by
+    -- reciprocal rank: score = sum over the branches of 1 / (rrf_k + rank).
+    return query
+    with vec as (
+        select
+            n.message_id, n.distance,
+            (row_number() over (order by n.distance, n.message_id))::int as vector_rank
+        from agentmem_private.nearest_messages(
+            v_tenant, search_messages.user_id, v_model, v_dim, search_messages.query_embedding,
+            v_pool, search_messages.conversation_id
+        ) as n
+        where n.distance <> 'NaN' and (search_messages.min_similarity is null
+            or 1 - n.distance >= search_messages.min_similarity)
+    ),
+
+    txt as (
+        select t.message_id, t.text_rank
+        from agentmem_private.text_match_messages(
+            v_tenant, search_messages.user_id, v_query, v_pool, search_messages.conversation_id
+        ) as t
+    ),
+
+    fused as (
+        select
+            coalesce(v.message_id, t.message_id) as message_id,
+            v.distance,
+            v.vector_rank,
+            t.text_rank,
+            coalesce(1.0::float8 / (search_messages.rrf_k + v.vector_rank), 0)
+            + coalesce(1.0::float8 / (search_messages.rrf_k + t.text_rank), 0) as score
+        from vec as v
+        full join txt as t on v.message_id = t.message_id
+        order by score desc, v.vector_rank nulls last, t.text_rank, 1
+        limit search_messages.k
+    )
+
+    select
+        m.message_id, m.conversation_id, m.message_index, m.role, m.content, m.metadata, m.created_at,
+        (1 - f.distance)::real,
+        f.vector_rank,
+        f.text_rank,
+        f.score
+    from fused as f
+    inner join agentmem.messages as m on m.tenant_id = v_tenant and m.message_id = f.message_id
+    order by f.score desc, f.vector_rank nulls last, f.text_rank, m.message_id;
+end
+$$;
+
+comment on function agentmem.search_messages(text, vector, int, uuid, real, text, text, int, int) is
+'The user''s k past messages best matching a query embedding, a query text or both, in the current tenant, best first.
+- query_embedding only: the k most similar messages (today''s vector search). Returns k rows whenever
+  k matching rows exist, however small the tenant is beside the others: up to
+  agentmem.exact_search_max_rows candidates (a setting; by default 4,608,000 / dimension, i.e. 6,000
+  rows at 768 dimensions, 12,000 at 384) an exact scan of the user''s messages; above it the tenant''s
+  own HNSW index when a DBA built one (agentmem.create_tenant_index), else the model''s shared HNSW
+  index, with pgvector iterative scans, and an exact scan should the index stop short of k rows.
+- query_text only (query_embedding NULL, e.g. from psql): full-text search over the GIN index of
+  messages.content_tsv, ranked by ts_rank; any of the text''s words (at most its first 64 distinct
+  ones, stemmed under the installation''s text search configuration, stop words dropped) makes a
+  candidate. Punctuation such as & | ! :* quotes and backslashes is never query syntax.
+- both (hybrid): each branch takes its best candidate_pool messages (at least k), fused by reciprocal
+  rank: score = 1 / (rrf_k + vector_rank) + 1 / (rrf_k + text_rank), a branch that missed a row
+  adding nothing.
+- neither: AM020. A text with no searchable word (blank, punctuation or stop words only) falls back to
+  the vector branch when there is an embedding; without one it returns no rows and raises a NOTICE.
+Each row: similarity (cosine, NULL unless the vector branch found it), vector_rank and text_rank
+(NULL where a branch did not find it), score (the fused score; with one branch, 1 / (rrf_k + rank)).
+min_similarity (-1 to 1) applies to the vector branch only: it drops weaker vector candidates, never
+a row the text branch found. conversation_id limits both branches to one conversation of the user
+(AM030 if it is not one). model selects the embeddings of the vector branch; the text branch searches
+every message of the user.
+Limits: k 1 to 1,000; candidate_pool 1 to 1,000 (default 60); rrf_k 0 to 1,000 (default 60) (AM020);
+query_text at most 100,000 characters (AM021); AM010/AM011 for a bad query embedding or model.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+
+create or replace function agentmem.context_window(
+    message_id uuid,
+    before int default 3,
+    after int default 3
+) returns setof agentmem.message_row
+language plpgsql
+stable
+security definer
+set search_path from current
+as $$
+#variable_conflict use_column
+declare
+    v_tenant text := agentmem.current_tenant();
+    v_conversation uuid;
+    v_index int;
+begin
+    perform agentmem_private.check_range('before', context_window.before, 0, 100);
+    perform agentmem_private.check_range('after', context_window.after, 0, 100);
+    select m.conversation_id, m.message_index into v_conversation, v_index
+    from agentmem.messages as m
+    where m.tenant_id = v_tenant and m.message_id = context_window.message_id;
+    if not found then
+        raise exception 'message % not found', coalesce(context_window.message_id::text, 'NULL')
+        using
+            errcode = 'AM030',
+            detail = 'It does not exist in the current tenant.',
+            hint = 'Pass a message_id returned by search_messages or store_message.';
+    end if;
+    return query
+    select m.message_id, m.conversation_id, m.message_index, m.role, m.content, m.metadata, m.created_at
+    from agentmem.messages as m
+    where
+        m.tenant_id = v_tenant and m.conversation_id = v_conversation
+        and m.message_index between v_index - context_window.before and v_index + context_window.after
+    order by m.message_index;
+end
+$$;
+
+comment on function agentmem.context_window(uuid, int, int) is
+'The messages around one message of its conversation, in order: message_index between
+index - before and index + after (fewer at the start and end of the conversation).
+before, after: 0 to 100 (AM020). AM030 for a message not in the current tenant.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+
+create or replace function agentmem.search_with_context(
+    user_id text,
+    query_embedding vector default null,
+    k int default 3,
+    radius int default 3,
+    model text default null,
+    conversation_id uuid default null,
+    min_similarity real default null,
+    query_text text default null,
+    candidate_pool int default 60,
+    rrf_k int default 60
+) returns setof agentmem.message_in_window
+language plpgsql
+stable
+security definer
+set search_path from current
+as $$
+#variable_conflict use_column
+declare
+    v_tenant text := agentmem.current_tenant();
+    v_ids uuid[];
+    v_conversations uuid[];
+    v_indexes int[];
+    v_similarities real[];
+    v_vector_ranks int[];
+    v_text_ranks int[];
+    v_scores double precision[];
+begin
+    perform agentmem_private.check_range('radius', search_with_context.radius, 0, 100);
+    -- The arguments search_messages checks, checked here too: the plan below
+    -- may never run search_messages (a hash join over no messages skips it).
+    perform agentmem_private.check_user_id(search_with_context.user_id);
+    perform agentmem_private.check_range('k', search_with_context.k, 1, 1000);
+    if search_with_context.min_similarity is not null then
+        perform agentmem_private.check_similarity('min_similarity', search_with_context.min_similarity);
+    end if;
+    if search_with_context.query_embedding is not null then
+        perform agentmem_private.check_embedding(
+            coalesce(search_with_context.model, agentmem_private.default_model()), search_with_context.query_embedding
+        );
+    end if;
+    -- The hits first, on their own: Citus sends the windows' query whole to the
+    -- tenant's worker, where a call of search_messages inside it could not run.
+    select
+        array_agg(h.message_id), array_agg(h.conversation_id), array_agg(h.message_index),
+        array_agg(h.similarity), array_agg(h.vector_rank), array_agg(h.text_rank), array_agg(h.score)
+    into v_ids, v_conversations, v_indexes, v_similarities, v_vector_ranks, v_text_ranks, v_scores
+    from agentmem.search_messages(
+        user_id => search_with_context.user_id,
+        query_embedding => search_with_context.query_embedding,
+        k => search_with_context.k,
+        conversation_id => search_with_context.conversation_id,
+        min_similarity => search_with_context.min_similarity,
+        model => search_with_context.model,
+        query_text => search_with_context.query_text,
+        candidate_pool => search_with_context.candidate_pool,
+        rrf_k => search_with_context.rrf_k
+    ) as h;
+    return query
+    with hits as materialized (
+        select
+            u.message_id, u.conversation_id, u.message_index, u.similarity, u.vector_rank, u.text_rank, u.score
+        from unnest(v_ids, v_conversations, v_indexes, v_similarities, v_vector_ranks, v_text_ranks, v_scores)
+            as u (message_id, conversation_id, message_index, similarity, vector_rank, text_rank, score)
+    ),
+
+    spans as (
+        select
+            h.conversation_id,
+            h.similarity,
+            h.score,
+            greatest(h.message_index - search_with_context.radius, 0) as lo,
+            h.message_index + search_with_context.radius as hi
+        from hits as h
+    ),
+
+    -- gaps and islands: a span starts a new window unless it overlaps or
+    -- touches a previous span of the same conversation
+    marked as (
+        select
+            s.*,
+            case
+                when s.lo <= max(s.hi) over (
+                    partition by s.conversation_id order by s.lo, s.hi
+                    rows between unbounded preceding and 1 preceding
+                ) + 1 then 0
+                else 1
+            end as starts
+        from spans as s
+    ),
+
+    grouped as (
+        select
+            mk.*,
+            sum(mk.starts) over (partition by mk.conversation_id order by mk.lo, mk.hi) as grp
+        from marked as mk
+    ),
+
+    windows as (
+        select
+            g.conversation_id, min(g.lo) as lo, max(g.hi) as hi, max(g.similarity) as best,
+            max(g.score) as best_score
+        from grouped as g
+        group by g.conversation_id, g.grp
+    ),
+
+    ranked as (
+        select
+            w.*,
+            (row_number() over (order by w.best_score desc, w.best desc nulls last, w.conversation_id, w.lo))::int
+                as wrank
+        from windows as w
+    )
+
+    select
+        r.wrank,
+        m.conversation_id,
+        m.message_id,
+        m.message_index,
+        m.role,
+        m.content,
+        m.metadata,
+        m.created_at,
+        h.message_id is not null,
+        h.similarity,
+        r.best,
+        h.vector_rank,
+        h.text_rank,
+        h.score,
+        r.best_score
+    from ranked as r
+    inner join agentmem.messages as m
+        on
+            m.tenant_id = v_tenant and m.conversation_id = r.conversation_id
+            and m.message_index between r.lo and r.hi
+    left join hits as h on h.message_id = m.message_id
+    order by r.wrank, m.message_index;
+end
+$$;
+
+comment on function agentmem.search_with_context(text, vector, int, int, text, uuid, real, text, int, int) is
+'search_messages, each of the top-k hits expanded to the messages within radius of it, in one call.
+Windows of one conversation that overlap or touch are merged into one, so no message appears twice.
+Searches by query_embedding, query_text or both (hybrid), exactly as search_messages does.
+One row per message: window_rank (1 = the window with the best fused score), is_hit and the hit''s
+similarity (NULL unless the vector branch found it), vector_rank, text_rank and score of a hit (NULL
+for the context around it), window_similarity (the best similarity of its hits) and window_score
+(the best fused score of its hits, by which windows are ranked). Rows come by window_rank, then
+message_index.
+radius: 0 to 100 (AM020); k, query_text, candidate_pool, rrf_k and the rest as for search_messages.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';

@@ -1,0 +1,111 @@
+"""Issue 12, items 14-16: the driver under faults, caller type errors, the durable dev server.
+
+The fault test runs its own embedded server (agentmem.devserver, a data directory
+under pytest's tmp_path and a free port), stops it under the client and starts it
+again: the shared test server is never touched.
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import numpy as np
+import psycopg
+import pytest
+
+import agentmem
+from agentmem import devserver
+from agentmem.client import Memory
+from agentmem.migrate import Migrator, Source
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def own_server(tmp_path):
+    """A dedicated embedded server (durable: started without fast=True), migrated."""
+    data = tmp_path / "pg"
+    url = devserver.start(data, port=free_port())
+    try:
+        Migrator(url, Source.load(ROOT)).migrate()
+        yield data, url
+    finally:
+        devserver.stop(data)
+
+
+def test_connection_loss_is_one_exception_and_the_client_recovers(own_server):
+    data, url = own_server
+    port = int(url.rsplit(":", 1)[1].split("/")[0])
+    with Memory.connect(url, tenant="acme", timeout=3) as mem:
+        assert mem.start_conversation("alice") is not None
+        raw = psycopg.connect(url, autocommit=True)
+        devserver.stop(data)
+        # a stale connection passed in: AdminShutdown (57P01) or a broken socket, as ConnectionLost
+        with pytest.raises(agentmem.ConnectionLost):
+            mem.start_conversation("alice", conn=raw)
+        raw.close()
+        # the server is down: the pool gives up after the timeout (not 30 s), as ConnectionLost
+        with pytest.raises(agentmem.ConnectionLost):
+            mem.start_conversation("alice")
+        devserver.start(data, port=port)
+        # the pool's stale connection is checked on checkout and replaced: the next call works
+        assert mem.start_conversation("alice") is not None
+        assert issubclass(agentmem.ConnectionLost, agentmem.AgentmemError)
+
+
+def test_dev_server_is_durable_by_default(own_server):
+    _, url = own_server
+    with psycopg.connect(url) as conn:
+        settings = dict(conn.execute("select name, setting from pg_settings where name in "
+                                     "('fsync', 'full_page_writes', 'synchronous_commit')").fetchall())
+    assert settings == {"fsync": "on", "full_page_writes": "on", "synchronous_commit": "on"}
+
+
+def test_test_server_opted_into_fast_settings(admin):
+    assert admin.execute("show fsync").fetchone()[0] == "off"  # tests/conftest.py: fast=True, on purpose
+
+
+def deep(depth: int) -> dict:
+    value: dict = {}
+    for _ in range(depth):
+        value = {"a": value}
+    return value
+
+
+@pytest.mark.parametrize("call", [
+    lambda m, cid: m.store_message(cid, "user", "hi", "0.1,0.2", model="all-minilm"),
+    lambda m, cid: m.store_message(cid, "user", "hi", {"x": 1.0}, model="all-minilm"),
+    lambda m, cid: m.store_message(cid, "user", "hi", np.ones((2, 192)), model="all-minilm"),
+    lambda m, cid: m.store_message(cid, "user", "hi", [[0.1] * 384], model="all-minilm"),
+    lambda m, cid: m.store_message(cid, "user", "hi", [0.1] * 383 + ["x"], model="all-minilm"),
+    lambda m, cid: m.start_conversation("alice", metadata={1, 2}),
+    lambda m, cid: m.start_conversation("alice", metadata={"tags": {1, 2}}),
+    lambda m, cid: m.start_conversation("alice", metadata=deep(5000)),
+    lambda m, cid: m.start_conversation("alice", metadata={"x": float("nan")}),
+    lambda m, cid: m.recent_messages(cid, n=2**31),
+    lambda m, cid: m.search_messages("alice", [0.1] * 384, k=2**31, model="all-minilm"),
+], ids=["str", "dict", "2d-array", "nested-list", "non-number", "set-metadata", "set-inside-metadata",
+        "deep-metadata", "nan-metadata", "n-2**31", "k-2**31"])
+def test_caller_type_errors_raise_invalid_argument(app_url, call):
+    with Memory.connect(app_url, tenant="acme") as mem:
+        cid = mem.start_conversation("alice")
+        with pytest.raises(agentmem.InvalidArgument):
+            call(mem, cid)
+        assert mem.recent_messages(cid) == []
+
+
+def test_non_finite_embedding_is_an_invalid_embedding(app_url):
+    with Memory.connect(app_url, tenant="acme") as mem:
+        cid = mem.start_conversation("alice")
+        for bad in ([float("inf")] * 384, [1e39] * 384):  # 1e39 is infinite in float32
+            with pytest.raises(agentmem.InvalidEmbedding):
+                mem.store_message(cid, "user", "hi", bad, model="all-minilm")
+        with pytest.raises(agentmem.InvalidEmbedding):  # degenerate in float32: AM010 from SQL
+            mem.store_message(cid, "user", "hi", [1e-30] * 384, model="all-minilm")
