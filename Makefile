@@ -7,7 +7,7 @@ DATA   ?= .pgdata/embedded
 # The embedded server of `make demo`/`make migrate`; override to use your own.
 AGENTMEM_DATABASE_URL ?= $(shell $(BIN)/agentmem dev-server url 2>/dev/null)
 
-.PHONY: venv demo test test-pg15 pg15 lint migrate status psql-script docs bench clean
+.PHONY: venv demo test test-pg15 pg15 citus test-citus lint migrate status psql-script docs bench clean
 .DEFAULT_GOAL := test
 
 $(VENV)/.installed: python/pyproject.toml
@@ -32,6 +32,15 @@ pg15:
 
 test-pg15: venv pg15
 	AGENTMEM_TEST_SERVER=debian15 AGENTMEM_REQUIRE_PG_CRON=1 $(BIN)/pytest -q tests
+
+# The third: Citus 14.0.1 (built from ../shared/vendor) on the embedded PostgreSQL 18, a coordinator
+# and two workers on loopback; the tests run against a distributed installation (needs root for apt).
+citus: venv
+	bash scripts/citus.sh install
+	bash scripts/citus.sh start
+
+test-citus: venv citus
+	AGENTMEM_TEST_SERVER=citus $(BIN)/pytest -q tests
 
 # sqlfluff on the SQL; mypy on what a type checker sees of the clients (tests/typecheck_clients.py).
 lint: venv

@@ -1,6 +1,35 @@
 -- Tenant context: a setting of the session or transaction, as PostgREST and
 -- Supabase carry the caller's identity. Every table's RLS policy reads it.
 
+create or replace function agentmem_private.propagate_tenant()
+returns void
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+declare
+    v_tenant text := nullif(pg_catalog.current_setting('agentmem.tenant_id', true), '');
+begin
+    -- Citus forwards to the workers SET LOCAL commands only (not set_config,
+    -- not session SET), and only with citus.propagate_set_commands = local.
+    perform pg_catalog.set_config('citus.propagate_set_commands', 'local', true);
+    execute pg_catalog.format('set local agentmem.tenant_id = %L', v_tenant);
+    execute pg_catalog.format('set local agentmem.tenant_propagated = %L', v_tenant);
+    -- Citus sends them with the BEGIN of each worker transaction, but sends no
+    -- BEGIN for a read outside a transaction block (psql in autocommit): an
+    -- empty intermediate result makes this a coordinated transaction, in which
+    -- every worker connection begins with them.
+    perform pg_catalog.create_intermediate_result('agentmem_tenant', 'select 1 where false');
+end
+$$;
+
+comment on function agentmem_private.propagate_tenant() is
+'Internal: for Citus (see agentmem.distribute), re-issue the tenant set for this session or
+transaction as SET LOCAL, which Citus forwards to every worker connection of the transaction,
+where the row-level security policies of the shards read it. Marks it done for this transaction
+(agentmem.tenant_propagated), on the workers too.';
+
 create or replace function agentmem.current_tenant()
 returns text
 language plpgsql
@@ -29,6 +58,18 @@ begin
             || 'and no control characters.',
             hint = 'Use a stable identifier such as an organisation id or slug.';
     end if;
+    -- On Citus (loaded when its setting exists, and created in this database),
+    -- once per transaction and tenant. Only a role that can reach the helper
+    -- does it (the API's owner, the DBA): the application role runs no query
+    -- on tables itself, and set_tenant, which it calls, checks the id only.
+    if
+        pg_catalog.current_setting('citus.propagate_set_commands', true) is not null
+        and pg_catalog.current_setting('agentmem.tenant_propagated', true) is distinct from v_tenant
+        and pg_catalog.to_regprocedure('pg_catalog.create_intermediate_result(text, text)') is not null
+        and pg_catalog.has_schema_privilege('agentmem_private', 'usage')
+    then
+        perform agentmem_private.propagate_tenant();
+    end if;
     return v_tenant;
 end
 $$;
@@ -37,7 +78,8 @@ comment on function agentmem.current_tenant() is
 'The tenant set by agentmem.set_tenant for this session or transaction.
 Raises AM001 when none is set (no agentmem call ever falls back to all tenants) and AM002 when the
 setting agentmem.tenant_id, however it was made, breaks the tenant-id rules of set_tenant.
-Row-level security policies on every agentmem table compare tenant_id with it.';
+Row-level security policies on every agentmem table compare tenant_id with it.
+On Citus it also makes the tenant reach the workers (agentmem_private.propagate_tenant).';
 
 create or replace function agentmem.set_tenant(
     tenant_id text,

@@ -96,7 +96,8 @@ declare
     v_tenant text := agentmem.current_tenant();
     v_model text := coalesce(embedding_cache_store.model, agentmem_private.default_model());
     v_n int := agentmem_private.cache_check_texts(embedding_cache_store.texts);
-    v_stored int;
+    v_stored int := 0;
+    v_new int;
 begin
     if agentmem_private.check_array('embeddings', embedding_cache_store.embeddings, 10000) <> v_n then
         raise exception 'texts and embeddings must be arrays of the same length (% and %)',
@@ -106,11 +107,18 @@ begin
     for i in 1..v_n loop
         perform agentmem_private.check_embedding(v_model, embedding_cache_store.embeddings[i]);
     end loop;
-    insert into agentmem.embedding_cache as c (tenant_id, model, text_sha256, cached_vector)
-    select v_tenant, v_model, sha256(convert_to(u.txt, 'UTF8')), u.vec
-    from unnest(embedding_cache_store.texts, embedding_cache_store.embeddings) as u (txt, vec)
-    on conflict on constraint embedding_cache_pkey do nothing;
-    get diagnostics v_stored = row_count;
+    -- Row by row: Citus runs insert ... select from an array as COPY, which
+    -- row-level security refuses; a single-row insert goes to the tenant's shard.
+    for i in 1..v_n loop
+        insert into agentmem.embedding_cache as c (tenant_id, model, text_sha256, cached_vector)
+        values (
+            v_tenant, v_model, sha256(convert_to(embedding_cache_store.texts[i], 'UTF8')),
+            embedding_cache_store.embeddings[i]
+        )
+        on conflict on constraint embedding_cache_pkey do nothing;
+        get diagnostics v_new = row_count;
+        v_stored := v_stored + v_new;
+    end loop;
     return v_stored;
 end
 $$;

@@ -91,6 +91,7 @@ declare
     v_what text;
     v_first int;
     v_user text;
+    v_ids uuid[];
 begin
     if store_messages.conversation_id is null then
         perform agentmem_private.conv_not_found(null);
@@ -152,46 +153,24 @@ begin
         perform agentmem_private.conv_not_found(store_messages.conversation_id);
     end if;
 
-    return query
-    with input as materialized (
-        select
-            u.ord,
-            u.role,
-            u.content,
-            u.vec,
-            coalesce(u.meta, '{}'::jsonb) as meta,
-            gen_random_uuid() as new_id
-        from unnest(
-            store_messages.roles, store_messages.contents, store_messages.embeddings,
-            coalesce(store_messages.metadata, array_fill(null::jsonb, array[v_n]))
-        ) with ordinality as u (role, content, vec, meta, ord)
-    ),
-
-    ins as (
+    -- One single-row insert per message, not insert ... select from unnest:
+    -- Citus routes a row with its tenant_id to the tenant's shard, but copies
+    -- an insert ... select from an array through COPY, which row-level
+    -- security refuses (HNSW index upkeep dominates the cost either way).
+    v_ids := array(select gen_random_uuid() from generate_series(1, v_n));
+    for i in 1..v_n loop
         insert into agentmem.messages as m (
             tenant_id, message_id, conversation_id, user_id, message_index, role, content, metadata
-        )
-        select
-            v_tenant,
-            i.new_id,
-            store_messages.conversation_id,
-            v_user,
-            v_first + i.ord::int - 1,
-            i.role,
-            i.content,
-            i.meta
-        from input as i
-        returning m.message_id as new_id, m.message_index as new_index
-    ),
-
-    emb as (
+        ) values (
+            v_tenant, v_ids[i], store_messages.conversation_id, v_user, v_first + i - 1,
+            store_messages.roles[i], store_messages.contents[i], coalesce(store_messages.metadata[i], '{}'::jsonb)
+        );
         insert into agentmem.message_embeddings (tenant_id, message_id, model, user_id, conversation_id, embedding)
-        select v_tenant, i.new_id, v_model, v_user, store_messages.conversation_id, i.vec
-        from input as i
-    )
-
-    select ins.new_id, ins.new_index from ins
-    order by ins.new_index;
+        values (v_tenant, v_ids[i], v_model, v_user, store_messages.conversation_id, store_messages.embeddings[i]);
+    end loop;
+    return query
+    select v_ids[g.i], v_first + g.i - 1 from generate_series(1, v_n) as g (i)
+    order by g.i;
 end
 $$;
 

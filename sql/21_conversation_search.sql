@@ -369,6 +369,13 @@ as $$
 #variable_conflict use_column
 declare
     v_tenant text := agentmem.current_tenant();
+    v_ids uuid[];
+    v_conversations uuid[];
+    v_indexes int[];
+    v_similarities real[];
+    v_vector_ranks int[];
+    v_text_ranks int[];
+    v_scores double precision[];
 begin
     perform agentmem_private.check_range('radius', search_with_context.radius, 0, 100);
     -- The arguments search_messages checks, checked here too: the plan below
@@ -383,20 +390,29 @@ begin
             coalesce(search_with_context.model, agentmem_private.default_model()), search_with_context.query_embedding
         );
     end if;
+    -- The hits first, on their own: Citus sends the windows' query whole to the
+    -- tenant's worker, where a call of search_messages inside it could not run.
+    select
+        array_agg(h.message_id), array_agg(h.conversation_id), array_agg(h.message_index),
+        array_agg(h.similarity), array_agg(h.vector_rank), array_agg(h.text_rank), array_agg(h.score)
+    into v_ids, v_conversations, v_indexes, v_similarities, v_vector_ranks, v_text_ranks, v_scores
+    from agentmem.search_messages(
+        user_id => search_with_context.user_id,
+        query_embedding => search_with_context.query_embedding,
+        k => search_with_context.k,
+        conversation_id => search_with_context.conversation_id,
+        min_similarity => search_with_context.min_similarity,
+        model => search_with_context.model,
+        query_text => search_with_context.query_text,
+        candidate_pool => search_with_context.candidate_pool,
+        rrf_k => search_with_context.rrf_k
+    ) as h;
     return query
     with hits as materialized (
-        select h.message_id, h.conversation_id, h.message_index, h.similarity, h.vector_rank, h.text_rank, h.score
-        from agentmem.search_messages(
-            user_id => search_with_context.user_id,
-            query_embedding => search_with_context.query_embedding,
-            k => search_with_context.k,
-            conversation_id => search_with_context.conversation_id,
-            min_similarity => search_with_context.min_similarity,
-            model => search_with_context.model,
-            query_text => search_with_context.query_text,
-            candidate_pool => search_with_context.candidate_pool,
-            rrf_k => search_with_context.rrf_k
-        ) as h
+        select
+            u.message_id, u.conversation_id, u.message_index, u.similarity, u.vector_rank, u.text_rank, u.score
+        from unnest(v_ids, v_conversations, v_indexes, v_similarities, v_vector_ranks, v_text_ranks, v_scores)
+            as u (message_id, conversation_id, message_index, similarity, vector_rank, text_rank, score)
     ),
 
     spans as (

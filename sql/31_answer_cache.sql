@@ -3,15 +3,20 @@
 
 create or replace function agentmem.corpus_version()
 returns bigint
-language sql
+language plpgsql
 stable
 security definer
 set search_path from current
 as $$
-    select coalesce(
-        (select cv.version from agentmem.corpus_versions as cv where cv.tenant_id = agentmem.current_tenant()),
-        0
-    )
+declare
+    -- The tenant as a value, not a call in the query: Citus routes the query
+    -- to the tenant's shard only when it sees the value.
+    v_tenant text := agentmem.current_tenant();
+    v_version bigint;
+begin
+    select cv.version into v_version from agentmem.corpus_versions as cv where cv.tenant_id = v_tenant;
+    return coalesce(v_version, 0);
+end
 $$;
 
 comment on function agentmem.corpus_version() is
@@ -29,7 +34,7 @@ as $$
     insert into agentmem.corpus_versions as cv (tenant_id, version)
     values (agentmem.current_tenant(), 1)
     on conflict on constraint corpus_versions_pkey do update
-        set version = cv.version + 1, updated_at = now()
+        set version = cv.version + 1, updated_at = excluded.updated_at
     returning cv.version
 $$;
 
@@ -144,6 +149,8 @@ declare
     v_ttl interval := coalesce(cache_store.ttl, v_intent.ttl);
     v_markers text[];
     v_entry uuid;
+    v_doc text;
+    v_sources text[] := array(select distinct s from unnest(cache_store.source_ids) as s order by s);
     v_expires timestamptz;
 begin
     perform agentmem_private.cache_check_scope(cache_store.acl_hash, cache_store.prompt_version, cache_store.llm_model);
@@ -190,19 +197,23 @@ begin
         v_tenant, cache_store.question, v_norm, sha256(convert_to(v_norm, 'UTF8')), cache_store.acl_hash,
         agentmem.corpus_version(), cache_store.prompt_version, cache_store.llm_model, v_intent.intent,
         cache_store.answer, v_model, cache_store.question_embedding,
-        array(select distinct s from unnest(cache_store.source_ids) as s order by s),
+        v_sources,
         cache_store.user_id, cache_store.conversation_id, v_expires
     )
     on conflict on constraint cache_entries_key_uq do update
         set question = excluded.question, intent = excluded.intent, answer = excluded.answer,
         embedding = excluded.embedding, source_ids = excluded.source_ids, user_id = excluded.user_id,
-        conversation_id = excluded.conversation_id, created_at = now(), expires_at = excluded.expires_at
+        conversation_id = excluded.conversation_id, created_at = excluded.created_at, expires_at = excluded.expires_at
     returning e.entry_id into v_entry;
     delete from agentmem.cache_entry_sources as s
     where s.tenant_id = v_tenant and s.entry_id = v_entry and s.doc_id <> all(cache_store.source_ids);
-    insert into agentmem.cache_entry_sources (tenant_id, doc_id, entry_id)
-    select distinct v_tenant, d, v_entry from unnest(cache_store.source_ids) as d
-    on conflict on constraint cache_entry_sources_pkey do nothing;
+    -- Row by row: Citus runs insert ... select from an array as COPY, which
+    -- row-level security refuses; a single-row insert goes to the tenant's shard.
+    for v_doc in select distinct d from unnest(cache_store.source_ids) as d loop
+        insert into agentmem.cache_entry_sources (tenant_id, doc_id, entry_id)
+        values (v_tenant, v_doc, v_entry)
+        on conflict on constraint cache_entry_sources_pkey do nothing;
+    end loop;
     return query select true, v_entry, null::text, v_expires;
 end
 $$;
@@ -427,6 +438,23 @@ lock shared (see forget_user).
 Errors: AM020 empty question, unknown intent, bad user_id; AM010/AM011 bad embedding or model.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
+create or replace function agentmem_private.unlink_cache_hits(p_tenant text, p_entry_ids uuid[])
+returns void
+language sql
+volatile
+security invoker
+set search_path from current
+as $$
+    update agentmem.cache_hits as h
+    set entry_id = null
+    where h.tenant_id = p_tenant and h.entry_id = any(p_entry_ids)
+$$;
+
+comment on function agentmem_private.unlink_cache_hits(text, uuid[]) is
+'Internal: clear cache_hits.entry_id of the lookups that hit these entries, before they are deleted.
+On one server cache_hits_entry_fk (on delete set null) does it too; on Citus that key cannot exist
+(agentmem.distribute), and every function that deletes cache entries calls this first.';
+
 create or replace function agentmem.invalidate_source(doc_id text)
 returns bigint
 language plpgsql
@@ -436,14 +464,17 @@ set search_path from current
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
+    v_ids uuid[];
     v_count bigint;
 begin
     perform agentmem_private.check_text('doc_id', invalidate_source.doc_id, 1000);
+    v_ids := array(
+        select s.entry_id from agentmem.cache_entry_sources as s
+        where s.tenant_id = v_tenant and s.doc_id = invalidate_source.doc_id
+    );
+    perform agentmem_private.unlink_cache_hits(v_tenant, v_ids);
     delete from agentmem.cache_entries as e
-    using agentmem.cache_entry_sources as s
-    where
-        s.tenant_id = v_tenant and s.doc_id = invalidate_source.doc_id
-        and e.tenant_id = v_tenant and e.entry_id = s.entry_id;
+    where e.tenant_id = v_tenant and e.entry_id = any(v_ids);
     get diagnostics v_count = row_count;
     return v_count;
 end
@@ -465,11 +496,11 @@ as $$
 declare
     v_tenant text := agentmem.current_tenant();
     v_version bigint := agentmem.corpus_version();
+    v_ids uuid[];
     v_count bigint;
 begin
     perform agentmem_private.check_range('batch_size', sweep_cache.batch_size, 1, 100000);
-    delete from agentmem.cache_entries as e
-    where e.tenant_id = v_tenant and e.entry_id in (
+    v_ids := array(
         select x.entry_id from (
             (select d.entry_id from agentmem.cache_entries as d
                 where d.tenant_id = v_tenant and d.expires_at <= now()
@@ -481,6 +512,8 @@ begin
         ) as x
         limit sweep_cache.batch_size
     );
+    perform agentmem_private.unlink_cache_hits(v_tenant, v_ids);
+    delete from agentmem.cache_entries as e where e.tenant_id = v_tenant and e.entry_id = any(v_ids);
     get diagnostics v_count = row_count;
     return v_count;
 end

@@ -46,7 +46,7 @@ begin
     insert into agentmem.retention_policies as p (tenant_id, kind, max_age)
     values (p_tenant, p_kind, p_max_age)
     on conflict on constraint retention_policies_pkey do update
-        set max_age = excluded.max_age, updated_at = now()
+        set max_age = excluded.max_age, updated_at = excluded.updated_at
     returning * into v_row;
     return v_row;
 end
@@ -153,19 +153,22 @@ declare
     v_own text[];
     v_policy record;
     v_sql text;
+    -- Citus refuses FOR UPDATE in a query over many shards; there the
+    -- advisory lock of apply_retention alone keeps runs apart.
+    v_lock text := case when agentmem.is_distributed() then '' else ' for update of t skip locked' end;
 begin
     -- One statement per policy, so the time column's index serves each cutoff.
     v_sql := pg_catalog.format(
         'with victim as ('
         '  select t.tenant_id, t.%1$I as k from agentmem.%2$I as t'
         '  where t.tenant_id = any($1) and t.%3$I < now() - $2'
-        '  order by t.%3$I limit $3 for update of t skip locked'
+        '  order by t.%3$I limit $3%5$s'
         ') '
         'delete from agentmem.%2$I as t using victim as v '
         'where t.tenant_id = v.tenant_id and t.%1$I = v.k '
         'returning t.tenant_id, t.%1$I::text, %4$s',
         p_key, p_table, p_time,
-        case p_table when 'messages' then 't.content' else 'null::text' end
+        case p_table when 'messages' then 't.content' else 'null::text' end, v_lock
     );
     for v_policy in
         select p.tenant_id, p.max_age from agentmem.retention_policies as p
@@ -186,13 +189,13 @@ begin
         'with victim as ('
         '  select t.tenant_id, t.%1$I as k from agentmem.%2$I as t'
         '  where t.tenant_id <> all($1) and t.%3$I < now() - $2'
-        '  order by t.%3$I limit $3 for update of t skip locked'
+        '  order by t.%3$I limit $3%5$s'
         ') '
         'delete from agentmem.%2$I as t using victim as v '
         'where t.tenant_id = v.tenant_id and t.%1$I = v.k '
         'returning t.tenant_id, t.%1$I::text, %4$s',
         p_key, p_table, p_time,
-        case p_table when 'messages' then 't.content' else 'null::text' end
+        case p_table when 'messages' then 't.content' else 'null::text' end, v_lock
     ) using v_own, v_default, v_left;
 end
 $$;
@@ -233,8 +236,16 @@ begin
                 perform agentmem_private.forget_text_hashes(v_tenant, v_texts);
             end loop;
         when 'cached_answers' then
-            select count(*) into v_count
-            from agentmem_private.retention_delete('cached_answers', 'cache_entries', 'entry_id', 'created_at', p_batch);
+            -- cache_hits.entry_id of the removed entries: set null by
+            -- cache_hits_entry_fk on one server, here on Citus (no such key).
+            for v_tenant, v_ids in
+                select g.tenant_id, array_agg(g.key::uuid)
+                from agentmem_private.retention_delete('cached_answers', 'cache_entries', 'entry_id', 'created_at', p_batch) as g
+                group by g.tenant_id
+            loop
+                v_count := v_count + cardinality(v_ids);
+                perform agentmem_private.unlink_cache_hits(v_tenant, v_ids);
+            end loop;
         when 'hit_log' then
             select count(*) into v_count
             from agentmem_private.retention_delete('hit_log', 'cache_hits', 'hit_id', 'created_at', p_batch);

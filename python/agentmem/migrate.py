@@ -242,6 +242,32 @@ class Migrator:
         except psycopg.Error as exc:
             raise translate(exc) from exc
 
+    def distributed(self) -> str:
+        """'yes (Citus, N workers)' or 'no': whether agentmem.distribute() has run here."""
+        try:
+            with self._connect() as conn:
+                if not conn.execute("select to_regprocedure('agentmem.is_distributed()') is not null").fetchone()[0]:
+                    return "no"
+                if not conn.execute("select agentmem.is_distributed()").fetchone()[0]:
+                    return "no"
+                workers = conn.execute("select count(*) from pg_catalog.pg_dist_node "
+                                       "where noderole = 'primary' and groupid <> 0").fetchone()[0]
+                return f"yes (Citus, {workers} worker{'s' if workers != 1 else ''})"
+        except psycopg.Error as exc:
+            raise translate(exc) from exc
+
+    def distribute(self, shard_count: int | None = None) -> list[tuple[str, str, str | None]]:
+        """Distribute the installation on Citus (agentmem.distribute); the rows it returns."""
+        try:
+            with self._connect() as conn:
+                if not conn.execute("select to_regprocedure('agentmem.distribute(int)') is not null").fetchone()[0]:
+                    raise MigrationError("agentmem is not installed in this database (or predates distribute): "
+                                         "run agentmem migrate first")
+                return conn.execute("select table_name, distribution, note "
+                                    "from agentmem.distribute(shard_count => %s)", (shard_count,)).fetchall()
+        except psycopg.Error as exc:
+            raise translate(exc) from exc
+
     def migrate(self) -> list[str]:
         """Apply pending migrations, then every definition file. Returns the applied names."""
         applied: list[str] = []
