@@ -73,7 +73,8 @@ agentmem.tenant_index_ddl(text, text, text, boolean),
 agentmem.create_tenant_index(text, text, text),
 agentmem.drop_tenant_index(text, text, text),
 -- Distributing on Citus is the DBA's (sql/85_distribute.sql).
-agentmem.distribute(int)
+agentmem.distribute(int),
+agentmem.is_distributed()
 from agentmem_app, agentmem_owner;
 
 -- Every security definer function of the API belongs to agentmem_owner.

@@ -133,6 +133,18 @@ class Admin(SyncClient):
         return value(bool, "select agentmem.drop_tenant_index(tenant_id => %s, model => %s, table_name => %s)",
                      tenant_id, model, table_name)
 
+    # -- scale-out on Citus -------------------------------------------------------------------
+
+    @literal
+    def distribute(self, shard_count: int | None = None) -> Sql[list[dict]]:
+        """Distribute the installation by tenant on Citus (idempotent); one row per table it changed."""
+        return rows(dict, "select * from agentmem.distribute(shard_count => %s)", shard_count)
+
+    @literal
+    def is_distributed(self) -> Sql[bool]:
+        """Whether agentmem.distribute() has run in this database."""
+        return value(bool, "select agentmem.is_distributed()")
+
     @literal
     def tenants_needing_index(self) -> Sql[list[dict]]:
         """The view agentmem.tenants_needing_index: tenants past the exact-scan size without their own index."""
