@@ -29,14 +29,16 @@ begin
                 || 'grant agentmem_owner to ' || quote_ident(current_user) || ';", then migrate again.';
         end;
     end if;
+    -- (It may log in only where agentmem.distribute() made it: on a Citus cluster
+    -- the coordinator opens worker connections as the definer functions' owner.)
     if exists (
         select from pg_catalog.pg_roles
-        where rolname = 'agentmem_owner' and (rolsuper or rolbypassrls or rolcanlogin)
+        where rolname = 'agentmem_owner' and (rolsuper or rolbypassrls)
     ) then
-        raise exception 'role agentmem_owner must not log in, be a superuser or bypass row-level security'
+        raise exception 'role agentmem_owner must not be a superuser or bypass row-level security'
         using
             errcode = 'AM041',
-            hint = 'alter role agentmem_owner nologin nosuperuser nobypassrls; then migrate again.';
+            hint = 'alter role agentmem_owner nosuperuser nobypassrls; then migrate again.';
     end if;
     -- The installer re-creates the API's functions on every upgrade, which
     -- needs membership in their owner.

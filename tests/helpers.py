@@ -59,7 +59,13 @@ def plans_of(admin, query: str, params=None, *, tenant: str = "acme", settings: 
     the function's own nested statements included), captured by auto_explain on that same session.
 
     settings (e.g. {"enable_seqscan": "off"}) are made on that session, so the call sees them.
+    On the Citus leg the test stops here, skipped: auto_explain of a distributed statement with
+    parameters fails in Citus 14 (the EXPLAIN it sends to a worker loses the parameter types); routing
+    on the cluster is checked from the commands Citus sends (tests/test_distribute.py).
     """
+    import conftest
+    if conftest.SERVER is not None and conftest.SERVER.name == "citus":
+        pytest.skip("plans of nested statements are not captured through Citus 14 (see tests/test_distribute.py)")
     admin.execute("load 'auto_explain'")
     for name, value in {"auto_explain.log_min_duration": "0", "auto_explain.log_nested_statements": "on",
                         "auto_explain.log_level": "notice", "client_min_messages": "notice",
