@@ -159,6 +159,9 @@ declare
     v_dim int;
     v_query tsquery;
     v_pool int := greatest(search_messages.candidate_pool, search_messages.k);
+    v_vec_ids uuid[];
+    v_vec_distances float8[];
+    v_txt_ids uuid[];
 begin
     perform agentmem_private.check_user_id(search_messages.user_id);
     perform agentmem_private.check_range('k', search_messages.k, 1, 1000);
@@ -186,83 +189,56 @@ begin
         return;
     end if;
 
-    if v_query is null then
-        -- The vector branch alone (no text, or no searchable word in it).
-        return query
+    -- Each branch's ranked ids first, into variables: on a Citus cluster a
+    -- statement that both reads a distributed table and calls a function that
+    -- reads one is sent whole to a worker, where the nested query fails.
+    if search_messages.query_embedding is not null then
         select
-            m.message_id, m.conversation_id, m.message_index, m.role, m.content, m.metadata, m.created_at,
-            (1 - h.distance)::real,
-            h.vector_rank,
-            null::int,
-            1.0::float8 / (search_messages.rrf_k + h.vector_rank)
-        from (
-            select
-                n.message_id, n.distance,
-                (row_number() over (order by n.distance, n.message_id))::int as vector_rank
-            from agentmem_private.nearest_messages(
-                v_tenant, search_messages.user_id, v_model, v_dim, search_messages.query_embedding,
-                search_messages.k, search_messages.conversation_id
-            ) as n
-            -- A NaN distance (a degenerate vector stored before check_embedding refused
-            -- them) is never a hit: NaN >= x is true in PostgreSQL.
-            where n.distance <> 'NaN' and (search_messages.min_similarity is null
-                or 1 - n.distance >= search_messages.min_similarity)
-        ) as h
-        inner join agentmem.messages as m on m.tenant_id = v_tenant and m.message_id = h.message_id
-        order by h.distance, m.message_id;
-        return;
-    end if;
-
-    if search_messages.query_embedding is null then
-        -- The text branch alone.
-        return query
-        select
-            m.message_id, m.conversation_id, m.message_index, m.role, m.content, m.metadata, m.created_at,
-            null::real,
-            null::int,
-            t.text_rank,
-            1.0::float8 / (search_messages.rrf_k + t.text_rank)
-        from agentmem_private.text_match_messages(
-            v_tenant, search_messages.user_id, v_query, search_messages.k, search_messages.conversation_id
-        ) as t
-        inner join agentmem.messages as m on m.tenant_id = v_tenant and m.message_id = t.message_id
-        order by t.text_rank;
-        return;
-    end if;
-
-    -- Hybrid: each branch gives its best v_pool candidates, fused by
-    -- reciprocal rank: score = sum over the branches of 1 / (rrf_k + rank).
-    return query
-    with vec as (
-        select
-            n.message_id, n.distance,
-            (row_number() over (order by n.distance, n.message_id))::int as vector_rank
+            array_agg(n.message_id order by n.distance, n.message_id),
+            array_agg(n.distance order by n.distance, n.message_id)
+        into v_vec_ids, v_vec_distances
         from agentmem_private.nearest_messages(
             v_tenant, search_messages.user_id, v_model, v_dim, search_messages.query_embedding,
-            v_pool, search_messages.conversation_id
+            case when v_query is null then search_messages.k else v_pool end, search_messages.conversation_id
         ) as n
+        -- A NaN distance (a degenerate vector stored before check_embedding refused
+        -- them) is never a hit: NaN >= x is true in PostgreSQL.
         where n.distance <> 'NaN' and (search_messages.min_similarity is null
-            or 1 - n.distance >= search_messages.min_similarity)
+            or 1 - n.distance >= search_messages.min_similarity);
+    end if;
+    if v_query is not null then
+        select array_agg(x.message_id order by x.text_rank) into v_txt_ids
+        from agentmem_private.text_match_messages(
+            v_tenant, search_messages.user_id, v_query,
+            case when search_messages.query_embedding is null then search_messages.k else v_pool end,
+            search_messages.conversation_id
+        ) as x;
+    end if;
+
+    -- Fused by reciprocal rank: score = sum over the branches of 1 / (rrf_k + rank);
+    -- with one branch, its order.
+    return query
+    with vec as (
+        select v.message_id, v.distance, v.vector_rank::int as vector_rank
+        from unnest(v_vec_ids, v_vec_distances) with ordinality as v (message_id, distance, vector_rank)
     ),
 
     txt as (
-        select t.message_id, t.text_rank
-        from agentmem_private.text_match_messages(
-            v_tenant, search_messages.user_id, v_query, v_pool, search_messages.conversation_id
-        ) as t
+        select x.message_id, x.text_rank::int as text_rank
+        from unnest(v_txt_ids) with ordinality as x (message_id, text_rank)
     ),
 
     fused as (
         select
-            coalesce(v.message_id, t.message_id) as message_id,
+            coalesce(v.message_id, x.message_id) as message_id,
             v.distance,
             v.vector_rank,
-            t.text_rank,
+            x.text_rank,
             coalesce(1.0::float8 / (search_messages.rrf_k + v.vector_rank), 0)
-            + coalesce(1.0::float8 / (search_messages.rrf_k + t.text_rank), 0) as score
+            + coalesce(1.0::float8 / (search_messages.rrf_k + x.text_rank), 0) as score
         from vec as v
-        full join txt as t on v.message_id = t.message_id
-        order by score desc, v.vector_rank nulls last, t.text_rank, 1
+        full join txt as x on v.message_id = x.message_id
+        order by score desc, v.vector_rank nulls last, x.text_rank, 1
         limit search_messages.k
     )
 

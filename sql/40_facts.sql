@@ -199,6 +199,9 @@ declare
     v_dim int;
     v_rows int;
     v_query tsquery;
+    v_vec_ids uuid[];
+    v_vec_similarities real[];
+    v_txt_ids uuid[];
     v_pool int := greatest(recall_facts.candidate_pool, recall_facts.k);
     -- The vector branch: the model's HNSW index (same expression as the
     -- index, the dimension as a literal); $5 rows.
@@ -262,37 +265,54 @@ begin
         return;
     end if;
 
-    if recall_facts.query_embedding is null then
-        -- The text branch alone.
-        return query
-        select
-            f.fact_id, f.subject, f.fact, null::real, f.source_message_ids, f.updated_at,
-            null::int, t.text_rank, 1.0::float8 / (recall_facts.rrf_k + t.text_rank)
-        from agentmem_private.text_match_facts(v_tenant, recall_facts.user_id, v_model, v_query, recall_facts.k) as t
-        inner join agentmem.facts as f on f.tenant_id = v_tenant and f.fact_id = t.fact_id
-        order by t.text_rank;
-        return;
+    -- The text branch's ranked ids first, into a variable: on a Citus cluster a
+    -- statement that both reads a distributed table and calls a function that
+    -- reads one is sent whole to a worker, where the nested query fails.
+    select array_agg(x.fact_id order by x.text_rank) into v_txt_ids
+    from agentmem_private.text_match_facts(
+        v_tenant, recall_facts.user_id, v_model, v_query,
+        case when recall_facts.query_embedding is null then recall_facts.k else v_pool end
+    ) as x;
+    if recall_facts.query_embedding is not null then
+        execute
+        'select array_agg(r.fact_id order by r.distance, r.fact_id), array_agg(r.similarity order by r.distance, r.fact_id)'
+        ' from (' || v_nearest || ') as r'
+        into v_vec_ids, v_vec_similarities
+        using recall_facts.query_embedding, v_model, v_tenant, recall_facts.user_id, v_pool;
     end if;
 
-    -- Hybrid: both branches, v_pool candidates each, fused by reciprocal rank.
-    return query execute
-    'with vec as ('
-    '  select r.fact_id, r.similarity, (row_number() over (order by r.distance, r.fact_id))::int as vector_rank'
-    '  from (' || v_nearest || ') as r'
-    '), fused as ('
-    '  select coalesce(v.fact_id, t.fact_id) as fact_id, v.similarity, v.vector_rank, t.text_rank,'
-    '         coalesce(1.0::float8 / ($6 + v.vector_rank), 0) + coalesce(1.0::float8 / ($6 + t.text_rank), 0) as score'
-    '  from vec as v'
-    '  full join agentmem_private.text_match_facts($3, $4, $2, $7, $5) as t on v.fact_id = t.fact_id'
-    '  order by score desc, v.vector_rank nulls last, t.text_rank, 1'
-    '  limit $8'
-    ') '
-    'select f.fact_id, f.subject, f.fact, u.similarity, f.source_message_ids, f.updated_at,'
-    '       u.vector_rank, u.text_rank, u.score '
-    'from fused as u inner join agentmem.facts as f on f.tenant_id = $3 and f.fact_id = u.fact_id '
-    'order by u.score desc, u.vector_rank nulls last, u.text_rank, f.fact_id'
-    using recall_facts.query_embedding, v_model, v_tenant, recall_facts.user_id, v_pool, recall_facts.rrf_k,
-    v_query, recall_facts.k;
+    -- The text branch alone, or both fused by reciprocal rank.
+    return query
+    with vec as (
+        select v.fact_id, v.similarity, v.vector_rank::int as vector_rank
+        from unnest(v_vec_ids, v_vec_similarities) with ordinality as v (fact_id, similarity, vector_rank)
+    ),
+
+    txt as (
+        select x.fact_id, x.text_rank::int as text_rank
+        from unnest(v_txt_ids) with ordinality as x (fact_id, text_rank)
+    ),
+
+    fused as (
+        select
+            coalesce(v.fact_id, x.fact_id) as fact_id,
+            v.similarity,
+            v.vector_rank,
+            x.text_rank,
+            coalesce(1.0::float8 / (recall_facts.rrf_k + v.vector_rank), 0)
+            + coalesce(1.0::float8 / (recall_facts.rrf_k + x.text_rank), 0) as score
+        from vec as v
+        full join txt as x on v.fact_id = x.fact_id
+        order by score desc, v.vector_rank nulls last, x.text_rank, 1
+        limit recall_facts.k
+    )
+
+    select
+        f.fact_id, f.subject, f.fact, u.similarity, f.source_message_ids, f.updated_at,
+        u.vector_rank, u.text_rank, u.score
+    from fused as u
+    inner join agentmem.facts as f on f.tenant_id = v_tenant and f.fact_id = u.fact_id
+    order by u.score desc, u.vector_rank nulls last, u.text_rank, f.fact_id;
 end
 $$;
 
