@@ -113,7 +113,7 @@ begin
     insert into agentmem.retrievals as r (tenant_id, message_id, conversation_id, message_index, doc_ids)
     values (v_tenant, record_retrieval.message_id, v_msg.conversation_id, v_msg.message_index, v_ids)
     on conflict on constraint retrievals_pkey do update
-        set doc_ids = excluded.doc_ids, created_at = now();
+        set doc_ids = excluded.doc_ids, created_at = excluded.created_at;
     return cardinality(v_ids);
 end
 $$;
