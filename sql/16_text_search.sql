@@ -96,6 +96,43 @@ comment on function agentmem_private.check_search_query(text, text, vector, text
 (AM020), an embedding, a text or both (AM020), a text of at most 100,000 characters (AM021), a valid
 embedding of the model (AM010/AM011). Returns the embedding''s dimension, NULL without one.';
 
+create or replace function agentmem_private.fuse_ranks(
+    p_vector_ids uuid[],
+    p_text_ids uuid[],
+    p_rrf_k int,
+    p_k int
+) returns table (id uuid, vector_rank int, text_rank int, score double precision)
+language sql
+immutable
+security invoker
+set search_path from current
+as $$
+    with vec as (
+        select v.id, v.vector_rank::int as vector_rank
+        from unnest(p_vector_ids) with ordinality as v (id, vector_rank)
+    ),
+
+    txt as (
+        select x.id, x.text_rank::int as text_rank
+        from unnest(p_text_ids) with ordinality as x (id, text_rank)
+    )
+
+    select
+        coalesce(v.id, x.id),
+        v.vector_rank,
+        x.text_rank,
+        coalesce(1.0::float8 / (p_rrf_k + v.vector_rank), 0) + coalesce(1.0::float8 / (p_rrf_k + x.text_rank), 0)
+    from vec as v
+    full join txt as x on v.id = x.id
+    order by 4 desc, 2 nulls last, 3, 1
+    limit p_k
+$$;
+
+comment on function agentmem_private.fuse_ranks(uuid[], uuid[], int, int) is
+'Internal: reciprocal rank fusion of two ranked id lists (best first; either may be NULL or empty):
+score = sum over the lists holding an id of 1 / (p_rrf_k + its rank); the p_k best, best first,
+ties by vector rank, then text rank. With one list, its own order.';
+
 create or replace function agentmem.set_text_search_config(config regconfig)
 returns boolean
 language plpgsql

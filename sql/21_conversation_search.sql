@@ -218,38 +218,14 @@ begin
     -- Fused by reciprocal rank: score = sum over the branches of 1 / (rrf_k + rank);
     -- with one branch, its order.
     return query
-    with vec as (
-        select v.message_id, v.distance, v.vector_rank::int as vector_rank
-        from unnest(v_vec_ids, v_vec_distances) with ordinality as v (message_id, distance, vector_rank)
-    ),
-
-    txt as (
-        select x.message_id, x.text_rank::int as text_rank
-        from unnest(v_txt_ids) with ordinality as x (message_id, text_rank)
-    ),
-
-    fused as (
-        select
-            coalesce(v.message_id, x.message_id) as message_id,
-            v.distance,
-            v.vector_rank,
-            x.text_rank,
-            coalesce(1.0::float8 / (search_messages.rrf_k + v.vector_rank), 0)
-            + coalesce(1.0::float8 / (search_messages.rrf_k + x.text_rank), 0) as score
-        from vec as v
-        full join txt as x on v.message_id = x.message_id
-        order by score desc, v.vector_rank nulls last, x.text_rank, 1
-        limit search_messages.k
-    )
-
     select
         m.message_id, m.conversation_id, m.message_index, m.role, m.content, m.metadata, m.created_at,
-        (1 - f.distance)::real,
+        (1 - v_vec_distances[f.vector_rank])::real,
         f.vector_rank,
         f.text_rank,
         f.score
-    from fused as f
-    inner join agentmem.messages as m on m.tenant_id = v_tenant and m.message_id = f.message_id
+    from agentmem_private.fuse_ranks(v_vec_ids, v_txt_ids, search_messages.rrf_k, search_messages.k) as f
+    inner join agentmem.messages as m on m.tenant_id = v_tenant and m.message_id = f.id
     order by f.score desc, f.vector_rank nulls last, f.text_rank, m.message_id;
 end
 $$;

@@ -283,35 +283,11 @@ begin
 
     -- The text branch alone, or both fused by reciprocal rank.
     return query
-    with vec as (
-        select v.fact_id, v.similarity, v.vector_rank::int as vector_rank
-        from unnest(v_vec_ids, v_vec_similarities) with ordinality as v (fact_id, similarity, vector_rank)
-    ),
-
-    txt as (
-        select x.fact_id, x.text_rank::int as text_rank
-        from unnest(v_txt_ids) with ordinality as x (fact_id, text_rank)
-    ),
-
-    fused as (
-        select
-            coalesce(v.fact_id, x.fact_id) as fact_id,
-            v.similarity,
-            v.vector_rank,
-            x.text_rank,
-            coalesce(1.0::float8 / (recall_facts.rrf_k + v.vector_rank), 0)
-            + coalesce(1.0::float8 / (recall_facts.rrf_k + x.text_rank), 0) as score
-        from vec as v
-        full join txt as x on v.fact_id = x.fact_id
-        order by score desc, v.vector_rank nulls last, x.text_rank, 1
-        limit recall_facts.k
-    )
-
     select
-        f.fact_id, f.subject, f.fact, u.similarity, f.source_message_ids, f.updated_at,
+        f.fact_id, f.subject, f.fact, v_vec_similarities[u.vector_rank], f.source_message_ids, f.updated_at,
         u.vector_rank, u.text_rank, u.score
-    from fused as u
-    inner join agentmem.facts as f on f.tenant_id = v_tenant and f.fact_id = u.fact_id
+    from agentmem_private.fuse_ranks(v_vec_ids, v_txt_ids, recall_facts.rrf_k, recall_facts.k) as u
+    inner join agentmem.facts as f on f.tenant_id = v_tenant and f.fact_id = u.id
     order by u.score desc, u.vector_rank nulls last, u.text_rank, f.fact_id;
 end
 $$;
