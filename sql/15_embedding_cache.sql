@@ -107,15 +107,14 @@ begin
     for i in 1..v_n loop
         perform agentmem_private.check_embedding(v_model, embedding_cache_store.embeddings[i]);
     end loop;
-    -- Row by row: Citus runs insert ... select from an array as COPY, which
-    -- row-level security refuses; a single-row insert goes to the tenant's shard.
-    for i in 1..v_n loop
-        insert into agentmem.embedding_cache as c (tenant_id, model, text_sha256, cached_vector)
-        values (
-            v_tenant, v_model, sha256(convert_to(embedding_cache_store.texts[i], 'UTF8')),
-            embedding_cache_store.embeddings[i]
-        )
-        on conflict on constraint embedding_cache_pkey do nothing;
+    -- One multi-row insert for each 1,000 texts (agentmem_private.values_rows says why).
+    for v_from in 1..v_n by 1000 loop
+        execute 'insert into agentmem.embedding_cache as c (tenant_id, model, text_sha256, cached_vector) values '
+            || agentmem_private.values_rows(
+                '($1, $2, sha256(convert_to($3[%1$s], ''UTF8'')), $4[%1$s])', v_from, least(v_from + 999, v_n)
+            )
+            || ' on conflict on constraint embedding_cache_pkey do nothing'
+        using v_tenant, v_model, embedding_cache_store.texts, embedding_cache_store.embeddings;
         get diagnostics v_new = row_count;
         v_stored := v_stored + v_new;
     end loop;

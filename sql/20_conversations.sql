@@ -92,6 +92,7 @@ declare
     v_first int;
     v_user text;
     v_ids uuid[];
+    v_to int;
 begin
     if store_messages.conversation_id is null then
         perform agentmem_private.conv_not_found(null);
@@ -153,20 +154,22 @@ begin
         perform agentmem_private.conv_not_found(store_messages.conversation_id);
     end if;
 
-    -- One single-row insert per message, not insert ... select from unnest:
-    -- Citus routes a row with its tenant_id to the tenant's shard, but copies
-    -- an insert ... select from an array through COPY, which row-level
-    -- security refuses (HNSW index upkeep dominates the cost either way).
+    -- One multi-row insert per table for each 1,000 messages, its rows taken
+    -- from the arrays by parameter (agentmem_private.values_rows says why).
     v_ids := array(select gen_random_uuid() from generate_series(1, v_n));
-    for i in 1..v_n loop
-        insert into agentmem.messages as m (
-            tenant_id, message_id, conversation_id, user_id, message_index, role, content, metadata
-        ) values (
-            v_tenant, v_ids[i], store_messages.conversation_id, v_user, v_first + i - 1,
-            store_messages.roles[i], store_messages.contents[i], coalesce(store_messages.metadata[i], '{}'::jsonb)
-        );
-        insert into agentmem.message_embeddings (tenant_id, message_id, model, user_id, conversation_id, embedding)
-        values (v_tenant, v_ids[i], v_model, v_user, store_messages.conversation_id, store_messages.embeddings[i]);
+    for v_from in 1..v_n by 1000 loop
+        v_to := least(v_from + 999, v_n);
+        execute 'insert into agentmem.messages '
+            || '(tenant_id, message_id, conversation_id, user_id, message_index, role, content, metadata) values '
+            || agentmem_private.values_rows(
+                '($1, $2[%1$s], $3, $4, $5 + %1$s, $6[%1$s], $7[%1$s], coalesce($8[%1$s], ''{}''::jsonb))', v_from, v_to
+            )
+        using v_tenant, v_ids, store_messages.conversation_id, v_user, v_first - 1,
+            store_messages.roles, store_messages.contents, store_messages.metadata;
+        execute 'insert into agentmem.message_embeddings '
+            || '(tenant_id, message_id, model, user_id, conversation_id, embedding) values '
+            || agentmem_private.values_rows('($1, $2[%1$s], $3, $4, $5, $6[%1$s])', v_from, v_to)
+        using v_tenant, v_ids, v_model, v_user, store_messages.conversation_id, store_messages.embeddings;
     end loop;
     return query
     select v_ids[g.i], v_first + g.i - 1 from generate_series(1, v_n) as g (i)

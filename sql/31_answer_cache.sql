@@ -149,7 +149,6 @@ declare
     v_ttl interval := coalesce(cache_store.ttl, v_intent.ttl);
     v_markers text[];
     v_entry uuid;
-    v_doc text;
     v_sources text[] := array(select distinct s from unnest(cache_store.source_ids) as s order by s);
     v_expires timestamptz;
 begin
@@ -207,13 +206,13 @@ begin
     returning e.entry_id into v_entry;
     delete from agentmem.cache_entry_sources as s
     where s.tenant_id = v_tenant and s.entry_id = v_entry and s.doc_id <> all(cache_store.source_ids);
-    -- Row by row: Citus runs insert ... select from an array as COPY, which
-    -- row-level security refuses; a single-row insert goes to the tenant's shard.
-    for v_doc in select distinct d from unnest(cache_store.source_ids) as d loop
-        insert into agentmem.cache_entry_sources (tenant_id, doc_id, entry_id)
-        values (v_tenant, v_doc, v_entry)
-        on conflict on constraint cache_entry_sources_pkey do nothing;
-    end loop;
+    -- One multi-row insert (agentmem_private.values_rows says why).
+    if cardinality(v_sources) > 0 then
+        execute 'insert into agentmem.cache_entry_sources (tenant_id, doc_id, entry_id) values '
+            || agentmem_private.values_rows('($1, $2[%1$s], $3)', 1, cardinality(v_sources))
+            || ' on conflict on constraint cache_entry_sources_pkey do nothing'
+        using v_tenant, v_sources, v_entry;
+    end if;
     return query select true, v_entry, null::text, v_expires;
 end
 $$;
@@ -486,6 +485,44 @@ Goes through the reverse index cache_entry_sources (no scan of the cache).
 doc_id: 1 to 1,000 characters, not blank (AM020/AM021).
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
+create or replace function agentmem_private.sweep_cache_of(p_tenant text, p_batch int)
+returns bigint
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+declare
+    v_version bigint;
+    v_ids uuid[];
+    v_count bigint;
+begin
+    select coalesce(max(cv.version), 0) into v_version
+    from agentmem.corpus_versions as cv where cv.tenant_id = p_tenant;
+    v_ids := array(
+        select x.entry_id from (
+            (select d.entry_id from agentmem.cache_entries as d
+                where d.tenant_id = p_tenant and d.expires_at <= now()
+                limit p_batch)
+            union
+            (select d.entry_id from agentmem.cache_entries as d
+                where d.tenant_id = p_tenant and d.corpus_version < v_version
+                limit p_batch)
+        ) as x
+        limit p_batch
+    );
+    perform agentmem_private.unlink_cache_hits(p_tenant, v_ids);
+    delete from agentmem.cache_entries as e where e.tenant_id = p_tenant and e.entry_id = any(v_ids);
+    get diagnostics v_count = row_count;
+    return v_count;
+end
+$$;
+
+comment on function agentmem_private.sweep_cache_of(text, int) is
+'Internal: delete up to p_batch expired or superseded entries of tenant p_tenant, as the caller
+(agentmem.sweep_cache as the owner for the current tenant; apply_retention as the DBA for each tenant,
+so that on Citus one role modifies the shards in its transaction).';
+
 create or replace function agentmem.sweep_cache(batch_size int default 1000)
 returns bigint
 language plpgsql
@@ -495,27 +532,9 @@ set search_path from current
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
-    v_version bigint := agentmem.corpus_version();
-    v_ids uuid[];
-    v_count bigint;
 begin
     perform agentmem_private.check_range('batch_size', sweep_cache.batch_size, 1, 100000);
-    v_ids := array(
-        select x.entry_id from (
-            (select d.entry_id from agentmem.cache_entries as d
-                where d.tenant_id = v_tenant and d.expires_at <= now()
-                limit sweep_cache.batch_size)
-            union
-            (select d.entry_id from agentmem.cache_entries as d
-                where d.tenant_id = v_tenant and d.corpus_version < v_version
-                limit sweep_cache.batch_size)
-        ) as x
-        limit sweep_cache.batch_size
-    );
-    perform agentmem_private.unlink_cache_hits(v_tenant, v_ids);
-    delete from agentmem.cache_entries as e where e.tenant_id = v_tenant and e.entry_id = any(v_ids);
-    get diagnostics v_count = row_count;
-    return v_count;
+    return agentmem_private.sweep_cache_of(v_tenant, sweep_cache.batch_size);
 end
 $$;
 

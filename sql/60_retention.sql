@@ -279,7 +279,6 @@ declare
     v_count bigint;
     v_n bigint;
     v_tenant text;
-    v_prev_tenant text;
     v_removed jsonb := '{}';
     v_total bigint := 0;
     v_errors text[] := '{}';
@@ -313,11 +312,11 @@ begin
         end;
     end loop;
     -- The answer cache's own sweep (expired and superseded entries) runs in the
-    -- same job. sweep_cache is tenant-scoped, so it runs once per tenant that
-    -- has something to sweep, with that tenant set for the transaction only.
+    -- same job, once per tenant that has something to sweep, as this role (not
+    -- through the security definer agentmem.sweep_cache: on Citus one
+    -- transaction may not modify a shard as two roles).
     begin
         v_count := 0;
-        v_prev_tenant := pg_catalog.current_setting('agentmem.tenant_id', true);
         for v_tenant in
             select distinct e.tenant_id
             from agentmem.cache_entries as e
@@ -325,11 +324,9 @@ begin
             where e.expires_at <= now() or e.corpus_version < c.version
         loop
             exit when v_count >= apply_retention.batch_size;
-            perform pg_catalog.set_config('agentmem.tenant_id', v_tenant, true);
-            v_n := agentmem.sweep_cache(batch_size => least(apply_retention.batch_size - v_count, 100000)::int);
+            v_n := agentmem_private.sweep_cache_of(v_tenant, least(apply_retention.batch_size - v_count, 100000)::int);
             v_count := v_count + v_n;
         end loop;
-        perform pg_catalog.set_config('agentmem.tenant_id', coalesce(v_prev_tenant, ''), true);
         v_removed := v_removed || jsonb_build_object('cache_sweep', v_count);
         v_total := v_total + v_count;
     exception when others then

@@ -183,7 +183,8 @@ comment on function agentmem.distribute(int) is
 'Distribute this agentmem installation on Citus: every agentmem table with a tenant_id column
 by tenant_id, colocated with agentmem.conversations (so one tenant''s rows of every table are on one
 worker and each call for one tenant runs on that worker), and the installation-wide catalogues
-(models, cache_intents) as reference tables. The ledger schema_migrations stays on the coordinator.
+(models, cache_intents, text_search_settings) as reference tables. The ledger schema_migrations stays
+on the coordinator.
 Foreign keys are re-created with their names and definitions, except those Citus refuses
 (ON DELETE SET NULL on a key with tenant_id: cache_hits_entry_fk), which agentmem''s functions uphold.
 Every agentmem function is created on the workers too (Citus runs some of them there).

@@ -151,11 +151,23 @@ def citus_database(server):
                             "from pg_proc as p where p.pronamespace in ('agentmem'::regnamespace, 'agentmem_private'::regnamespace)"
                             ).fetchone()[0]
 
+    def index_names(conn) -> set[str]:
+        return {i for i, in conn.execute("select indexname::text from pg_indexes where schemaname = 'agentmem'")}
+
     with psycopg.connect(url, autocommit=True) as conn:
         functions = fingerprint(conn)
+        indexes = index_names(conn)
 
     def reset():
         with psycopg.connect(url, autocommit=True) as conn:
+            # What a test changed of the installation comes back: the text search configuration (its
+            # columns are rebuilt), the LEAKPROOF mark the installer puts on ts_match_vq, and the
+            # indexes of the models and tenants it added.
+            if conn.execute("select config from agentmem.text_search_settings").fetchone() != ("pg_catalog.english",):
+                conn.execute("select agentmem.set_text_search_config(config => 'pg_catalog.english')")
+            conn.execute("alter function pg_catalog.ts_match_vq(tsvector, tsquery) leakproof")
+            for extra in sorted(index_names(conn) - indexes):
+                conn.execute(f"drop index if exists agentmem.{extra}")
             # What a test added or replaced goes: its tables, and functions it changed come back.
             for extra, in conn.execute(
                     "select c.relname::text from pg_class as c where c.relnamespace = 'agentmem'::regnamespace "

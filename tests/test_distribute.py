@@ -8,7 +8,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-CATALOGUES = {"models", "cache_intents"}
+CATALOGUES = {"models", "cache_intents", "text_search_settings"}
 VEC = "[" + ",".join(["0.1"] * 384) + "]"
 
 
