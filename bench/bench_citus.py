@@ -76,14 +76,40 @@ def in_tenant(conn: psycopg.Connection, tenant: str, sql: str, args: tuple):
         return conn.execute(sql, args).fetchall()
 
 
+def measure(conn, names: list[str], conv: dict, vecs: np.ndarray, searches: int, singles: int,
+            rng: np.random.Generator, seed: int) -> dict:
+    """Store one message per call, then search, each for a random tenant among names."""
+    lat = []
+    for q in range(singles):
+        t = names[rng.integers(len(names))]
+        s = time.perf_counter()
+        in_tenant(conn, t, "select * from agentmem.store_message(conversation_id => %s, role => 'user', "
+                  "content => 'one more', embedding => %s, model => %s)", (conv[t], vecs[q % len(vecs)], MODEL))
+        lat.append(time.perf_counter() - s)
+    out = {"single": len(lat) / sum(lat), "store_p50": float(np.percentile(lat, 50)) * 1000,
+           "store_p95": float(np.percentile(lat, 95)) * 1000}
+    lat = []
+    for q in vectors(searches, np.random.default_rng(seed + 1)):
+        t = names[rng.integers(len(names))]
+        s = time.perf_counter()
+        in_tenant(conn, t, "select * from agentmem.search_messages(user_id => 'u', query_embedding => %s, "
+                  "k => %s, model => %s)", (q, K, MODEL))
+        lat.append(time.perf_counter() - s)
+    out.update(p50=float(np.percentile(lat, 50)) * 1000, p95=float(np.percentile(lat, 95)) * 1000)
+    return out
+
+
 def run(url: str, n: int, tenants: int, searches: int, singles: int, seed: int) -> dict:
+    """Load n messages over the tenants in contiguous blocks, through the API in batches; measure
+    when a fifth of the tenants hold their messages and again when all do."""
     rng = np.random.default_rng(seed)
     vecs = vectors(n, rng)
     names = [f"tenant-{i:05d}" for i in range(tenants)]
     conn = connect(url)
     conv = {t: in_tenant(conn, t, "select agentmem.start_conversation(user_id => 'u')", ())[0][0] for t in names}
     owner = np.arange(n) * tenants // n  # contiguous blocks: a batch of 100 is one tenant
-    t0 = time.perf_counter()
+    checkpoints = {max(tenants // 5, 1): None, tenants: None}
+    loading, t0 = 0.0, time.perf_counter()
     for start in range(0, n, BATCH):
         idx = np.arange(start, min(start + BATCH, n))
         for t in np.unique(owner[idx]):
@@ -91,27 +117,15 @@ def run(url: str, n: int, tenants: int, searches: int, singles: int, seed: int) 
             in_tenant(conn, names[t], "select count(*) from agentmem.store_messages(conversation_id => %s, "
                       "roles => %s, contents => %s, embeddings => %s, model => %s)",
                       (conv[names[t]], ["user"] * len(mine), [f"m{i}" for i in mine], list(vecs[mine]), MODEL))
-    batched = n / (time.perf_counter() - t0)
-    lat = []
-    for q in range(singles):
-        t = names[rng.integers(tenants)]
-        s = time.perf_counter()
-        in_tenant(conn, t, "select * from agentmem.store_message(conversation_id => %s, role => 'user', "
-                  "content => 'one more', embedding => %s, model => %s)", (conv[t], vecs[q % n], MODEL))
-        lat.append(time.perf_counter() - s)
-    single = len(lat) / sum(lat)
-    store_p50 = float(np.percentile(lat, 50)) * 1000
-    queries = vectors(searches, np.random.default_rng(seed + 1))
-    lat = []
-    for q in queries:
-        t = names[rng.integers(tenants)]
-        s = time.perf_counter()
-        in_tenant(conn, t, "select * from agentmem.search_messages(user_id => 'u', query_embedding => %s, "
-                  "k => %s, model => %s)", (q, K, MODEL))
-        lat.append(time.perf_counter() - s)
+        last = idx[-1]  # the tenants whose messages are all in: up to last's, if last is its tenant's last
+        loaded = int(owner[last]) + int(last + 1 == n or owner[last + 1] != owner[last])
+        if loaded in checkpoints and checkpoints[loaded] is None:
+            loading += time.perf_counter() - t0
+            checkpoints[loaded] = measure(conn, names[:loaded], conv, vecs, searches, singles, rng, seed)
+            checkpoints[loaded]["messages"] = int(idx[-1]) + 1
+            t0 = time.perf_counter()
     conn.close()
-    return {"batched": batched, "single": single, "store_p50": store_p50,
-            "p50": float(np.percentile(lat, 50)) * 1000, "p95": float(np.percentile(lat, 95)) * 1000}
+    return {"batched": n / loading, "by_tenants": checkpoints, **checkpoints[tenants]}
 
 
 def main() -> int:
@@ -153,6 +167,21 @@ def main() -> int:
         f"{cluster['store_p50'] / single['store_p50']:.2f} |",
         f"| search k={K}, p50 (ms) | {single['p50']:.1f} | {cluster['p50']:.1f} | {cluster['p50'] / single['p50']:.2f} |",
         f"| search k={K}, p95 (ms) | {single['p95']:.1f} | {cluster['p95']:.1f} | {cluster['p95'] / single['p95']:.2f} |",
+        "",
+        "## As the tenants grow",
+        "",
+        "The same calls measured twice in the run: when a fifth of the tenants had their messages "
+        "loaded, and when all had (the calls go to random tenants among those loaded).",
+        "",
+        "| tenants (messages) | store p50 / p95 ms, single | cluster | search p50 / p95 ms, single | cluster |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    for t in single["by_tenants"]:
+        a, b = single["by_tenants"][t], cluster["by_tenants"][t]
+        lines.append(f"| {t:,} ({a['messages']:,}) | {a['store_p50']:.1f} / {a['store_p95']:.1f} | "
+                     f"{b['store_p50']:.1f} / {b['store_p95']:.1f} | {a['p50']:.1f} / {a['p95']:.1f} | "
+                     f"{b['p50']:.1f} / {b['p95']:.1f} |")
+    lines += [
         "",
         "## Projection for N workers",
         "",
