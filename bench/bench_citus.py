@@ -5,16 +5,17 @@
 
 Two databases on the coordinator's server (PostgreSQL 18 + Citus 14.0.1 from scripts/citus.sh):
 ``agentmem_bench_single``, a plain database there (no citus extension: one node), and
-``agentmem_bench_cluster``, made on all three nodes and distributed by tenant. Both are loaded through
-the API as the application role with the same synthetic vectors (384 dimensions, clustered, unit
-length), spread evenly over the tenants, in batches of 100 (store_messages); then measured:
-* store throughput: one message per call (store_message), and batched (the load itself);
-* search p50/p95: search_messages k=10 for a random tenant, one call per transaction as the driver
-  does (set_tenant local, then the call).
-The machine has 2 cores shared by all three nodes and the client: the figures show the cluster's
-overhead (routing, a network hop per statement), not its speed-up. The projection at the end says
-what it assumes.
-"""
+``agentmem_bench_cluster``, made on all three nodes and distributed by tenant. Both get the same
+synthetic vectors (384 dimensions, clustered, unit length), spread evenly over the tenants, bulk-loaded
+by COPY (agentmem._bulk; loading 100,000 messages through the API would take most of an hour on this
+machine); then, through the API as the application role, one driver-style transaction per call
+(set_tenant local, then the call), each for a random tenant:
+* store throughput: batches of 100 (store_messages) and one message per call (store_message);
+* search p50/p95: search_messages k=10.
+Measured when a fifth of the tenants are loaded and when all are, the two systems one right after the
+other. The machine has 2 cores shared by all three nodes and the client: the figures show the
+cluster's overhead (routing, a network hop per statement), not its speed-up. The projection at the
+end says what it assumes."""
 
 from __future__ import annotations
 
@@ -33,6 +34,7 @@ sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 import citus_cluster  # noqa: E402
+from agentmem._bulk import Bulk  # noqa: E402
 from agentmem.migrate import Migrator, Source  # noqa: E402
 
 DIM, MODEL, K, BATCH = 384, "all-minilm", 10, 100
@@ -45,7 +47,7 @@ def vectors(n: int, rng: np.random.Generator) -> np.ndarray:
     return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
-def setup(coordinator: str, name: str, distributed: bool) -> str:
+def setup(coordinator: str, name: str, distributed: bool) -> tuple[str, str]:
     parts = coordinator.rsplit("/", 1)[0]
     if distributed:
         url = citus_cluster.create_database(coordinator, name)
@@ -61,7 +63,7 @@ def setup(coordinator: str, name: str, distributed: bool) -> str:
         conn.execute("select agentmem.grant_app_role(role_name => %s)", (APP_ROLE,))
         if distributed:
             conn.execute("select agentmem.distribute()")
-    return url.replace("postgres@", f"{APP_ROLE}@")
+    return url, url.replace("postgres@", f"{APP_ROLE}@")
 
 
 def connect(url: str) -> psycopg.Connection:
@@ -76,20 +78,32 @@ def in_tenant(conn: psycopg.Connection, tenant: str, sql: str, args: tuple):
         return conn.execute(sql, args).fetchall()
 
 
-def measure(conn, names: list[str], conv: dict, vecs: np.ndarray, searches: int, singles: int,
-            rng: np.random.Generator, seed: int) -> dict:
-    """Store one message per call, then search, each for a random tenant among names."""
+def measure(conn, names: list[str], conv: dict, searches: int, singles: int, batches: int,
+            rng: np.random.Generator) -> dict:
+    """Through the API as the application role, each call for a random tenant among names: batches of
+    BATCH messages (store_messages), one message per call (store_message), then searches."""
+    fresh = vectors(batches * BATCH + singles, rng)
+    lat = []
+    for b in range(batches):
+        t = names[rng.integers(len(names))]
+        s = time.perf_counter()
+        in_tenant(conn, t, "select count(*) from agentmem.store_messages(conversation_id => %s, roles => %s, "
+                  "contents => %s, embeddings => %s, model => %s)",
+                  (conv[t], ["user"] * BATCH, [f"batch {b} #{i}" for i in range(BATCH)],
+                   list(fresh[b * BATCH:(b + 1) * BATCH]), MODEL))
+        lat.append(time.perf_counter() - s)
+    out = {"batched": batches * BATCH / sum(lat)}
     lat = []
     for q in range(singles):
         t = names[rng.integers(len(names))]
         s = time.perf_counter()
         in_tenant(conn, t, "select * from agentmem.store_message(conversation_id => %s, role => 'user', "
-                  "content => 'one more', embedding => %s, model => %s)", (conv[t], vecs[q % len(vecs)], MODEL))
+                  "content => 'one more', embedding => %s, model => %s)", (conv[t], fresh[batches * BATCH + q], MODEL))
         lat.append(time.perf_counter() - s)
-    out = {"single": len(lat) / sum(lat), "store_p50": float(np.percentile(lat, 50)) * 1000,
-           "store_p95": float(np.percentile(lat, 95)) * 1000}
+    out.update(single=len(lat) / sum(lat), store_p50=float(np.percentile(lat, 50)) * 1000,
+               store_p95=float(np.percentile(lat, 95)) * 1000)
     lat = []
-    for q in vectors(searches, np.random.default_rng(seed + 1)):
+    for q in vectors(searches, rng):
         t = names[rng.integers(len(names))]
         s = time.perf_counter()
         in_tenant(conn, t, "select * from agentmem.search_messages(user_id => 'u', query_embedding => %s, "
@@ -99,33 +113,42 @@ def measure(conn, names: list[str], conv: dict, vecs: np.ndarray, searches: int,
     return out
 
 
-def run(url: str, n: int, tenants: int, searches: int, singles: int, seed: int) -> dict:
-    """Load n messages over the tenants in contiguous blocks, through the API in batches; measure
-    when a fifth of the tenants hold their messages and again when all do."""
-    rng = np.random.default_rng(seed)
-    vecs = vectors(n, rng)
+def run(systems: dict[str, tuple[str, str]], n: int, tenants: int, searches: int, singles: int, batches: int,
+        seed: int) -> dict[str, dict]:
+    """n messages over the tenants (user 'u' of each, contiguous blocks), bulk-loaded by COPY as the
+    superuser with the HNSW index rebuilt after (agentmem._bulk, the invariants the API keeps), into
+    every system; measured when a fifth of the tenants are loaded and again when all are, one system
+    right after the other, with the same calls."""
+    vecs = vectors(n, np.random.default_rng(seed))
     names = [f"tenant-{i:05d}" for i in range(tenants)]
-    conn = connect(url)
-    conv = {t: in_tenant(conn, t, "select agentmem.start_conversation(user_id => 'u')", ())[0][0] for t in names}
-    owner = np.arange(n) * tenants // n  # contiguous blocks: a batch of 100 is one tenant
-    checkpoints = {max(tenants // 5, 1): None, tenants: None}
-    loading, t0 = 0.0, time.perf_counter()
-    for start in range(0, n, BATCH):
-        idx = np.arange(start, min(start + BATCH, n))
-        for t in np.unique(owner[idx]):
-            mine = idx[owner[idx] == t]
-            in_tenant(conn, names[t], "select count(*) from agentmem.store_messages(conversation_id => %s, "
-                      "roles => %s, contents => %s, embeddings => %s, model => %s)",
-                      (conv[names[t]], ["user"] * len(mine), [f"m{i}" for i in mine], list(vecs[mine]), MODEL))
-        last = idx[-1]  # the tenants whose messages are all in: up to last's, if last is its tenant's last
-        loaded = int(owner[last]) + int(last + 1 == n or owner[last + 1] != owner[last])
-        if loaded in checkpoints and checkpoints[loaded] is None:
-            loading += time.perf_counter() - t0
-            checkpoints[loaded] = measure(conn, names[:loaded], conv, vecs, searches, singles, rng, seed)
-            checkpoints[loaded]["messages"] = int(idx[-1]) + 1
+    owner = np.arange(n) * tenants // n
+    out: dict[str, dict] = {label: {"by_tenants": {}, "load_s": 0.0} for label in systems}
+    conns = {}
+    for label, (admin_url, app_url) in systems.items():
+        admin = connect(admin_url)
+        admin.autocommit = True
+        conns[label] = (admin, connect(app_url), Bulk(admin, model=MODEL), {})
+    done = 0
+    for stage in (max(tenants // 5, 1), tenants):
+        end = int(np.searchsorted(owner, stage))
+        for label, (admin, conn, bulk, conv) in conns.items():
             t0 = time.perf_counter()
-    conn.close()
-    return {"batched": n / loading, "by_tenants": checkpoints, **checkpoints[tenants]}
+            with bulk.hnsw_dropped(tables=("message_embeddings",)):
+                bulk.load_messages([(names[o], "u") for o in owner[done:end]], vecs[done:end])
+            out[label]["load_s"] += time.perf_counter() - t0
+            for t in names[:stage]:
+                if t not in conv:
+                    conv[t] = in_tenant(conn, t, "select agentmem.start_conversation(user_id => 'u')", ())[0][0]
+        done = end
+        for label, (admin, conn, bulk, conv) in conns.items():
+            res = measure(conn, names[:stage], conv, searches, singles, batches, np.random.default_rng(seed + stage))
+            res["messages"] = end
+            out[label]["by_tenants"][stage] = res
+            print(f"  {label}: {stage} tenants, {end:,} messages: {res}", flush=True)
+    for admin, conn, _, _ in conns.values():
+        admin.close()
+        conn.close()
+    return {label: {**o, **o["by_tenants"][tenants]} for label, o in out.items()}
 
 
 def main() -> int:
@@ -135,25 +158,27 @@ def main() -> int:
     ap.add_argument("--tenants", type=int, default=1000)
     ap.add_argument("--searches", type=int, default=500)
     ap.add_argument("--singles", type=int, default=500)
+    ap.add_argument("--batches", type=int, default=30, help="store_messages calls of 100 messages per measurement")
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "citus.md")
     args = ap.parse_args()
-    results = {}
     # The cluster's database first: a role created there is created on the workers too.
     urls = {distributed: setup(args.coordinator, name, distributed)
             for name, distributed in (("agentmem_bench_cluster", True), ("agentmem_bench_single", False))}
-    for label, distributed in (("single node", False), ("cluster (coordinator + 2 workers)", True)):
-        url = urls[distributed]
-        t0 = time.perf_counter()
-        results[label] = run(url, args.messages, args.tenants, args.searches, args.singles, seed=7)
-        print(label, results[label], f"{time.perf_counter() - t0:.0f} s", flush=True)
+    t0 = time.perf_counter()
+    results = run({"single node": urls[False], "cluster (coordinator + 2 workers)": urls[True]},
+                  args.messages, args.tenants, args.searches, args.singles, args.batches, seed=7)
+    print(f"{time.perf_counter() - t0:.0f} s", flush=True)
     single, cluster = results.values()
     cmd = " ".join(["bench/bench_citus.py"] + sys.argv[1:])
     lines = [
         "# agentmem on Citus: a three-node cluster against a single node",
         "",
         f"`.venv/bin/python {cmd}`, {datetime.date.today()}: {args.messages:,} messages over "
-        f"{args.tenants:,} tenants (evenly, in contiguous blocks), 384-dimensional synthetic vectors, loaded through the API as the "
-        "application role. Both databases live on the same machine (2 cores, shared by the three nodes and the "
+        f"{args.tenants:,} tenants (evenly, in contiguous blocks), 384-dimensional synthetic vectors, bulk-loaded by COPY "
+        f"(single node {single['load_s']:.0f} s, cluster {cluster['load_s']:.0f} s, HNSW builds included); every figure "
+        f"below is of calls through the API as the application role, each to a random loaded tenant ({args.batches} "
+        f"store_messages calls of {BATCH}, {args.singles} store_message calls, {args.searches} searches per "
+        "measurement, the two systems one right after the other). Both databases live on the same machine (2 cores, shared by the three nodes and the "
         "client): PostgreSQL 18.6 + pgvector 0.8 + Citus 14.0.1; the single node is a plain database on the "
         "coordinator's server. Every call is one driver-style transaction (set_tenant local, then the call).",
         "",

@@ -182,20 +182,3 @@ $$;
 
 comment on function agentmem_private.check_similarity(text, double precision) is
 'Internal: AM020 unless -1 <= p_value <= 1 (NULL and NaN refused).';
-
-create or replace function agentmem_private.values_rows(p_row text, p_from int, p_to int)
-returns text
-language sql
-immutable
-security invoker
-set search_path from current
-as $$
-    select string_agg(pg_catalog.format(p_row, g.i), ', ' order by g.i)
-    from generate_series(p_from, p_to) as g (i)
-$$;
-
-comment on function agentmem_private.values_rows(text, int, int) is
-'Internal: the rows p_from to p_to of a multi-row VALUES list, each p_row with %1$s replaced by its
-row number (e.g. ''($1, $2[%1$s])'' takes element i of the array parameter $2): how a batch is written
-as one insert that Citus routes to the tenant''s shard (it would run insert ... select from an array
-through COPY, which row-level security refuses).';

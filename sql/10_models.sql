@@ -143,7 +143,7 @@ comment on function agentmem.get_model(text) is
 Raises AM011 for a model that is not registered (model names have at most 100 characters).
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
-create or replace function agentmem_private.check_embedding(p_model text, p_embedding vector)
+create or replace function agentmem_private.check_embedding_of(p_model text, p_dim int, p_embedding vector)
 returns int
 language plpgsql
 stable
@@ -151,7 +151,7 @@ security invoker
 set search_path from current
 as $$
 declare
-    v_dim int := (agentmem.get_model(p_model)).dimension;
+    v_dim int := p_dim;
     v_norm2 double precision;
 begin
     if p_embedding is null then
@@ -184,6 +184,21 @@ begin
     end if;
     return v_dim;
 end
+$$;
+
+comment on function agentmem_private.check_embedding_of(text, int, vector) is
+'Internal: check_embedding for a model already looked up (p_dim its dimension): what a batch calls for
+each of its vectors after one look-up of the model (on Citus each look-up of the reference table
+models is a distributed query of its own).';
+
+create or replace function agentmem_private.check_embedding(p_model text, p_embedding vector)
+returns int
+language sql
+stable
+security invoker
+set search_path from current
+as $$
+    select agentmem_private.check_embedding_of(p_model, (agentmem.get_model(p_model)).dimension, p_embedding)
 $$;
 
 comment on function agentmem_private.check_embedding(text, vector) is

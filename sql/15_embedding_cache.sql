@@ -98,23 +98,29 @@ declare
     v_n int := agentmem_private.cache_check_texts(embedding_cache_store.texts);
     v_stored int := 0;
     v_new int;
+    v_dim int;
 begin
     if agentmem_private.check_array('embeddings', embedding_cache_store.embeddings, 10000) <> v_n then
         raise exception 'texts and embeddings must be arrays of the same length (% and %)',
             v_n, coalesce(cardinality(embedding_cache_store.embeddings), 0)
         using errcode = 'AM020';
     end if;
+    v_dim := (agentmem.get_model(v_model)).dimension;
     for i in 1..v_n loop
-        perform agentmem_private.check_embedding(v_model, embedding_cache_store.embeddings[i]);
+        perform agentmem_private.check_embedding_of(v_model, v_dim, embedding_cache_store.embeddings[i]);
     end loop;
-    -- One multi-row insert for each 1,000 texts (agentmem_private.values_rows says why).
+    -- One multi-row insert for each 1,000 texts, the values written into it as
+    -- literals (store_messages says why).
     for v_from in 1..v_n by 1000 loop
         execute 'insert into agentmem.embedding_cache as c (tenant_id, model, text_sha256, cached_vector) values '
-            || agentmem_private.values_rows(
-                '($1, $2, sha256(convert_to($3[%1$s], ''UTF8'')), $4[%1$s])', v_from, least(v_from + 999, v_n)
+            || (
+                select string_agg(pg_catalog.format(
+                    '(%L, %L, %L::bytea, %L::vector)', v_tenant, v_model,
+                    sha256(convert_to(embedding_cache_store.texts[g.i], 'UTF8')), embedding_cache_store.embeddings[g.i]
+                ), ', ' order by g.i)
+                from generate_series(v_from, least(v_from + 999, v_n)) as g (i)
             )
-            || ' on conflict on constraint embedding_cache_pkey do nothing'
-        using v_tenant, v_model, embedding_cache_store.texts, embedding_cache_store.embeddings;
+            || ' on conflict on constraint embedding_cache_pkey do nothing';
         get diagnostics v_new = row_count;
         v_stored := v_stored + v_new;
     end loop;

@@ -206,12 +206,15 @@ begin
     returning e.entry_id into v_entry;
     delete from agentmem.cache_entry_sources as s
     where s.tenant_id = v_tenant and s.entry_id = v_entry and s.doc_id <> all(cache_store.source_ids);
-    -- One multi-row insert (agentmem_private.values_rows says why).
+    -- One multi-row insert, the values written into it as literals
+    -- (store_messages says why).
     if cardinality(v_sources) > 0 then
         execute 'insert into agentmem.cache_entry_sources (tenant_id, doc_id, entry_id) values '
-            || agentmem_private.values_rows('($1, $2[%1$s], $3)', 1, cardinality(v_sources))
-            || ' on conflict on constraint cache_entry_sources_pkey do nothing'
-        using v_tenant, v_sources, v_entry;
+            || (
+                select string_agg(pg_catalog.format('(%L, %L, %L::uuid)', v_tenant, d.doc_id, v_entry), ', ')
+                from unnest(v_sources) as d (doc_id)
+            )
+            || ' on conflict on constraint cache_entry_sources_pkey do nothing';
     end if;
     return query select true, v_entry, null::text, v_expires;
 end
