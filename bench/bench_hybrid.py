@@ -350,7 +350,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="latency at 20k messages, no tuning table")
     parser.add_argument("--no-tuning", action="store_true")
     parser.add_argument("--database-url", help="a server to use (default: an embedded one on --port)")
-    parser.add_argument("--port", type=int, default=55432)
+    parser.add_argument("--port", type=int, default=55442)
     args = parser.parse_args()
     convs, questions = load_locomo()
     started = time.perf_counter()
