@@ -317,6 +317,7 @@ def latency(app, questions, qvecs, rounds: int = 2):
     times = {"vector only": [], "hybrid": []}
     sql = ("select * from agentmem.search_messages(user_id => %s, query_embedding => %s, query_text => %s, "
            "k => 10, model => 'all-minilm')")
+    load_before = os.getloadavg()[0]
     for _ in range(rounds):
         for n, ((user, q, _, _), v) in enumerate(zip(questions, qvecs)):
             order = ["vector only", "hybrid"] if n % 2 == 0 else ["hybrid", "vector only"]
@@ -324,7 +325,9 @@ def latency(app, questions, qvecs, rounds: int = 2):
                 t0 = time.perf_counter()
                 app.execute(sql, (user, v, q if mode == "hybrid" else None)).fetchall()
                 times[mode].append((time.perf_counter() - t0) * 1000)
-    return {m: (float(np.percentile(t, 50)), float(np.percentile(t, 95)), len(t)) for m, t in times.items()}
+    out = {m: (float(np.percentile(t, 50)), float(np.percentile(t, 95)), len(t)) for m, t in times.items()}
+    out["load"] = (load_before, os.getloadavg()[0])
+    return out
 
 
 def report(args, n_questions, n_turns, q, tune, lat, size, elapsed) -> str:
@@ -364,6 +367,8 @@ def report(args, n_questions, n_turns, q, tune, lat, size, elapsed) -> str:
               f"| vector only | {v[0]:.2f} | {v[1]:.2f} | {v[2]} |",
               f"| hybrid | {h[0]:.2f} | {h[1]:.2f} | {h[2]} |",
               f"| ratio hybrid / vector | {h[0] / v[0]:.2f}× | {h[1] / v[1]:.2f}× | |", "",
+              f"Load average (1 min) of the machine, shared with other work: {lat['load'][0]:.2f} when the "
+              f"latency runs began, {lat['load'][1]:.2f} when they ended.", "",
               "Target: hybrid ≤ 2× vector only."]
     return "\n".join(L) + "\n"
 
