@@ -115,9 +115,11 @@ begin
         limit 1001
     ) as s;
     if v_rows <= 1000 then
-        -- Static statements, so that PL/pgSQL keeps their plans (a user's
-        -- rows through the B-tree, whatever the words): planning the
-        -- statement anew on every call cost as much as running it.
+        -- Static statements, so that PL/pgSQL keeps them prepared (a user's
+        -- rows through the B-tree, whatever the words) instead of an EXECUTE
+        -- formatted, parsed and planned on every call; with text_query's
+        -- shortcut, hybrid search at 100,000 messages went from 7.9 to 7.2 ms
+        -- (p50, same run, bench/bench_hybrid.py's data).
         perform pg_catalog.set_config('enable_bitmapscan', 'off', true);
         if p_conversation_id is null then
             return query
