@@ -125,6 +125,29 @@ def fresh_database(base_url: str) -> tuple[str, str]:
     return admin_url, app_url
 
 
+def reuse_database(base_url: str, convs, size: int):
+    """The database of an earlier run when it holds the LoCoMo tenant and `size` messages: its sql/
+    definitions re-applied from this tree (migrations too, if any are pending), and the message ids
+    read back; None otherwise."""
+    parts = base_url.rsplit("/", 1)
+    admin_url = f"{parts[0]}/{DBNAME}"
+    try:
+        with psycopg.connect(admin_url, autocommit=True) as c:
+            n = c.execute("select count(*) from agentmem.messages").fetchone()[0]
+            rows = c.execute("select user_id, message_id, message_index from agentmem.messages "
+                             "where tenant_id = %s", (TENANT,)).fetchall()
+    except psycopg.Error:
+        return None
+    n_turns = sum(len(t) for _, t in convs)
+    if n < size or len(rows) != n_turns:
+        return None
+    Migrator(admin_url, Source.load(ROOT)).migrate()
+    turns = dict(convs)
+    where = {mid: (turns[user][idx][0], idx) for user, mid, idx in rows}
+    scheme, rest = admin_url.split("://", 1)
+    return admin_url, f"{scheme}://{APP_ROLE}@{rest.split('@', 1)[1]}", where
+
+
 def store(app, convs, vectors) -> dict[uuid.UUID, tuple[str, int]]:
     """Store every turn through agentmem.store_messages; message_id -> (dia_id, message_index)."""
     where, i = {}, 0
@@ -294,6 +317,7 @@ def latency(app, questions, qvecs, rounds: int = 2):
     times = {"vector only": [], "hybrid": []}
     sql = ("select * from agentmem.search_messages(user_id => %s, query_embedding => %s, query_text => %s, "
            "k => 10, model => 'all-minilm')")
+    load_before = os.getloadavg()[0]
     for _ in range(rounds):
         for n, ((user, q, _, _), v) in enumerate(zip(questions, qvecs)):
             order = ["vector only", "hybrid"] if n % 2 == 0 else ["hybrid", "vector only"]
@@ -301,11 +325,14 @@ def latency(app, questions, qvecs, rounds: int = 2):
                 t0 = time.perf_counter()
                 app.execute(sql, (user, v, q if mode == "hybrid" else None)).fetchall()
                 times[mode].append((time.perf_counter() - t0) * 1000)
-    return {m: (float(np.percentile(t, 50)), float(np.percentile(t, 95)), len(t)) for m, t in times.items()}
+    out = {m: (float(np.percentile(t, 50)), float(np.percentile(t, 95)), len(t)) for m, t in times.items()}
+    out["load"] = (load_before, os.getloadavg()[0])
+    return out
 
 
 def report(args, n_questions, n_turns, q, tune, lat, size, elapsed) -> str:
-    cmd = "python bench/bench_hybrid.py --out " + str(args.out) + (" --quick" if args.quick else "")
+    cmd = ("python bench/bench_hybrid.py --out " + str(args.out) + (" --quick" if args.quick else "")
+           + (" --no-tuning" if args.no_tuning else "") + (" --reuse" if args.reuse else ""))
     L = ["## Hybrid retrieval: full text + vector, fused by reciprocal rank", "",
          f"{datetime.date.today()}, {os.cpu_count()} cores (shared, noisy), {elapsed:.0f} s. "
          f"Command: `{cmd}` (`make bench` runs it).", "",
@@ -340,6 +367,8 @@ def report(args, n_questions, n_turns, q, tune, lat, size, elapsed) -> str:
               f"| vector only | {v[0]:.2f} | {v[1]:.2f} | {v[2]} |",
               f"| hybrid | {h[0]:.2f} | {h[1]:.2f} | {h[2]} |",
               f"| ratio hybrid / vector | {h[0] / v[0]:.2f}× | {h[1] / v[1]:.2f}× | |", "",
+              f"Load average (1 min) of the machine, shared with other work: {lat['load'][0]:.2f} when the "
+              f"latency runs began, {lat['load'][1]:.2f} when they ended.", "",
               "Target: hybrid ≤ 2× vector only."]
     return "\n".join(L) + "\n"
 
@@ -350,7 +379,10 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="latency at 20k messages, no tuning table")
     parser.add_argument("--no-tuning", action="store_true")
     parser.add_argument("--database-url", help="a server to use (default: an embedded one on --port)")
-    parser.add_argument("--port", type=int, default=55432)
+    parser.add_argument("--port", type=int, default=55442)
+    parser.add_argument("--reuse", action="store_true",
+                        help="keep the database of an earlier run if it is loaded (re-applies sql/); "
+                             "for iterating, not for the report")
     args = parser.parse_args()
     convs, questions = load_locomo()
     started = time.perf_counter()
@@ -362,17 +394,26 @@ def main() -> int:
     else:
         from agentmem import devserver
         base = devserver.start(ROOT / ".pgdata" / "bench", port=args.port)
-    admin_url, app_url = fresh_database(base)
+    size = 20_000 if args.quick else 100_000
+    reused = reuse_database(base, convs, size) if args.reuse else None
+    if reused:
+        admin_url, app_url, where = reused
+        print(f"reusing {DBNAME} ({size:,} messages loaded)", flush=True)
+    else:
+        admin_url, app_url = fresh_database(base)
     admin, app = connect(admin_url), connect(app_url)
     app.execute("select agentmem.set_tenant(tenant_id => %s)", (TENANT,))
-    where = store(app, convs, vectors)
-    admin.execute("analyze")
+    if not reused:
+        where = store(app, convs, vectors)
+        admin.execute("analyze")
+    # Quality and tuning on the LoCoMo tenant alone (a reused database also holds the copies in
+    # other tenants; results are per user, so only the work differs).
     q = quality(app, questions, qvecs, where)
     for mode, figs in q.items():
         print(f"{mode:12s} top5 {figs[0]:.3f} top10 {figs[1]:.3f} top5±3 {figs[2]:.3f}", flush=True)
     tune = None if (args.quick or args.no_tuning) else tuning(admin, app, convs, questions, qvecs, where)
-    size = 20_000 if args.quick else 100_000
-    fill(admin, convs, vectors, size)
+    if not reused:
+        fill(admin, convs, vectors, size)
     lat = latency(app, questions, qvecs, rounds=1 if args.quick else 2)
     print(lat, flush=True)
     args.out.parent.mkdir(parents=True, exist_ok=True)

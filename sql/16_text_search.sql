@@ -23,15 +23,29 @@ security invoker
 set search_path from current
 as $$
 declare
+    v_words tsvector;
     v_terms text;
 begin
     if p_text is null then
         return null;
     end if;
     -- The words of the text as the columns index them (same configuration:
-    -- stop words dropped, stemmed), at most 64 distinct, in order of first
-    -- appearance, OR-ed. Each lexeme is quoted, so & | ! : * ( ) < > are
-    -- characters of a word, never operators.
+    -- stop words dropped, stemmed), OR-ed. Each lexeme is quoted, so
+    -- & | ! : * ( ) < > are characters of a word, never operators. The order
+    -- of the terms changes neither what matches nor ts_rank (it sorts them).
+    v_words := to_tsvector(agentmem_private.text_search_config(), p_text);
+    if pg_catalog.length(v_words) <= 64 then
+        -- The common case: every word, without ordering them by position.
+        v_terms := pg_catalog.array_to_string(
+            array(
+                select '''' || replace(replace(w.lexeme, '\', '\\'), '''', '''''') || ''''
+                from unnest(pg_catalog.tsvector_to_array(v_words)) as w (lexeme)
+            ),
+            ' | '
+        );
+        return nullif(v_terms, '')::tsquery;
+    end if;
+    -- More than 64 distinct words: the first 64 by position.
     select
         string_agg(
             '''' || replace(replace(w.lexeme, '\', '\\'), '''', '''''') || '''', ' | '
@@ -40,7 +54,7 @@ begin
     into v_terms
     from (
         select t.lexeme, min(p.position) as first_position
-        from unnest(to_tsvector(agentmem_private.text_search_config(), p_text)) as t (lexeme, positions, weights)
+        from unnest(v_words) as t (lexeme, positions, weights)
         cross join lateral unnest(t.positions) as p (position)
         group by t.lexeme
         order by first_position, t.lexeme
@@ -52,8 +66,8 @@ $$;
 
 comment on function agentmem_private.text_query(text) is
 'Internal: the full-text query for a caller''s text: its distinct words under the installation''s
-configuration (stop words dropped, stemmed), the first 64 by position, OR-ed (a message matching any
-of them is a candidate; ts_rank ranks those matching more of them, and more often, first).
+configuration (stop words dropped, stemmed), at most 64 (the first 64 by position), OR-ed (a message
+matching any of them is a candidate; ts_rank ranks those matching more of them, and more often, first).
 Operators and quotes in the text are characters of words, never tsquery syntax.
 NULL when the text holds no searchable word (NULL, blank, punctuation or stop words only).';
 

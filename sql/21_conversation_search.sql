@@ -115,10 +115,38 @@ begin
         limit 1001
     ) as s;
     if v_rows <= 1000 then
+        -- Static statements, so that PL/pgSQL keeps them prepared (a user's
+        -- rows through the B-tree, whatever the words) instead of an EXECUTE
+        -- formatted, parsed and planned on every call; with text_query's
+        -- shortcut, hybrid search at 100,000 messages went from 7.9 to 7.2 ms
+        -- (p50, same run, bench/bench_hybrid.py's data).
         perform pg_catalog.set_config('enable_bitmapscan', 'off', true);
+        if p_conversation_id is null then
+            return query
+            select r.message_id, (row_number() over (order by r.score desc, r.message_id))::int
+            from (
+                select m.message_id, ts_rank(m.content_tsv, p_query) as score
+                from agentmem.messages as m
+                where m.tenant_id = p_tenant and m.user_id = p_user_id and m.content_tsv @@ p_query
+                order by 2 desc, 1 limit p_k
+            ) as r;
+        else
+            return query
+            select r.message_id, (row_number() over (order by r.score desc, r.message_id))::int
+            from (
+                select m.message_id, ts_rank(m.content_tsv, p_query) as score
+                from agentmem.messages as m
+                where
+                    m.tenant_id = p_tenant and m.user_id = p_user_id and m.content_tsv @@ p_query
+                    and m.conversation_id = p_conversation_id
+                order by 2 desc, 1 limit p_k
+            ) as r;
+        end if;
+        return;
     end if;
-    -- Planned with the query's own tsquery (execute), so that the planner
-    -- weighs the GIN index on content_tsv against the user's btree index.
+    -- A bigger user: planned with the query's own tsquery (execute), so that
+    -- the planner weighs the GIN index on content_tsv against the user's
+    -- B-tree index.
     return query execute pg_catalog.format(
         'select r.message_id, (row_number() over (order by r.score desc, r.message_id))::int '
         'from (select m.message_id, ts_rank(m.content_tsv, $3) as score '
@@ -134,8 +162,9 @@ $$;
 
 comment on function agentmem_private.text_match_messages(text, text, tsquery, int, uuid) is
 'Internal: the full-text branch of message search. The user''s p_k messages best matching p_query
-(ts_rank on messages.content_tsv, GIN index), with their rank (1 = best), optionally in one
-conversation.';
+(ts_rank on messages.content_tsv), with their rank (1 = best), optionally in one conversation.
+A user of up to 1,000 messages is read through the (tenant_id, user_id) index, by statements whose
+plans are kept; a bigger one is planned per call with the query, so that it can take the GIN index.';
 
 create or replace function agentmem.search_messages(
     user_id text,
