@@ -119,6 +119,10 @@ create or replace function agentmem_private.fuse_ranks(
 language sql
 immutable
 security invoker
+-- At most p_k rows (5 by default): told so, the planner joins them to
+-- messages or facts by primary key instead of hashing the tenant's rows
+-- (which cost a vector-only search 3.7 of its 6.4 ms at 100,000 messages).
+rows 10
 set search_path from current
 as $$
     with vec as (
