@@ -12,8 +12,8 @@ machine); then, through the API as the application role, one driver-style transa
 (set_tenant local, then the call), each for a random tenant:
 * store throughput: batches of 100 (store_messages) and one message per call (store_message);
 * search p50/p95: search_messages k=10.
-Measured when a fifth of the tenants are loaded and when all are, the two systems one right after the
-other. The machine has 2 cores shared by all three nodes and the client: the figures show the
+Measured when a fifth of the tenants are loaded and when all are, each call on both systems back to
+back (which goes first alternates). The machine has 2 cores shared by all three nodes and the client: the figures show the
 cluster's overhead (routing, a network hop per statement), not its speed-up. The projection at the
 end says what it assumes."""
 
@@ -78,38 +78,46 @@ def in_tenant(conn: psycopg.Connection, tenant: str, sql: str, args: tuple):
         return conn.execute(sql, args).fetchall()
 
 
-def measure(conn, names: list[str], conv: dict, searches: int, singles: int, batches: int,
-            rng: np.random.Generator) -> dict:
-    """Through the API as the application role, each call for a random tenant among names: batches of
-    BATCH messages (store_messages), one message per call (store_message), then searches."""
+def measure(systems: dict[str, tuple], names: list[str], searches: int, singles: int, batches: int,
+            rng: np.random.Generator) -> dict[str, dict]:
+    """Through the API as the application role, each call for a random tenant among names, made on
+    every system back to back (which goes first alternates): batches of BATCH messages
+    (store_messages), one message per call (store_message), then searches."""
     fresh = vectors(batches * BATCH + singles, rng)
-    lat = []
+    labels = list(systems)
+    lat: dict[str, dict[str, list[float]]] = {label: {"batch": [], "single": [], "search": []} for label in labels}
+
+    def each(i: int, kind: str, sql: str, args) -> None:
+        for label in labels if i % 2 == 0 else labels[::-1]:
+            conn, conv = systems[label]
+            t, call = args
+            s = time.perf_counter()
+            in_tenant(conn, t, sql, call(conv))
+            lat[label][kind].append(time.perf_counter() - s)
+
     for b in range(batches):
         t = names[rng.integers(len(names))]
-        s = time.perf_counter()
-        in_tenant(conn, t, "select count(*) from agentmem.store_messages(conversation_id => %s, roles => %s, "
-                  "contents => %s, embeddings => %s, model => %s)",
-                  (conv[t], ["user"] * BATCH, [f"batch {b} #{i}" for i in range(BATCH)],
-                   list(fresh[b * BATCH:(b + 1) * BATCH]), MODEL))
-        lat.append(time.perf_counter() - s)
-    out = {"batched": batches * BATCH / sum(lat)}
-    lat = []
+        rows = list(fresh[b * BATCH:(b + 1) * BATCH])
+        each(b, "batch", "select count(*) from agentmem.store_messages(conversation_id => %s, roles => %s, "
+             "contents => %s, embeddings => %s, model => %s)",
+             (t, lambda conv, t=t, rows=rows, b=b: (conv[t], ["user"] * BATCH, [f"batch {b} #{i}" for i in range(BATCH)],
+                                                   rows, MODEL)))
     for q in range(singles):
         t = names[rng.integers(len(names))]
-        s = time.perf_counter()
-        in_tenant(conn, t, "select * from agentmem.store_message(conversation_id => %s, role => 'user', "
-                  "content => 'one more', embedding => %s, model => %s)", (conv[t], fresh[batches * BATCH + q], MODEL))
-        lat.append(time.perf_counter() - s)
-    out.update(single=len(lat) / sum(lat), store_p50=float(np.percentile(lat, 50)) * 1000,
-               store_p95=float(np.percentile(lat, 95)) * 1000)
-    lat = []
-    for q in vectors(searches, rng):
+        v = fresh[batches * BATCH + q]
+        each(q, "single", "select * from agentmem.store_message(conversation_id => %s, role => 'user', "
+             "content => 'one more', embedding => %s, model => %s)", (t, lambda conv, t=t, v=v: (conv[t], v, MODEL)))
+    for q, v in enumerate(vectors(searches, rng)):
         t = names[rng.integers(len(names))]
-        s = time.perf_counter()
-        in_tenant(conn, t, "select * from agentmem.search_messages(user_id => 'u', query_embedding => %s, "
-                  "k => %s, model => %s)", (q, K, MODEL))
-        lat.append(time.perf_counter() - s)
-    out.update(p50=float(np.percentile(lat, 50)) * 1000, p95=float(np.percentile(lat, 95)) * 1000)
+        each(q, "search", "select * from agentmem.search_messages(user_id => 'u', query_embedding => %s, "
+             "k => %s, model => %s)", (t, lambda conv, v=v: (v, K, MODEL)))
+    out = {}
+    for label, d in lat.items():
+        out[label] = {"batched": batches * BATCH / sum(d["batch"]), "single": len(d["single"]) / sum(d["single"]),
+                      "store_p50": float(np.percentile(d["single"], 50)) * 1000,
+                      "store_p95": float(np.percentile(d["single"], 95)) * 1000,
+                      "p50": float(np.percentile(d["search"], 50)) * 1000,
+                      "p95": float(np.percentile(d["search"], 95)) * 1000}
     return out
 
 
@@ -117,8 +125,8 @@ def run(systems: dict[str, tuple[str, str]], n: int, tenants: int, searches: int
         seed: int) -> dict[str, dict]:
     """n messages over the tenants (user 'u' of each, contiguous blocks), bulk-loaded by COPY as the
     superuser with the HNSW index rebuilt after (agentmem._bulk, the invariants the API keeps), into
-    every system; measured when a fifth of the tenants are loaded and again when all are, one system
-    right after the other, with the same calls."""
+    every system; measured when a fifth of the tenants are loaded and again when all are, each call
+    on every system back to back."""
     vecs = vectors(n, np.random.default_rng(seed))
     names = [f"tenant-{i:05d}" for i in range(tenants)]
     owner = np.arange(n) * tenants // n
@@ -140,11 +148,12 @@ def run(systems: dict[str, tuple[str, str]], n: int, tenants: int, searches: int
                 if t not in conv:
                     conv[t] = in_tenant(conn, t, "select agentmem.start_conversation(user_id => 'u')", ())[0][0]
         done = end
-        for label, (admin, conn, bulk, conv) in conns.items():
-            res = measure(conn, names[:stage], conv, searches, singles, batches, np.random.default_rng(seed + stage))
-            res["messages"] = end
-            out[label]["by_tenants"][stage] = res
-            print(f"  {label}: {stage} tenants, {end:,} messages: {res}", flush=True)
+        res = measure({label: (conn, conv) for label, (_, conn, _, conv) in conns.items()}, names[:stage],
+                      searches, singles, batches, np.random.default_rng(seed + stage))
+        for label, r in res.items():
+            r["messages"] = end
+            out[label]["by_tenants"][stage] = r
+            print(f"  {label}: {stage} tenants, {end:,} messages: {r}", flush=True)
     for admin, conn, _, _ in conns.values():
         admin.close()
         conn.close()
@@ -178,7 +187,7 @@ def main() -> int:
         f"(single node {single['load_s']:.0f} s, cluster {cluster['load_s']:.0f} s, HNSW builds included); every figure "
         f"below is of calls through the API as the application role, each to a random loaded tenant ({args.batches} "
         f"store_messages calls of {BATCH}, {args.singles} store_message calls, {args.searches} searches per "
-        "measurement, the two systems one right after the other). Both databases live on the same machine (2 cores, shared by the three nodes and the "
+        "measurement, each call made on both systems back to back). Both databases live on the same machine (2 cores, shared by the three nodes and the "
         "client): PostgreSQL 18.6 + pgvector 0.8 + Citus 14.0.1; the single node is a plain database on the "
         "coordinator's server. Every call is one driver-style transaction (set_tenant local, then the call).",
         "",
