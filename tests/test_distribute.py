@@ -201,3 +201,31 @@ def test_hot_paths_run_on_the_one_worker_of_the_tenant(citus, admin, app_url, co
         assert all(len(s) == 1 for t, s in shards.items()), (name, shards)
         assert shards, name
     admin.execute("reset role")
+
+
+def test_a_tenant_moved_to_the_other_worker_keeps_its_memory(citus, admin, app_url, connect):
+    """Rebalancing is Citus' own shard move: the tenant's colocated shards go together, and its calls
+    follow them with nothing changed for the application."""
+    a, _ = two_tenants_on_two_workers(admin)
+    conn = connect(app_url, tenant=a)
+    cid = store(conn, "before the move")
+    shard, host, port = admin.execute(
+        "select p.shardid, p.nodename, p.nodeport from pg_dist_shard_placement as p "
+        "where p.shardid = get_shard_id_for_distribution_column('agentmem.messages', %s::text)", (a,)).fetchone()
+    target = admin.execute("select nodeport from pg_dist_node where groupid <> 0 and isactive and nodeport <> %s "
+                           "order by nodeport limit 1", (port,)).fetchone()[0]
+    admin.execute("select citus_move_shard_placement(%s, %s, %s, %s, %s, shard_transfer_mode => 'block_writes')",
+                  (shard, host, port, host, target))
+    assert placement_node(admin, a) == target
+    moved = admin.execute(
+        "select count(distinct p.nodeport) from pg_dist_shard_placement as p join pg_dist_shard as s using (shardid) "
+        "join pg_class as c on c.oid = s.logicalrelid where c.relnamespace = 'agentmem'::regnamespace "
+        "and s.shardid in (select get_shard_id_for_distribution_column(x.logicalrelid, %s::text) "
+        "from pg_dist_partition as x where x.partmethod = 'h')", (a,)).fetchone()[0]
+    assert moved == 1  # every table's shard of the tenant went, together
+    search = ("select content from agentmem.search_messages(user_id => 'alice', query_embedding => %s::vector, "
+              "k => 10, model => 'all-minilm')")
+    assert [r[0] for r in conn.execute(search, (VEC,))] == ["before the move"]
+    conn.execute("select * from agentmem.store_message(conversation_id => %s, role => 'user', content => 'after', "
+                 "embedding => %s::vector, model => 'all-minilm')", (cid, VEC))
+    assert conn.execute("select count(*) from agentmem.recent_messages(conversation_id => %s)", (cid,)).fetchone() == (2,)
