@@ -304,7 +304,7 @@ def main() -> int:
     parser.add_argument("--reuse", choices=("random", "clustered"),
                         help="search the data set of this kind an interrupted run left loaded, instead of loading it")
     parser.add_argument("--database-url", help="a server to use (default: an embedded one on --port)")
-    parser.add_argument("--port", type=int, default=int(os.environ.get("AGENTMEM_EMBEDDED_PORT", 55431)))
+    parser.add_argument("--port", type=int, default=int(os.environ.get("AGENTMEM_EMBEDDED_PORT", 55452)))
     args = parser.parse_args()
     try:
         import langgraph.store.postgres  # noqa: F401
