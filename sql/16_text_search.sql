@@ -105,6 +105,10 @@ create or replace function agentmem_private.fuse_ranks(
 language sql
 immutable
 security invoker
+-- at most p_k rows (k is 5 or 10 as a rule): without an estimate the planner
+-- counted 1,000 and joined them to the messages (or facts) by hashing every
+-- row of the tenant: 25 ms of a 10,000-message user's search
+rows 10
 set search_path from current
 as $$
     with vec as (
