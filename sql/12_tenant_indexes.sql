@@ -283,7 +283,10 @@ $$;
 
 comment on function agentmem.tenant_index_ddl(text, text, text, boolean) is
 'The statement that builds a tenant''s own HNSW index (partial: where tenant_id = T and model = M), for
-the DBA to run. With concurrently (the default) it is CREATE INDEX CONCURRENTLY, which does not block
+the DBA to run. The index is on l2_normalize(embedding::vector(d))::vector(d), cosine, with m = 32 and
+ef_construction = 128 (settings agentmem.tenant_index_m, agentmem.tenant_index_ef_construction;
+pgvector''s defaults do not reach recall@10 0.95 on hard data: README, "Tuning").
+With concurrently (the default) it is CREATE INDEX CONCURRENTLY, which does not block
 writes but cannot run inside a transaction or a function: run it from psql. Searches use the index
 once it is valid; should the build fail, drop the invalid index with agentmem.drop_tenant_index.
 table_name: message_embeddings (default), facts or cache_entries (AM020 otherwise); AM011 for an
@@ -319,8 +322,10 @@ end
 $$;
 
 comment on function agentmem.create_tenant_index(text, text, text) is
-'Build a tenant''s own HNSW index (partial: where tenant_id = T and model = M) inside the current
-transaction, and return its name; searches of that tenant use it from then on. Idempotent.
+'Build a tenant''s own HNSW index (partial: where tenant_id = T and model = M; the statement of
+agentmem.tenant_index_ddl) inside the current transaction, and return its name; searches of that tenant
+use it from then on. Idempotent; an index of that name left invalid, or built by an earlier version on
+another expression, is dropped and rebuilt.
 A function runs in a transaction, so this is a plain CREATE INDEX: it blocks writes to the table for
 the length of the build (measured: README, "Tuning"). Fine for a tenant of some 10,000s of rows; for
 bigger ones run the CREATE INDEX CONCURRENTLY of agentmem.tenant_index_ddl from psql instead.
