@@ -12,20 +12,22 @@ stable
 security invoker
 set search_path from current
 as $$
-    -- An exact scan costs rows x dimension; 4,608,000 is 6,000 rows of 768
-    -- dimensions, where an exact scan of random vectors cost what the
-    -- tenant's own HNSW index cost at recall@10 >= 0.95 (README, "Tuning").
+    -- An exact scan costs about the same per row at 384 and 768 dimensions
+    -- (one heap page per row: 10,000 rows 76 to 80 ms at 384, 80 to 100 ms
+    -- at 768, side by side); 6,000 rows is where it costs what the tenant's
+    -- own HNSW index costs at recall@10 >= 0.95 on random 768-d vectors
+    -- (README, "Tuning"). p_dim stays for a rule per dimension.
     select coalesce(
         nullif(pg_catalog.current_setting('agentmem.exact_search_max_rows', true), '')::int,
-        greatest(100, 4608000 / greatest(p_dim, 1))
+        6000
     )
 $$;
 
 comment on function agentmem_private.exact_search_max_rows(int) is
 'Internal: how many candidate rows a vector search scans exactly before it turns to an HNSW index:
-the setting agentmem.exact_search_max_rows when set, else 4,608,000 / dimension (6,000 rows at 768
-dimensions, 12,000 at 384), the measured point where an exact scan stops being cheaper than an index
-scan of the same recall (README, "Tuning").';
+the setting agentmem.exact_search_max_rows when set, else 6,000 at any dimension (an exact scan costs
+about the same per row at 384 and 768 dimensions), the measured point where an exact scan stops being
+cheaper than an index scan of the same recall (README, "Tuning").';
 
 create or replace function agentmem_private.count_max_rows(p_dim int)
 returns int
@@ -410,6 +412,5 @@ order by s.row_count desc;
 
 comment on view agentmem.tenants_needing_index is
 'Tenants holding more rows of one table and model than a search scans exactly (setting
-agentmem.tenant_index_min_rows, by default agentmem.exact_search_max_rows: 6,000 rows at 768
-dimensions, 12,000 at 384) without an index of their own, biggest first, with the CREATE INDEX
+agentmem.tenant_index_min_rows, by default agentmem.exact_search_max_rows: 6,000 rows) without an index of their own, biggest first, with the CREATE INDEX
 CONCURRENTLY to run for each. Counts every row: a scan of the three embedding tables, meant for the DBA now and then.';

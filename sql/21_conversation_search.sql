@@ -269,8 +269,8 @@ comment on function agentmem.search_messages(text, vector, int, uuid, real, text
 'The user''s k past messages best matching a query embedding, a query text or both, in the current tenant, best first.
 - query_embedding only: the k most similar messages (today''s vector search). Returns k rows whenever
   k matching rows exist, however small the tenant is beside the others: up to
-  agentmem.exact_search_max_rows candidates (a setting; by default 4,608,000 / dimension, i.e. 6,000
-  rows at 768 dimensions, 12,000 at 384) an exact scan of the user''s messages; above it the tenant''s
+  agentmem.exact_search_max_rows candidates (a setting; by default 6,000) an exact scan of the user''s
+  messages; above it the tenant''s
   own HNSW index when a DBA built one (agentmem.create_tenant_index), else the model''s shared HNSW
   index, with pgvector iterative scans, and an exact scan should the index stop short of k rows.
 - query_text only (query_embedding NULL, e.g. from psql): full-text search over the GIN index of
