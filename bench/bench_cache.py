@@ -318,7 +318,7 @@ def main():
     ap.add_argument("--out", type=Path, default=ROOT / "bench" / "results" / "cache.md")
     ap.add_argument("--quick", action="store_true", help="1,500 QQP pairs, 2k/10k entries")
     ap.add_argument("--database-url")
-    ap.add_argument("--port", type=int, default=55432)
+    ap.add_argument("--port", type=int, default=55462)  # not 55430-55432: the Citus cluster
     ap.add_argument("--gptcache-pairs", type=int, default=None)
     args = ap.parse_args()
     t_start = time.perf_counter()

@@ -312,7 +312,7 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--quick", action="store_true", help="10k messages only")
     parser.add_argument("--database-url", help="a server to use (default: an embedded one on --port)")
-    parser.add_argument("--port", type=int, default=55431)
+    parser.add_argument("--port", type=int, default=55452)
     args = parser.parse_args()
     try:
         import langgraph.store.postgres  # noqa: F401

@@ -43,8 +43,9 @@ K = 10
 SHARES = (0.001, 0.01, 0.10, 0.30)
 SMALL_TENANTS = 1000
 APP_ROLE = "agentmem_bench_app"
-DBNAME = "agentmem_bench_recall"
+DBNAME = "agentmem_bench_recall"  # one database per data set: agentmem_bench_recall_<kind>_<n>
 MODELS = {768: "nomic-embed-text", 384: "all-minilm"}
+LOAD_AT_START = os.getloadavg()[0]
 
 
 def pct(values, p):
@@ -96,8 +97,12 @@ class Dataset:
         return {str(self.ids[i]) for i in idx[np.argsort(-(self.vectors[idx] @ q))[:K]]}
 
 
-def urls(server_url: str) -> tuple[str, str]:
-    admin_url = server_url.rsplit("/", 1)[0] + f"/{DBNAME}"
+def dbname(kind: str, n: int) -> str:
+    return f"{DBNAME}_{kind}_{n}"
+
+
+def urls(server_url: str, db: str) -> tuple[str, str]:
+    admin_url = server_url.rsplit("/", 1)[0] + f"/{db}"
     user = admin_url.split("//", 1)[1].split("@", 1)[0]
     return admin_url, admin_url.replace(f"//{user}@", f"//{APP_ROLE}@", 1)
 
@@ -113,11 +118,11 @@ def reuse_dataset(admin, ds: "Dataset") -> None:
     ds.members = {i: np.flatnonzero(ds.tenant == i) for i in range(len(SHARES))}
 
 
-def fresh_database(server_url: str) -> tuple[str, str]:
+def fresh_database(server_url: str, db: str) -> tuple[str, str]:
     with psycopg.connect(server_url, autocommit=True) as conn:
-        conn.execute(f"drop database if exists {DBNAME} with (force)")
-        conn.execute(f"create database {DBNAME}")
-    admin_url = server_url.rsplit("/", 1)[0] + f"/{DBNAME}"
+        conn.execute(f"drop database if exists {db} with (force)")
+        conn.execute(f"create database {db}")
+    admin_url = server_url.rsplit("/", 1)[0] + f"/{db}"
     Migrator(admin_url, Source.load(ROOT)).migrate()
     with connect(admin_url) as conn:
         if not conn.execute("select 1 from pg_roles where rolname = %s", (APP_ROLE,)).fetchone():
@@ -153,15 +158,22 @@ def load_agentmem(admin, ds: Dataset) -> dict:
     t1 = time.perf_counter()
     admin.execute("select agentmem_private.ensure_model_indexes(%s)", (ds.model,))
     t2 = time.perf_counter()
-    # the DBA's step: an index of their own for the tenants the view lists
+    admin.execute("vacuum (analyze) agentmem.conversations, agentmem.messages, agentmem.message_embeddings")
+    return {"copy_s": t1 - t0, "index_s": t2 - t1}
+
+
+def tenant_indexes(admin, ds: Dataset) -> list:
+    """The DBA's step: an index of their own for the tenants agentmem.tenants_needing_index lists, built by
+    this code's agentmem.create_tenant_index (any earlier one dropped first), with the build times."""
+    for t in range(len(SHARES)):
+        admin.execute("select agentmem.drop_tenant_index(tenant_id => %s, model => %s)", (ds.name(t), ds.model))
     own = []
     for (tenant,) in admin.execute("select tenant_id from agentmem.tenants_needing_index "
                                    "where table_name = 'message_embeddings' and model = %s", (ds.model,)).fetchall():
         t = time.perf_counter()
         admin.execute("select agentmem.create_tenant_index(tenant_id => %s, model => %s)", (tenant, ds.model))
         own.append((tenant, time.perf_counter() - t))
-    admin.execute("vacuum (analyze) agentmem.conversations, agentmem.messages, agentmem.message_embeddings")
-    return {"copy_s": t1 - t0, "index_s": t2 - t1, "own": own}
+    return own
 
 
 def load_langgraph(admin, ds: Dataset) -> dict:
@@ -198,7 +210,12 @@ def run_dataset(server_url: str, kind: str, n: int, dim: int, queries: int, reus
     print(f"--- {kind} {dim}-d, {n:,} vectors", flush=True)
     ds = Dataset(kind, n, dim)
     sidecar = ROOT / ".pgdata" / f"bench_recall_{kind}_{n}.json"
-    admin_url, app_url = urls(server_url) if reuse else fresh_database(server_url)
+    db = dbname(kind, n)
+    if reuse:  # this code's sql/ on the data an earlier run loaded
+        admin_url, app_url = urls(server_url, db)
+        Migrator(admin_url, Source.load(ROOT)).migrate()
+    else:
+        admin_url, app_url = fresh_database(server_url, db)
     lookup: dict = {}
 
     def embed(texts):
@@ -210,7 +227,7 @@ def run_dataset(server_url: str, kind: str, n: int, dim: int, queries: int, reus
                                                              "distance_type": "cosine"}) as lg:
         lg.setup()
         admin.execute("set maintenance_work_mem = '1GB'")
-        if reuse:  # the data and indexes of an earlier run of the same data set, its load figures
+        if reuse:  # the data and shared indexes of an earlier run of the same data set, its load figures
             loads = json.loads(sidecar.read_text())
             out["agentmem_load"], out["langgraph_load"] = loads["agentmem"], loads["langgraph"]
             reuse_dataset(admin, ds)
@@ -220,6 +237,9 @@ def run_dataset(server_url: str, kind: str, n: int, dim: int, queries: int, reus
             out["langgraph_load"] = load_langgraph(admin, ds)
             print("langgraph loaded", out["langgraph_load"], flush=True)
             sidecar.write_text(json.dumps({"agentmem": out["agentmem_load"], "langgraph": out["langgraph_load"]}))
+        out["agentmem_load"]["own"] = tenant_indexes(admin, ds)
+        print("tenant indexes", out["agentmem_load"]["own"], flush=True)
+        out["reused"] = reuse
         for t in range(len(SHARES)):
             qs = ds.queries(t, queries + 3)
             lat = {"agentmem": [], "langgraph": []}
@@ -260,14 +280,15 @@ def report(results: list[dict], elapsed: float, large_run: bool) -> str:
         "## Search recall for every user size (issue 10): agentmem vs LangGraph PostgresStore",
         "",
         f"{datetime.date.today()}, {os.cpu_count()} cores shared with other work (load average "
-        f"{os.getloadavg()[0]:.1f} at the end), embedded PostgreSQL 18 + pgvector 0.8. "
+        f"{LOAD_AT_START:.1f} at the start, {os.getloadavg()[0]:.1f} at the end), embedded PostgreSQL 18 + pgvector 0.8. "
         f"Command: `{cmd.strip()} --out bench/results/recall.md` ({elapsed / 60:.1f} min).",
         "",
         "Four users, each alone in its tenant, hold 0.1%, 1%, 10% and 30% of the rows; the rest is spread "
         "over 1,000 small tenants, all interleaved in the heap. Both systems get the same vectors, loaded "
         "with COPY and their shared HNSW index rebuilt afterwards (pgvector defaults m=16, "
         "ef_construction=64, cosine); then every tenant listed by `agentmem.tenants_needing_index` gets its "
-        "own index (`agentmem.create_tenant_index`). Each query (one of the user's vectors plus noise) runs "
+        "own index (`agentmem.create_tenant_index`: m=32, ef_construction=128, on l2_normalize(embedding)). "
+        "agentmem's hnsw.ef_search is its own choice per search (README, Tuning). Each query (one of the user's vectors plus noise) runs "
         "on both systems back to back through their Python APIs (agentmem: `Memory.search_messages`, tenant "
         "set per transaction, RLS; LangGraph: `PostgresStore.search` on the namespace (tenant, user)), "
         "alternating which goes first. Recall@10 against an exact scan (numpy); 'short' = searches that "
@@ -277,9 +298,12 @@ def report(results: list[dict], elapsed: float, large_run: bool) -> str:
     for r in results:
         a, lg = r["agentmem_load"], r["langgraph_load"]
         own = ", ".join(f"{t} {s:.1f} s" for t, s in a["own"]) or "none listed"
+        earlier = (" (COPY and shared index loaded by an earlier run of this script, `--reuse`: its figures; "
+                   "sql/ re-applied and tenants' indexes rebuilt by this run)") if r.get("reused") else ""
         lines += [f"### {r['n']:,} {r['kind']} vectors, {r['dim']} dimensions", "",
-                  f"Load: agentmem COPY {a['copy_s']:.1f} s + shared HNSW build {a['index_s']:.1f} s; tenants' own "
-                  f"indexes: {own}. PostgresStore COPY {lg['copy_s']:.1f} s + HNSW build {lg['index_s']:.1f} s.", "",
+                  f"Load{earlier}: agentmem COPY {a['copy_s']:.1f} s + shared HNSW build {a['index_s']:.1f} s; "
+                  f"tenants' own indexes: {own}. PostgresStore COPY {lg['copy_s']:.1f} s + HNSW build "
+                  f"{lg['index_s']:.1f} s.", "",
                   "| user holds | rows | agentmem path | agentmem p50 / p95 ms | recall@10 | short | "
                   "PostgresStore p50 / p95 ms | recall@10 | short | p50 ratio |",
                   "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
@@ -301,10 +325,11 @@ def main() -> int:
     parser.add_argument("--large", action="store_true", help="also 1,000,000 clustered 384-d vectors")
     parser.add_argument("--only", choices=("random", "clustered"), help="one kind of vectors only")
     parser.add_argument("--queries", type=int, default=40, help="queries per user size")
-    parser.add_argument("--reuse", choices=("random", "clustered"),
-                        help="search the data set of this kind an interrupted run left loaded, instead of loading it")
+    parser.add_argument("--reuse", action="store_true",
+                        help="search the 100k data sets an earlier run left loaded (their COPY and shared HNSW "
+                             "indexes), instead of loading them; sql/ is re-applied and tenants' indexes rebuilt")
     parser.add_argument("--database-url", help="a server to use (default: an embedded one on --port)")
-    parser.add_argument("--port", type=int, default=int(os.environ.get("AGENTMEM_EMBEDDED_PORT", 55431)))
+    parser.add_argument("--port", type=int, default=int(os.environ.get("AGENTMEM_EMBEDDED_PORT", 55452)))
     args = parser.parse_args()
     try:
         import langgraph.store.postgres  # noqa: F401
@@ -322,7 +347,7 @@ def main() -> int:
     if args.large:
         runs.append(("clustered", 1_000_000, 384))
     started = time.perf_counter()
-    results = [run_dataset(server_url, kind, size, dim, args.queries, reuse=(kind == args.reuse and size == n))
+    results = [run_dataset(server_url, kind, size, dim, args.queries, reuse=(args.reuse and size == n))
                for kind, size, dim in runs]
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(report(results, time.perf_counter() - started, args.large))

@@ -191,7 +191,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--database-url")
-    parser.add_argument("--port", type=int, default=int(os.environ.get("AGENTMEM_EMBEDDED_PORT", 55431)))
+    parser.add_argument("--port", type=int, default=int(os.environ.get("AGENTMEM_EMBEDDED_PORT", 55452)))
     parser.add_argument("--toast-default", action="store_true", help="keep the 2 kB TOAST threshold")
     parser.add_argument("--dims", default="768,384")
     parser.add_argument("--recall", action="store_true", help="recall by path and ef_search instead")

@@ -12,20 +12,113 @@ stable
 security invoker
 set search_path from current
 as $$
-    -- An exact scan costs rows x dimension; 4,608,000 is 6,000 rows of 768
-    -- dimensions, where an exact scan of random vectors cost what the
-    -- tenant's own HNSW index cost at recall@10 >= 0.95 (README, "Tuning").
+    -- An exact scan costs about the same per row at 384 and 768 dimensions
+    -- (one heap page per row: 10,000 rows 76 to 80 ms at 384, 80 to 100 ms
+    -- at 768, side by side); 6,000 rows is where it costs what the tenant's
+    -- own HNSW index costs at recall@10 >= 0.95 on random 768-d vectors
+    -- (README, "Tuning"). p_dim stays for a rule per dimension.
     select coalesce(
         nullif(pg_catalog.current_setting('agentmem.exact_search_max_rows', true), '')::int,
-        greatest(100, 4608000 / greatest(p_dim, 1))
+        6000
     )
 $$;
 
 comment on function agentmem_private.exact_search_max_rows(int) is
 'Internal: how many candidate rows a vector search scans exactly before it turns to an HNSW index:
-the setting agentmem.exact_search_max_rows when set, else 4,608,000 / dimension (6,000 rows at 768
-dimensions, 12,000 at 384), the measured point where an exact scan stops being cheaper than an index
-scan of the same recall (README, "Tuning").';
+the setting agentmem.exact_search_max_rows when set, else 6,000 at any dimension (an exact scan costs
+about the same per row at 384 and 768 dimensions), the measured point where an exact scan stops being
+cheaper than an index scan of the same recall (README, "Tuning").';
+
+create or replace function agentmem_private.count_max_rows(p_dim int)
+returns int
+language sql
+stable
+security invoker
+set search_path from current
+as $$
+    -- Past the exact-scan limit the count goes on, up to 8 times it, so that
+    -- hnsw_ef_search knows what share of the index the search filters.
+    select least(8::bigint * agentmem_private.exact_search_max_rows(p_dim), 2000000000)::int
+$$;
+
+comment on function agentmem_private.count_max_rows(int) is
+'Internal: how far a vector search counts its candidate rows (8 times agentmem.exact_search_max_rows):
+at or below the exact-scan limit the count decides the exact scan; above it, it is the share of the
+index the search filters, for agentmem_private.hnsw_ef_search.';
+
+create or replace function agentmem_private.index_share(p_index text, p_rows bigint)
+returns float8
+language sql
+stable
+security invoker
+set search_path from current
+as $$
+    select least(1.0, greatest(p_rows, 1)::float8 / nullif(greatest(c.reltuples, 0), 0))
+    from pg_catalog.pg_class as c
+    where c.oid = pg_catalog.to_regclass(pg_catalog.format('agentmem.%I', p_index))
+$$;
+
+comment on function agentmem_private.index_share(text, bigint) is
+'Internal: the share of an index''s rows (pg_class.reltuples, kept by VACUUM, ANALYZE and CREATE INDEX)
+a search filters for: p_rows (the candidate rows counted, at most count_max_rows) over them, at most 1;
+NULL when the index has no row count yet.';
+
+create or replace function agentmem_private.hnsw_ef_search(
+    p_share float8, p_rows bigint, p_k int, p_shared boolean, p_first boolean default false
+) returns int
+language sql
+stable
+security invoker
+set search_path from current
+as $$
+    -- Measured on random 768-d vectors (README, "Tuning"): a tenant's own
+    -- index (m 32, ef_construction 128) reaches recall@10 0.95 at ef 40 for
+    -- 6,000 rows and at ef 600 for 30,000, so the full ef grows with the rows
+    -- (rows / 40); a filtered slice of a share s keeps about s of what the
+    -- scan visits (/ s); the shared index (pgvector's m 16) needs twice its
+    -- ef (x 2). The first pass (p_first) uses the base alone, which suffices
+    -- wherever the neighbours are close (nearest_messages decides).
+    select case
+        when nullif(pg_catalog.current_setting('agentmem.ef_search', true), '') is not null
+            then pg_catalog.current_setting('agentmem.ef_search', true)::int
+        when p_share is null then 1000
+        else least(
+            1000,
+            pg_catalog.ceil(
+                case
+                    when p_first then greatest(100, 2 * (p_k + 20))
+                    else greatest(2 * (p_k + 20), p_rows / 40.0) * case when p_shared then 2 else 1 end
+                end
+                / greatest(p_share, 0.001)
+            )
+        )::int
+    end
+$$;
+
+comment on function agentmem_private.hnsw_ef_search(float8, bigint, int, boolean, boolean) is
+'Internal: the hnsw.ef_search of one index search, at most 1,000 (pgvector''s maximum): the setting
+agentmem.ef_search when set; 1,000 when the index has no row count (p_share NULL); else
+max(2 x (k + 20), rows / 40) / share, twice that through the model''s shared index, or for a first pass
+(p_first) max(100, 2 x (k + 20)) / share. p_rows: the candidate rows counted; p_share: their share of the
+index (agentmem_private.index_share). Measured: README, "Tuning".';
+
+create or replace function agentmem_private.escalate_distance()
+returns float8
+language sql
+stable
+security invoker
+set search_path from current
+as $$
+    select coalesce(
+        nullif(pg_catalog.current_setting('agentmem.ef_escalate_distance', true), '')::float8, 0.5
+    )
+$$;
+
+comment on function agentmem_private.escalate_distance() is
+'Internal: the cosine distance of the k-th neighbour of a first, cheap index pass above which the search
+runs again at the full ef_search: the setting agentmem.ef_escalate_distance, else 0.5 (similarity 0.5).
+Neighbours that far are no closer than unrelated rows, the case (random-like data) where a small ef
+misses true neighbours (README, "Tuning").';
 
 create or replace function agentmem_private.embedding_tables()
 returns setof text
@@ -80,8 +173,14 @@ stable
 security invoker
 set search_path from current
 as $$
+    -- Its expression, l2_normalize(embedding::vector(d))::vector(d), is not the model's
+    -- shared index's (embedding::vector(d)): a search written with it can use
+    -- no other index. (An index of this name built by an earlier version, on
+    -- embedding::vector(d), does not count: create_tenant_index rebuilds it.)
     select coalesce((
-        select i.indisvalid and i.indisready
+        select
+            i.indisvalid and i.indisready
+            and pg_catalog.pg_get_expr(i.indexprs, i.indrelid) like '%l2_normalize(%'
         from pg_catalog.pg_index as i
         where i.indexrelid = pg_catalog.to_regclass(
             pg_catalog.format('agentmem.%I', agentmem_private.tenant_index_name(p_table, p_tenant, p_model))
@@ -90,8 +189,25 @@ as $$
 $$;
 
 comment on function agentmem_private.has_tenant_index(text, text, text) is
-'Internal: whether the tenant''s own HNSW index of this table and model exists and is valid
-(an interrupted CREATE INDEX CONCURRENTLY leaves an invalid one, which searches ignore).';
+'Internal: whether the tenant''s own HNSW index of this table and model exists, is valid (an interrupted
+CREATE INDEX CONCURRENTLY leaves an invalid one, which searches ignore) and is on
+l2_normalize(embedding::vector(d))::vector(d) (agentmem_private.own_index_distance).';
+
+create or replace function agentmem_private.own_index_distance(p_alias text, p_dim int)
+returns text
+language sql
+immutable
+security invoker
+set search_path from current
+as $$
+    select pg_catalog.format('l2_normalize(%1$s.embedding::vector(%2$s))::vector(%2$s) <=> $1::vector(%2$s)', p_alias, p_dim)
+$$;
+
+comment on function agentmem_private.own_index_distance(text, int) is
+'Internal: the distance expression of a search through a tenant''s own HNSW index (the cosine distance
+to $1, which l2_normalize does not change). Its index expression is not the shared index''s, so the
+planner cannot take the shared index for it: with the same expression it did whenever its cost came
+out lower, e.g. at ef_search 300 for a 6,000-row tenant of 20,000 rows, at recall 0.73 instead of 0.99.';
 
 create or replace function agentmem_private.check_tenant_index_args(
     p_tenant text, p_model text, p_table text
@@ -121,6 +237,25 @@ $$;
 comment on function agentmem_private.check_tenant_index_args(text, text, text) is
 'Internal: check the arguments of the tenant-index functions (AM002, AM020, AM011); return the model''s dimension.';
 
+create or replace function agentmem_private.tenant_index_build(out m int, out ef_construction int)
+language sql
+stable
+security invoker
+set search_path from current
+as $$
+    -- Stronger than pgvector's defaults (m 16, ef_construction 64): a tenant's
+    -- own index is built once for a big tenant, and on random 768-d vectors
+    -- the default graph does not reach recall@10 0.95 at any ef_search
+    -- (README, "Tuning").
+    select
+        coalesce(nullif(pg_catalog.current_setting('agentmem.tenant_index_m', true), '')::int, 32),
+        coalesce(nullif(pg_catalog.current_setting('agentmem.tenant_index_ef_construction', true), '')::int, 128)
+$$;
+
+comment on function agentmem_private.tenant_index_build() is
+'Internal: the HNSW build parameters of a tenant''s own index: the settings agentmem.tenant_index_m and
+agentmem.tenant_index_ef_construction, else m = 32, ef_construction = 128 (README, "Tuning").';
+
 create or replace function agentmem.tenant_index_ddl(
     tenant_id text,
     model text default null,
@@ -137,18 +272,23 @@ declare
     v_dim int := agentmem_private.check_tenant_index_args(tenant_index_ddl.tenant_id, v_model, tenant_index_ddl.table_name);
 begin
     return pg_catalog.format(
-        'create index %sif not exists %I on agentmem.%I using hnsw ((embedding::vector(%s)) vector_cosine_ops) '
-        'where tenant_id = %L and model = %L',
+        'create index %sif not exists %I on agentmem.%I using hnsw ((l2_normalize(embedding::vector(%s))::vector(%s)) vector_cosine_ops) '
+        'with (m = %s, ef_construction = %s) where tenant_id = %L and model = %L',
         case when coalesce(tenant_index_ddl.concurrently, true) then 'concurrently ' else '' end,
         agentmem_private.tenant_index_name(tenant_index_ddl.table_name, tenant_index_ddl.tenant_id, v_model),
-        tenant_index_ddl.table_name, v_dim, tenant_index_ddl.tenant_id, v_model
+        tenant_index_ddl.table_name, v_dim, v_dim,
+        (agentmem_private.tenant_index_build()).m, (agentmem_private.tenant_index_build()).ef_construction,
+        tenant_index_ddl.tenant_id, v_model
     );
 end
 $$;
 
 comment on function agentmem.tenant_index_ddl(text, text, text, boolean) is
 'The statement that builds a tenant''s own HNSW index (partial: where tenant_id = T and model = M), for
-the DBA to run. With concurrently (the default) it is CREATE INDEX CONCURRENTLY, which does not block
+the DBA to run. The index is on l2_normalize(embedding::vector(d))::vector(d), cosine, with m = 32 and
+ef_construction = 128 (settings agentmem.tenant_index_m, agentmem.tenant_index_ef_construction;
+pgvector''s defaults do not reach recall@10 0.95 on hard data: README, "Tuning").
+With concurrently (the default) it is CREATE INDEX CONCURRENTLY, which does not block
 writes but cannot run inside a transaction or a function: run it from psql. Searches use the index
 once it is valid; should the build fail, drop the invalid index with agentmem.drop_tenant_index.
 table_name: message_embeddings (default), facts or cache_entries (AM020 otherwise); AM011 for an
@@ -172,7 +312,8 @@ begin
     v_name := agentmem_private.tenant_index_name(create_tenant_index.table_name, create_tenant_index.tenant_id, v_model);
     if to_regclass(pg_catalog.format('agentmem.%I', v_name)) is not null
         and not agentmem_private.has_tenant_index(create_tenant_index.table_name, create_tenant_index.tenant_id, v_model) then
-        execute pg_catalog.format('drop index agentmem.%I', v_name);   -- left invalid by a failed concurrent build
+        -- left invalid by a failed concurrent build, or built by an earlier version on another expression
+        execute pg_catalog.format('drop index agentmem.%I', v_name);
     end if;
     execute agentmem.tenant_index_ddl(
         tenant_id => create_tenant_index.tenant_id, model => v_model,
@@ -183,8 +324,10 @@ end
 $$;
 
 comment on function agentmem.create_tenant_index(text, text, text) is
-'Build a tenant''s own HNSW index (partial: where tenant_id = T and model = M) inside the current
-transaction, and return its name; searches of that tenant use it from then on. Idempotent.
+'Build a tenant''s own HNSW index (partial: where tenant_id = T and model = M; the statement of
+agentmem.tenant_index_ddl) inside the current transaction, and return its name; searches of that tenant
+use it from then on. Idempotent; an index of that name left invalid, or built by an earlier version on
+another expression, is dropped and rebuilt.
 A function runs in a transaction, so this is a plain CREATE INDEX: it blocks writes to the table for
 the length of the build (measured: README, "Tuning"). Fine for a tenant of some 10,000s of rows; for
 bigger ones run the CREATE INDEX CONCURRENTLY of agentmem.tenant_index_ddl from psql instead.
@@ -269,6 +412,5 @@ order by s.row_count desc;
 
 comment on view agentmem.tenants_needing_index is
 'Tenants holding more rows of one table and model than a search scans exactly (setting
-agentmem.tenant_index_min_rows, by default agentmem.exact_search_max_rows: 6,000 rows at 768
-dimensions, 12,000 at 384) without an index of their own, biggest first, with the CREATE INDEX
+agentmem.tenant_index_min_rows, by default agentmem.exact_search_max_rows: 6,000 rows) without an index of their own, biggest first, with the CREATE INDEX
 CONCURRENTLY to run for each. Counts every row: a scan of the three embedding tables, meant for the DBA now and then.';

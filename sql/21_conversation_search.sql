@@ -22,45 +22,77 @@ as $$
 declare
     v_exact_max int := agentmem_private.exact_search_max_rows(p_dim);
     v_filter text := case when p_conversation_id is null then '' else 'and e.conversation_id = $4' end;
+    v_own boolean;
+    v_share float8;
+    v_ef int;
+    v_ef_full int;
     v_tenant_filter text;
     v_rows int;
     v_ids uuid[];
     v_distances float8[];
 begin
     -- How many candidates, counted through the B-tree on (tenant, user, model)
-    -- no further than the exact-scan limit.
+    -- no further than count_max_rows (8 times the exact-scan limit): past the
+    -- limit the count is the share of the index the search filters.
     execute pg_catalog.format(
         'select count(*) from (select from agentmem.message_embeddings as e '
         'where e.tenant_id = $2 and e.user_id = $3 and e.model = %L %s limit $6) as s',
         p_model, v_filter
     )
     into v_rows
-    using p_embedding, p_tenant, p_user_id, p_conversation_id, p_k, v_exact_max + 1;
+    using p_embedding, p_tenant, p_user_id, p_conversation_id, p_k,
+        greatest(v_exact_max, agentmem_private.count_max_rows(p_dim)) + 1;
 
     if v_rows > v_exact_max then
         -- An HNSW index: the tenant's own (its predicate names the tenant, so
         -- the tenant goes into the statement as a literal for the planner to
-        -- prove it), else the model's shared one (model as a literal, same
-        -- reason). Same distance expression as the index; the iterative scan
+        -- prove it, and its expression is its own: own_index_distance), else
+        -- the model's shared one (model as a literal, same reason). Same
+        -- distance expression as the index; the iterative scan
         -- (relaxed order) goes on until enough rows pass the user filter; sorts
         -- are disabled here so that the planner keeps to the index. The scan
         -- asks for k + 20 rows and keeps the k nearest: relaxed order hands
         -- rows back roughly, not exactly, nearest first.
+        -- hnsw.ef_search (agentmem_private.hnsw_ef_search; the function's SET
+        -- clause restores it on return): a first pass with a small one, again
+        -- with the full one (grown with the user's rows and their share of
+        -- the index) when the k-th neighbour is no closer than unrelated rows
+        -- (escalate_distance), where a small ef misses true neighbours.
+        v_own := agentmem_private.has_tenant_index('message_embeddings', p_tenant, p_model);
         v_tenant_filter := case
-            when agentmem_private.has_tenant_index('message_embeddings', p_tenant, p_model)
-                then pg_catalog.format('e.tenant_id = %L', p_tenant)
+            when v_own then pg_catalog.format('e.tenant_id = %L', p_tenant)
             else 'e.tenant_id = $2'
         end;
-        execute pg_catalog.format(
-            'select (array_agg(h.message_id order by h.distance))[1:$5], (array_agg(h.distance order by h.distance))[1:$5] '
-            'from (select e.message_id, e.embedding::vector(%1$s) <=> $1::vector(%1$s) as distance '
-            '      from agentmem.message_embeddings as e '
-            '      where %4$s and e.user_id = $3 and e.model = %2$L %3$s '
-            '      order by e.embedding::vector(%1$s) <=> $1::vector(%1$s) limit $5 + 20) as h',
-            p_dim, p_model, v_filter, v_tenant_filter
-        )
-        into v_ids, v_distances
-        using p_embedding, p_tenant, p_user_id, p_conversation_id, p_k;
+        v_share := agentmem_private.index_share(
+            case
+                when v_own then agentmem_private.tenant_index_name('message_embeddings', p_tenant, p_model)
+                else agentmem_private.model_index_name('message_embeddings', p_model)
+            end,
+            v_rows
+        );
+        v_ef := agentmem_private.hnsw_ef_search(v_share, v_rows, p_k, not v_own, true);
+        v_ef_full := agentmem_private.hnsw_ef_search(v_share, v_rows, p_k, not v_own, false);
+        loop
+            perform pg_catalog.set_config('hnsw.ef_search', v_ef::text, true);
+            execute pg_catalog.format(
+                'select (array_agg(h.message_id order by h.distance))[1:$5], (array_agg(h.distance order by h.distance))[1:$5] '
+                'from (select e.message_id, %1$s as distance '
+                '      from agentmem.message_embeddings as e '
+                '      where %4$s and e.user_id = $3 and e.model = %2$L %3$s '
+                '      order by %1$s limit $5 + 20) as h',
+                case
+                    when v_own then agentmem_private.own_index_distance('e', p_dim)
+                    else pg_catalog.format('e.embedding::vector(%1$s) <=> $1::vector(%1$s)', p_dim)
+                end,
+                p_model, v_filter, v_tenant_filter
+            )
+            into v_ids, v_distances
+            using p_embedding, p_tenant, p_user_id, p_conversation_id, p_k;
+            exit when v_ef >= v_ef_full
+                or (coalesce(cardinality(v_distances), 0) >= p_k
+                    and v_distances[p_k] <= agentmem_private.escalate_distance());
+            v_ef := v_ef_full;
+        end loop;
     end if;
     if v_rows <= v_exact_max or coalesce(cardinality(v_ids), 0) < p_k then
         -- Few candidates (or an index scan that gave up at hnsw.max_scan_tuples):
@@ -84,7 +116,10 @@ comment on function agentmem_private.nearest_messages(text, text, text, int, vec
 'Internal: the vector branch of message search. The user''s p_k nearest message embeddings of one model
 (ids and cosine distances, nearest first): at or below agentmem.exact_search_max_rows candidates an
 exact scan; above it the tenant''s own HNSW index when it has one (agentmem.create_tenant_index),
-else the model''s shared HNSW index, with iterative scans; an exact scan when the index stops short.';
+else the model''s shared HNSW index, with iterative scans: a first pass at a small hnsw.ef_search, a second
+at the full one (agentmem_private.hnsw_ef_search: from the user''s rows and their share of the index) when
+the k-th neighbour is farther than agentmem_private.escalate_distance; an exact scan when the index stops
+short.';
 
 create or replace function agentmem_private.text_match_messages(
     p_tenant text,
@@ -263,8 +298,8 @@ comment on function agentmem.search_messages(text, vector, int, uuid, real, text
 'The user''s k past messages best matching a query embedding, a query text or both, in the current tenant, best first.
 - query_embedding only: the k most similar messages (today''s vector search). Returns k rows whenever
   k matching rows exist, however small the tenant is beside the others: up to
-  agentmem.exact_search_max_rows candidates (a setting; by default 4,608,000 / dimension, i.e. 6,000
-  rows at 768 dimensions, 12,000 at 384) an exact scan of the user''s messages; above it the tenant''s
+  agentmem.exact_search_max_rows candidates (a setting; by default 6,000) an exact scan of the user''s
+  messages; above it the tenant''s
   own HNSW index when a DBA built one (agentmem.create_tenant_index), else the model''s shared HNSW
   index, with pgvector iterative scans, and an exact scan should the index stop short of k rows.
 - query_text only (query_embedding NULL, e.g. from psql): full-text search over the GIN index of

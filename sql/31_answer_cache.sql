@@ -330,9 +330,22 @@ begin
                 e.tenant_id = v_tenant and e.model = v_model and e.acl_hash = cache_lookup.acl_hash
                 and e.prompt_version = cache_lookup.prompt_version and e.llm_model = cache_lookup.llm_model
                 and e.corpus_version = v_version
-            limit agentmem_private.exact_search_max_rows(v_dim) + 1
+            limit greatest(agentmem_private.exact_search_max_rows(v_dim), agentmem_private.count_max_rows(v_dim)) + 1
         ) as s;
         v_exact := v_scope_rows <= agentmem_private.exact_search_max_rows(v_dim);
+        if not v_exact then
+            -- hnsw.ef_search from the share of the index the key's entries are
+            -- (the count went on past the limit for it); the SET clause restores it.
+            perform pg_catalog.set_config('hnsw.ef_search', agentmem_private.hnsw_ef_search(
+                agentmem_private.index_share(case
+                    when agentmem_private.has_tenant_index('cache_entries', v_tenant, v_model)
+                        then agentmem_private.tenant_index_name('cache_entries', v_tenant, v_model)
+                    else agentmem_private.model_index_name('cache_entries', v_model)
+                end, v_scope_rows),
+                v_scope_rows, 5,
+                not agentmem_private.has_tenant_index('cache_entries', v_tenant, v_model)
+            )::text, true);
+        end if;
         -- sorts off for the nearest-neighbour statement only (so that the planner
         -- keeps to the HNSW index); the function's SET clause restores it on exit
         perform pg_catalog.set_config('enable_sort', 'off', true);
@@ -346,8 +359,14 @@ begin
             || '   and octet_length(e.question) <= %5$s'
             || ' order by %1$s <=> $1::vector(%2$s) limit 5) as c'
             || ' order by c.similarity desc',
-            -- the exact scan's expression (no cast) does not match the HNSW index's
-            case when v_exact then 'e.embedding' else 'e.embedding::vector(' || v_dim || ')' end,
+            -- the exact scan's expression (no cast) does not match the HNSW indexes'; the
+            -- tenant's own index has an expression of its own (own_index_distance)
+            case
+                when v_exact then 'e.embedding'
+                when agentmem_private.has_tenant_index('cache_entries', v_tenant, v_model)
+                    then 'l2_normalize(e.embedding::vector(' || v_dim || '))::vector(' || v_dim || ')'
+                else 'e.embedding::vector(' || v_dim || ')'
+            end,
             v_dim, v_model,
             case
                 when not v_exact and agentmem_private.has_tenant_index('cache_entries', v_tenant, v_model)

@@ -218,11 +218,25 @@ begin
         -- (tenant, user)); more go through the tenant's own HNSW index when it
         -- has one, else the model's shared one, asking for $5 + 20 rows and
         -- keeping the $5 nearest (relaxed order).
+        -- The count goes on past the limit (count_max_rows), for the share of
+        -- the index the user's facts are: hnsw.ef_search from it
+        -- (agentmem_private.hnsw_ef_search; the SET clause restores it on return).
         select count(*) into v_rows from (
             select from agentmem.facts as f
             where f.tenant_id = v_tenant and f.user_id = recall_facts.user_id and f.model = v_model
-            limit agentmem_private.exact_search_max_rows(v_dim) + 1
+            limit greatest(agentmem_private.exact_search_max_rows(v_dim), agentmem_private.count_max_rows(v_dim)) + 1
         ) as s;
+        if v_rows > agentmem_private.exact_search_max_rows(v_dim) then
+            perform pg_catalog.set_config('hnsw.ef_search', agentmem_private.hnsw_ef_search(
+                agentmem_private.index_share(case
+                    when agentmem_private.has_tenant_index('facts', v_tenant, v_model)
+                        then agentmem_private.tenant_index_name('facts', v_tenant, v_model)
+                    else agentmem_private.model_index_name('facts', v_model)
+                end, v_rows),
+                v_rows, greatest(recall_facts.k, case when v_query is null then 0 else v_pool end),
+                not agentmem_private.has_tenant_index('facts', v_tenant, v_model)
+            )::text, true);
+        end if;
         v_nearest := pg_catalog.format(
             'select n.* from ('
             '  select f.fact_id, f.subject, f.fact, (1 - (%1$s <=> $1::vector(%2$s)))::real as similarity,'
@@ -232,9 +246,14 @@ begin
             '  order by %1$s <=> $1::vector(%2$s)'
             '  limit $5 + 20'
             ') as n order by n.distance, n.fact_id limit $5',
-            -- the exact scan's expression (no cast) does not match the HNSW index's
-            case when v_rows <= agentmem_private.exact_search_max_rows(v_dim) then 'f.embedding'
-                else 'f.embedding::vector(' || v_dim || ')' end,
+            -- the exact scan's expression (no cast) does not match the HNSW indexes'; the
+            -- tenant's own index has an expression of its own (own_index_distance)
+            case
+                when v_rows <= agentmem_private.exact_search_max_rows(v_dim) then 'f.embedding'
+                when agentmem_private.has_tenant_index('facts', v_tenant, v_model)
+                    then 'l2_normalize(f.embedding::vector(' || v_dim || '))::vector(' || v_dim || ')'
+                else 'f.embedding::vector(' || v_dim || ')'
+            end,
             v_dim, v_model,
             case
                 when v_rows > agentmem_private.exact_search_max_rows(v_dim)

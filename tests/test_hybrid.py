@@ -234,7 +234,7 @@ def test_recall_facts_hybrid_finds_a_fact_by_its_words(app, connect, app_url):
 
 def _explain_as_app(admin, statement, params):
     # below the user's 2,000 rows, so that the vector branch goes through the shared HNSW index
-    # (by default a user of up to 12,000 rows at 384 dimensions is scanned exactly)
+    # (by default a user of up to 6,000 rows is scanned exactly)
     return plans_of(admin, statement, params, settings={"agentmem.exact_search_max_rows": "100"},
                     rows_on_citus=True)
 

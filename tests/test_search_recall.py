@@ -130,7 +130,7 @@ def test_tenant_index_ddl_create_view_and_drop(admin, tiny):
     name = admin.execute("select agentmem_private.tenant_index_name('message_embeddings', 'acme', %s)",
                          (TINY,)).fetchone()[0]
     assert ddl.startswith(f"create index concurrently if not exists {name} on agentmem.message_embeddings "
-                          "using hnsw ((embedding::vector(8)) vector_cosine_ops)")
+                          "using hnsw ((l2_normalize(embedding::vector(8))::vector(8)) vector_cosine_ops) with (m = 32, ef_construction = 128)")
     assert ddl.endswith(f"where tenant_id = 'acme' and model = '{TINY}'")
     in_tx = admin.execute("select agentmem.tenant_index_ddl(tenant_id => 'o''brien', model => %s, "
                           "concurrently => false)", (TINY,)).fetchone()[0]
