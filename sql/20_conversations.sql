@@ -156,10 +156,10 @@ begin
     end if;
 
     -- One multi-row insert per table for each 100 messages (a statement of at
-    -- most about 10 MB), the values written into it as quoted literals (%L),
-    -- each cast to its column's type: Citus routes a VALUES list
-    -- whose rows all carry the tenant's id to the tenant's shard as one
-    -- statement. Not insert ... select from unnest, which Citus runs through
+    -- most about 20 MB: contents and metadata of up to 100,000 characters),
+    -- the values written into it as quoted literals (%L), each cast to its
+    -- column's type: Citus routes a VALUES list whose rows all carry the
+    -- tenant's id to the tenant's shard as one statement. Not insert ... select from unnest, which Citus runs through
     -- COPY, refused under row-level security; not array parameters subscripted
     -- per row ($2[i]), which Citus copies whole for every reference (a batch
     -- of 100 took 2.5 s).
