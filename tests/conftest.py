@@ -92,6 +92,17 @@ def pytest_configure(config):
     config.option.postgresql_port = SERVER.port
     config.option.postgresql_user = SERVER.user
     config.option.postgresql_dbname = os.environ.get("AGENTMEM_TEST_DBNAME", "agentmem_test")
+    _drop_stale_template(SERVER, f"{config.option.postgresql_dbname}_tmpl")
+
+
+def _drop_stale_template(server: Server, name: str) -> None:
+    """A run that was killed leaves pytest-postgresql's template database behind, and every test of
+    the next run would fail on it (DuplicateDatabase). Two runs at once against one server need
+    different AGENTMEM_TEST_DBNAME values anyway, so a template of this name is this run's to drop."""
+    with psycopg.connect(server.db_url("postgres"), autocommit=True) as conn:
+        if conn.execute("select from pg_database where datname = %s", (name,)).fetchone() is not None:
+            conn.execute(f'alter database "{name}" is_template false')
+            conn.execute(f'drop database "{name}" with (force)')
 
 
 def pytest_report_header(config):
