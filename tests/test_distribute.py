@@ -229,3 +229,35 @@ def test_a_tenant_moved_to_the_other_worker_keeps_its_memory(citus, admin, app_u
     conn.execute("select * from agentmem.store_message(conversation_id => %s, role => 'user', content => 'after', "
                  "embedding => %s::vector, model => 'all-minilm')", (cid, VEC))
     assert conn.execute("select count(*) from agentmem.recent_messages(conversation_id => %s)", (cid,)).fetchone() == (2,)
+
+
+def test_a_later_migration_applies_through_the_coordinator_and_its_table_is_distributed(
+        citus, admin, admin_url, tmp_path, capsys):
+    """A DBA upgrading a distributed installation runs `agentmem migrate` against the coordinator as on
+    one server: the ledger records the migration, and a tenant table it adds is distributed by tenant and
+    colocated with the others by the definitions' closing call to distribute()."""
+    import shutil
+
+    from agentmem.cli import main
+    from conftest import ROOT
+    for folder in ("migrations", "sql"):
+        shutil.copytree(ROOT / folder, tmp_path / folder)
+    version = len(list((ROOT / "migrations").glob("[0-9][0-9][0-9][0-9]_*.sql"))) + 1
+    (tmp_path / "migrations" / f"{version:04d}_later_tenant_table.sql").write_text(
+        "create table agentmem.later_notes (tenant_id text not null, note_id bigint not null, "
+        "primary key (tenant_id, note_id));\n")
+    try:
+        assert main(["migrate", "--database-url", admin_url, "--source", str(tmp_path)]) == 0
+        assert f"applied 1 migration(s): {version:04d}_later_tenant_table" in capsys.readouterr().out
+        assert admin.execute("select name from agentmem.schema_migrations where version = %s",
+                             (version,)).fetchone() == ("later_tenant_table",)
+        colocated = admin.execute(
+            "select p.partmethod::text, column_to_column_name(p.logicalrelid, p.partkey), p.colocationid = "
+            "(select c.colocationid from pg_dist_partition as c where c.logicalrelid = 'agentmem.conversations'::regclass) "
+            "from pg_dist_partition as p where p.logicalrelid = 'agentmem.later_notes'::regclass").fetchone()
+        assert colocated == ("h", "tenant_id", True)
+        assert main(["status", "--database-url", admin_url, "--source", str(tmp_path)]) == 0
+        assert "distributed: yes (Citus, 2 workers)" in capsys.readouterr().out
+    finally:
+        admin.execute("drop table if exists agentmem.later_notes")
+        admin.execute("delete from agentmem.schema_migrations where version = %s", (version,))
