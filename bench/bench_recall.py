@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT / "python"))
 
 from agentmem.client import Memory  # noqa: E402
 from agentmem.migrate import Migrator, Source  # noqa: E402
+from common import copy_into_postgresstore  # noqa: E402
 
 K = 10
 SHARES = (0.001, 0.01, 0.10, 0.30)
@@ -177,23 +178,9 @@ def tenant_indexes(admin, ds: Dataset) -> list:
 
 
 def load_langgraph(admin, ds: Dataset) -> dict:
-    indexdef = admin.execute("select indexdef from pg_indexes where indexname = 'store_vectors_embedding_idx'"
-                             ).fetchone()[0]
-    admin.execute("drop index store_vectors_embedding_idx")
-    t0 = time.perf_counter()
-    with admin.cursor() as cur:
-        with cur.copy("copy store (prefix, key, value) from stdin") as cp:
-            for i, t in enumerate(ds.tenant):
-                cp.write_row((f"{ds.name(int(t))}.user", str(ds.ids[i]), f'{{"text": "m{i}"}}'))
-        with cur.copy("copy store_vectors (prefix, key, field_name, embedding) from stdin with (format binary)") as cp:
-            cp.set_types(["text", "text", "text", "vector"])
-            for i, t in enumerate(ds.tenant):
-                cp.write_row((f"{ds.name(int(t))}.user", str(ds.ids[i]), "text", ds.vectors[i]))
-    t1 = time.perf_counter()
-    admin.execute(indexdef)
-    t2 = time.perf_counter()
-    admin.execute("vacuum (analyze) store, store_vectors")
-    return {"copy_s": t1 - t0, "index_s": t2 - t1}
+    prefixes = [f"{ds.name(int(t))}.user" for t in ds.tenant]
+    took = copy_into_postgresstore(admin, prefixes, ds.ids, [f"m{i}" for i in range(len(prefixes))], ds.vectors)
+    return {"copy_s": took["copy_s"], "index_s": took["index_s"]}
 
 
 def path_of(admin, ds: Dataset, t: int) -> str:

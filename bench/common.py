@@ -8,10 +8,12 @@ loader that keeps the tables' invariants (the tests load through it too).
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 import statistics
 import sys
+import time
 from pathlib import Path
 
 import psycopg
@@ -55,6 +57,30 @@ def fresh_database(server_url: str, dbname: str, *, app_role: str | None = APP_R
         conn.execute("select agentmem.grant_app_role(role_name => %s)", (app_role,))
     user = admin_url.split("//", 1)[1].split("@", 1)[0]
     return admin_url, admin_url.replace(f"//{user}@", f"//{app_role}@", 1)
+
+
+def copy_into_postgresstore(admin: psycopg.Connection, prefixes, keys, texts, vectors) -> dict[str, float]:
+    """COPY rows into LangGraph PostgresStore's tables: row i is key keys[i] in namespace prefixes[i]
+    ("tenant.user"), value {"text": texts[i]}, its field "text" embedded as vectors[i]. Its HNSW index is
+    dropped for the load and rebuilt after, then both tables are vacuumed and analysed. Returns the
+    seconds of each step: copy_s, index_s, vacuum_s."""
+    indexdef = admin.execute("select indexdef from pg_indexes where indexname = 'store_vectors_embedding_idx'"
+                             ).fetchone()[0]
+    admin.execute("drop index store_vectors_embedding_idx")
+    t0 = time.perf_counter()
+    with admin.cursor() as cur:
+        with cur.copy("copy store (prefix, key, value) from stdin") as cp:
+            for prefix, key, text in zip(prefixes, keys, texts):
+                cp.write_row((prefix, str(key), json.dumps({"text": text})))
+        with cur.copy("copy store_vectors (prefix, key, field_name, embedding) from stdin with (format binary)") as cp:
+            cp.set_types(["text", "text", "text", "vector"])
+            for prefix, key, vector in zip(prefixes, keys, vectors):
+                cp.write_row((prefix, str(key), "text", vector))
+    t1 = time.perf_counter()
+    admin.execute(indexdef)
+    t2 = time.perf_counter()
+    admin.execute("vacuum (analyze) store, store_vectors")
+    return {"copy_s": t1 - t0, "index_s": t2 - t1, "vacuum_s": time.perf_counter() - t2}
 
 
 def percentile(xs, p: float) -> float:
