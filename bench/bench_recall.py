@@ -30,20 +30,17 @@ import uuid
 from pathlib import Path
 
 import numpy as np
-import psycopg
-from pgvector.psycopg import register_vector
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 
 from agentmem.client import Memory  # noqa: E402
 from agentmem.migrate import Migrator, Source  # noqa: E402
-from common import copy_into_postgresstore  # noqa: E402
+from common import APP_ROLE, connect, copy_into_postgresstore, fresh_database  # noqa: E402
 
 K = 10
 SHARES = (0.001, 0.01, 0.10, 0.30)
 SMALL_TENANTS = 1000
-APP_ROLE = "agentmem_bench_app"
 DBNAME = "agentmem_bench_recall"  # one database per data set: agentmem_bench_recall_<kind>_<n>
 MODELS = {768: "nomic-embed-text", 384: "all-minilm"}
 LOAD_AT_START = os.getloadavg()[0]
@@ -51,12 +48,6 @@ LOAD_AT_START = os.getloadavg()[0]
 
 def pct(values, p):
     return float(np.percentile(np.asarray(values), p))
-
-
-def connect(url: str) -> psycopg.Connection:
-    conn = psycopg.connect(url, autocommit=True)
-    register_vector(conn)
-    return conn
 
 
 class Dataset:
@@ -117,20 +108,6 @@ def reuse_dataset(admin, ds: "Dataset") -> None:
     ds.ids = [m for _, m, _ in rows]
     ds.vectors = np.array([v.to_numpy() for _, _, v in rows], dtype=np.float32)
     ds.members = {i: np.flatnonzero(ds.tenant == i) for i in range(len(SHARES))}
-
-
-def fresh_database(server_url: str, db: str) -> tuple[str, str]:
-    with psycopg.connect(server_url, autocommit=True) as conn:
-        conn.execute(f"drop database if exists {db} with (force)")
-        conn.execute(f"create database {db}")
-    admin_url = server_url.rsplit("/", 1)[0] + f"/{db}"
-    Migrator(admin_url, Source.load(ROOT)).migrate()
-    with connect(admin_url) as conn:
-        if not conn.execute("select 1 from pg_roles where rolname = %s", (APP_ROLE,)).fetchone():
-            conn.execute(f"create role {APP_ROLE} login")
-        conn.execute("select agentmem.grant_app_role(role_name => %s)", (APP_ROLE,))
-    user = admin_url.split("//", 1)[1].split("@", 1)[0]
-    return admin_url, admin_url.replace(f"//{user}@", f"//{APP_ROLE}@", 1)
 
 
 def load_agentmem(admin, ds: Dataset) -> dict:

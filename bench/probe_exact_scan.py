@@ -29,36 +29,14 @@ from pathlib import Path
 
 import numpy as np
 import psycopg
-from pgvector.psycopg import register_vector
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
-from agentmem.migrate import Migrator, Source  # noqa: E402
+from common import connect, fresh_database  # noqa: E402
 
 DBNAME = "agentmem_probe_exact"
-APP_ROLE = "agentmem_bench_app"
 SIZES = (1_000, 2_000, 5_000, 10_000, 20_000)
 MODELS = {768: "nomic-embed-text", 384: "all-minilm"}
-
-
-def connect(url: str) -> psycopg.Connection:
-    conn = psycopg.connect(url, autocommit=True)
-    register_vector(conn)
-    return conn
-
-
-def fresh(server_url: str) -> tuple[str, str]:
-    with psycopg.connect(server_url, autocommit=True) as conn:
-        conn.execute(f"drop database if exists {DBNAME} with (force)")
-        conn.execute(f"create database {DBNAME}")
-    admin_url = server_url.rsplit("/", 1)[0] + f"/{DBNAME}"
-    Migrator(admin_url, Source.load(ROOT)).migrate()
-    with connect(admin_url) as conn:
-        if not conn.execute("select 1 from pg_roles where rolname = %s", (APP_ROLE,)).fetchone():
-            conn.execute(f"create role {APP_ROLE} login")
-        conn.execute("select agentmem.grant_app_role(role_name => %s)", (APP_ROLE,))
-    user = admin_url.split("//", 1)[1].split("@", 1)[0]
-    return admin_url, admin_url.replace(f"//{user}@", f"//{APP_ROLE}@", 1)
 
 
 def load(admin: psycopg.Connection, dim: int, model: str, rng: np.random.Generator) -> dict:
@@ -110,7 +88,7 @@ def timed(app: psycopg.Connection, user: str, model: str, qs: np.ndarray, limit:
 def recall_probe(server_url: str, out: Path) -> None:
     dim, model, n, mine_n = 768, MODELS[768], 20_000, 6_000
     rng = np.random.default_rng(21)
-    admin_url, _ = fresh(server_url)
+    admin_url, _ = fresh_database(server_url, DBNAME)
     vecs = rng.standard_normal((n, dim)).astype(np.float32)
     vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
     owners = ["solo"] * mine_n + [f"other{i % 7}" for i in range(n - mine_n)]
@@ -208,7 +186,7 @@ def main() -> int:
     rows, loads = [], {}
     for dim in (int(d) for d in args.dims.split(",")):
         model = MODELS[dim]
-        admin_url, app_url = fresh(server_url)
+        admin_url, app_url = fresh_database(server_url, DBNAME)
         with connect(admin_url) as admin, connect(app_url) as app:
             if args.toast_default:
                 admin.execute("alter table agentmem.message_embeddings reset (toast_tuple_target)")
