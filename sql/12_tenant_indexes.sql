@@ -63,6 +63,47 @@ comment on function agentmem_private.index_share(text, bigint) is
 a search filters for: p_rows (the candidate rows counted, at most count_max_rows) over them, at most 1;
 NULL when the index has no row count yet.';
 
+create or replace function agentmem_private.index_rows(p_index text)
+returns bigint
+language sql
+stable
+security invoker
+set search_path from current
+as $$
+    select greatest(c.reltuples, 0)::bigint
+    from pg_catalog.pg_class as c
+    where c.oid = pg_catalog.to_regclass(pg_catalog.format('agentmem.%I', p_index))
+$$;
+
+comment on function agentmem_private.index_rows(text) is
+'Internal: the rows of an index as of its last VACUUM, ANALYZE or CREATE INDEX (pg_class.reltuples;
+0 when never counted); NULL when there is no such index.';
+
+create or replace function agentmem_private.has_other_users(p_tenant text, p_user_id text)
+returns boolean
+language sql
+stable
+security invoker
+set search_path from current
+as $$
+    -- Two probes of the B-tree on (tenant_id, user_id, ...): the first user id
+    -- below and above this one. Any model counts (the cheap, safe side).
+    select
+        exists (
+            select from agentmem.message_embeddings as e
+            where e.tenant_id = p_tenant and e.user_id < p_user_id
+        )
+        or exists (
+            select from agentmem.message_embeddings as e
+            where e.tenant_id = p_tenant and e.user_id > p_user_id
+        )
+$$;
+
+comment on function agentmem_private.has_other_users(text, text) is
+'Internal: whether the tenant has message embeddings of any user other than p_user_id (of any model):
+two B-tree probes. A user alone in a tenant with its own index searches all of it (share 1), so its
+search need not count its rows past the exact-scan limit.';
+
 create or replace function agentmem_private.hnsw_ef_search(
     p_share float8, p_rows bigint, p_k int, p_shared boolean, p_first boolean default false
 ) returns int
@@ -209,6 +250,74 @@ to $1, which l2_normalize does not change). Its index expression is not the shar
 planner cannot take the shared index for it: with the same expression it did whenever its cost came
 out lower, e.g. at ef_search 300 for a 6,000-row tenant of 20,000 rows, at recall 0.73 instead of 0.99.';
 
+create or replace function agentmem_private.exact_index_name(p_table text, p_tenant text, p_model text)
+returns text
+language sql
+immutable
+security invoker
+set search_path from current
+as $$
+    select p_table || '_t' || left(md5(p_tenant || '|' || p_model), 16) || '_exact'
+$$;
+
+comment on function agentmem_private.exact_index_name(text, text, text) is
+'Internal: the deterministic name of a tenant''s exact index on one table for one model
+(table_t<16 hex digits of md5(tenant|model)>_exact).';
+
+create or replace function agentmem_private.has_exact_index(p_table text, p_tenant text, p_model text)
+returns boolean
+language sql
+stable
+security invoker
+set search_path from current
+as $$
+    select coalesce((
+        select i.indisvalid and i.indisready
+        from pg_catalog.pg_index as i
+        where i.indexrelid = pg_catalog.to_regclass(
+            pg_catalog.format('agentmem.%I', agentmem_private.exact_index_name(p_table, p_tenant, p_model))
+        )
+    ), false)
+$$;
+
+comment on function agentmem_private.has_exact_index(text, text, text) is
+'Internal: whether the tenant''s exact index of this table and model exists and is valid.';
+
+create or replace function agentmem_private.exact_index_distance(p_alias text, p_dim int)
+returns text
+language sql
+immutable
+security invoker
+set search_path from current
+as $$
+    select pg_catalog.format('l2_normalize(%1$s.embedding::vector(%2$s))::halfvec(%2$s) <=> $1::halfvec(%2$s)', p_alias, p_dim)
+$$;
+
+comment on function agentmem_private.exact_index_distance(text, int) is
+'Internal: the ORDER BY expression of a read through a tenant''s exact index: the cosine distance to $1
+in half precision (the index''s; the search re-ranks the k + 20 rows it takes by their exact distance).';
+
+create or replace function agentmem_private.exact_index_max_rows(p_dim int)
+returns bigint
+language sql
+stable
+security invoker
+set search_path from current
+as $$
+    -- A read of the whole exact index costs about rows x dimension (30,000
+    -- rows of 768 dimensions: 26 to 29 ms, README "Tuning"): the default
+    -- keeps it near that, 31,250 rows at 768 dimensions, 62,500 at 384.
+    select coalesce(
+        nullif(pg_catalog.current_setting('agentmem.exact_index_max_rows', true), '')::bigint,
+        24000000 / greatest(p_dim, 1)
+    )
+$$;
+
+comment on function agentmem_private.exact_index_max_rows(int) is
+'Internal: the most rows a tenant''s exact index may hold to be built by agentmem.create_tenant_index and
+read by a search: the setting agentmem.exact_index_max_rows, else 24,000,000 / dimension (31,250 rows at
+768 dimensions, 62,500 at 384), where reading all of it costs what a full HNSW pass does (README, "Tuning").';
+
 create or replace function agentmem_private.check_tenant_index_args(
     p_tenant text, p_model text, p_table text
 ) returns int
@@ -260,7 +369,8 @@ create or replace function agentmem.tenant_index_ddl(
     tenant_id text,
     model text default null,
     table_name text default 'message_embeddings',
-    concurrently boolean default true
+    concurrently boolean default true,
+    kind text default 'hnsw'
 ) returns text
 language plpgsql
 stable
@@ -270,29 +380,54 @@ as $$
 declare
     v_model text := coalesce(tenant_index_ddl.model, agentmem_private.default_model());
     v_dim int := agentmem_private.check_tenant_index_args(tenant_index_ddl.tenant_id, v_model, tenant_index_ddl.table_name);
+    v_create text := pg_catalog.format(
+        'create index %sif not exists ',
+        case when coalesce(tenant_index_ddl.concurrently, true) then 'concurrently ' else '' end
+    );
 begin
-    return pg_catalog.format(
-        'create index %sif not exists %I on agentmem.%I using hnsw ((l2_normalize(embedding::vector(%s))::vector(%s)) vector_cosine_ops) '
-        'with (m = %s, ef_construction = %s) where tenant_id = %L and model = %L',
-        case when coalesce(tenant_index_ddl.concurrently, true) then 'concurrently ' else '' end,
-        agentmem_private.tenant_index_name(tenant_index_ddl.table_name, tenant_index_ddl.tenant_id, v_model),
-        tenant_index_ddl.table_name, v_dim, v_dim,
-        (agentmem_private.tenant_index_build()).m, (agentmem_private.tenant_index_build()).ef_construction,
-        tenant_index_ddl.tenant_id, v_model
+    if tenant_index_ddl.kind is not distinct from 'hnsw' then
+        return v_create || pg_catalog.format(
+            '%I on agentmem.%I using hnsw ((l2_normalize(embedding::vector(%s))::vector(%s)) vector_cosine_ops) '
+            'with (m = %s, ef_construction = %s) where tenant_id = %L and model = %L',
+            agentmem_private.tenant_index_name(tenant_index_ddl.table_name, tenant_index_ddl.tenant_id, v_model),
+            tenant_index_ddl.table_name, v_dim, v_dim,
+            (agentmem_private.tenant_index_build()).m, (agentmem_private.tenant_index_build()).ef_construction,
+            tenant_index_ddl.tenant_id, v_model
+        );
+    end if;
+    if tenant_index_ddl.kind is distinct from 'exact' or tenant_index_ddl.table_name <> 'message_embeddings' then
+        raise exception 'kind must be ''hnsw'', or ''exact'' for message_embeddings: %',
+            coalesce(tenant_index_ddl.kind, 'NULL') || ' for ' || tenant_index_ddl.table_name
+        using
+            errcode = 'AM020',
+            detail = 'An exact index serves the second pass of message search only.',
+            hint = 'kind => ''hnsw'' (any table) or kind => ''exact'' (table_name => ''message_embeddings'').';
+    end if;
+    return v_create || pg_catalog.format(
+        '%I on agentmem.%I using ivfflat ((l2_normalize(embedding::vector(%s))::halfvec(%s)) halfvec_cosine_ops) '
+        'with (lists = 1) where tenant_id = %L and model = %L',
+        agentmem_private.exact_index_name(tenant_index_ddl.table_name, tenant_index_ddl.tenant_id, v_model),
+        tenant_index_ddl.table_name, v_dim, v_dim, tenant_index_ddl.tenant_id, v_model
     );
 end
 $$;
 
-comment on function agentmem.tenant_index_ddl(text, text, text, boolean) is
-'The statement that builds a tenant''s own HNSW index (partial: where tenant_id = T and model = M), for
-the DBA to run. The index is on l2_normalize(embedding::vector(d))::vector(d), cosine, with m = 32 and
-ef_construction = 128 (settings agentmem.tenant_index_m, agentmem.tenant_index_ef_construction;
+comment on function agentmem.tenant_index_ddl(text, text, text, boolean, text) is
+'The statement that builds one of a tenant''s own indexes (partial: where tenant_id = T and model = M),
+for the DBA to run.
+kind ''hnsw'' (the default): an HNSW index on l2_normalize(embedding::vector(d))::vector(d), cosine, with
+m = 32 and ef_construction = 128 (settings agentmem.tenant_index_m, agentmem.tenant_index_ef_construction;
 pgvector''s defaults do not reach recall@10 0.95 on hard data: README, "Tuning").
+kind ''exact'' (message_embeddings only): the tenant''s exact index, an IVFFlat index with one list on
+l2_normalize(embedding::vector(d))::halfvec(d): a search whose first HNSW pass comes back far reads all
+of it (the tenant''s rows sorted by distance, nothing missed) instead of a second, slower HNSW pass.
+Worth it up to agentmem.exact_index_max_rows rows (by default 24,000,000 / dimension); a search
+ignores a bigger one.
 With concurrently (the default) it is CREATE INDEX CONCURRENTLY, which does not block
 writes but cannot run inside a transaction or a function: run it from psql. Searches use the index
 once it is valid; should the build fail, drop the invalid index with agentmem.drop_tenant_index.
-table_name: message_embeddings (default), facts or cache_entries (AM020 otherwise); AM011 for an
-unknown model; AM002 for an empty tenant id. For the DBA; not granted to agentmem_app.';
+table_name: message_embeddings (default), facts or cache_entries; any other table or kind: AM020;
+AM011 for an unknown model; AM002 for an empty tenant id. For the DBA; not granted to agentmem_app.';
 
 create or replace function agentmem.create_tenant_index(
     tenant_id text,
@@ -306,9 +441,12 @@ set search_path from current
 as $$
 declare
     v_model text := coalesce(create_tenant_index.model, agentmem_private.default_model());
+    v_dim int;
     v_name text;
+    v_exact text;
+    v_rows bigint;
 begin
-    perform agentmem_private.check_tenant_index_args(create_tenant_index.tenant_id, v_model, create_tenant_index.table_name);
+    v_dim := agentmem_private.check_tenant_index_args(create_tenant_index.tenant_id, v_model, create_tenant_index.table_name);
     v_name := agentmem_private.tenant_index_name(create_tenant_index.table_name, create_tenant_index.tenant_id, v_model);
     if to_regclass(pg_catalog.format('agentmem.%I', v_name)) is not null
         and not agentmem_private.has_tenant_index(create_tenant_index.table_name, create_tenant_index.tenant_id, v_model) then
@@ -319,6 +457,24 @@ begin
         tenant_id => create_tenant_index.tenant_id, model => v_model,
         table_name => create_tenant_index.table_name, concurrently => false
     );
+    if create_tenant_index.table_name = 'message_embeddings' then
+        v_exact := agentmem_private.exact_index_name(create_tenant_index.table_name, create_tenant_index.tenant_id, v_model);
+        if to_regclass(pg_catalog.format('agentmem.%I', v_exact)) is not null
+            and not agentmem_private.has_exact_index(create_tenant_index.table_name, create_tenant_index.tenant_id, v_model) then
+            execute pg_catalog.format('drop index agentmem.%I', v_exact);
+        end if;
+        select count(*) into v_rows from (
+            select from agentmem.message_embeddings as e
+            where e.tenant_id = create_tenant_index.tenant_id and e.model = v_model
+            limit agentmem_private.exact_index_max_rows(v_dim) + 1
+        ) as s;
+        if v_rows <= agentmem_private.exact_index_max_rows(v_dim) then
+            execute agentmem.tenant_index_ddl(
+                tenant_id => create_tenant_index.tenant_id, model => v_model,
+                table_name => create_tenant_index.table_name, concurrently => false, kind => 'exact'
+            );
+        end if;
+    end if;
     return v_name;
 end
 $$;
@@ -326,7 +482,9 @@ $$;
 comment on function agentmem.create_tenant_index(text, text, text) is
 'Build a tenant''s own HNSW index (partial: where tenant_id = T and model = M; the statement of
 agentmem.tenant_index_ddl) inside the current transaction, and return its name; searches of that tenant
-use it from then on. Idempotent; an index of that name left invalid, or built by an earlier version on
+use it from then on. For message_embeddings, and a tenant of at most agentmem.exact_index_max_rows rows
+of the model, also its exact index (tenant_index_ddl with kind => ''exact''; a second of build for
+30,000 rows). Idempotent; an index of that name left invalid, or built by an earlier version on
 another expression, is dropped and rebuilt.
 A function runs in a transaction, so this is a plain CREATE INDEX: it blocks writes to the table for
 the length of the build (measured: README, "Tuning"). Fine for a tenant of some 10,000s of rows; for
@@ -346,21 +504,27 @@ as $$
 declare
     v_model text := coalesce(drop_tenant_index.model, agentmem_private.default_model());
     v_name text;
+    v_dropped boolean := false;
 begin
     perform agentmem_private.check_tenant_index_args(drop_tenant_index.tenant_id, v_model, drop_tenant_index.table_name);
-    v_name := agentmem_private.tenant_index_name(drop_tenant_index.table_name, drop_tenant_index.tenant_id, v_model);
-    if to_regclass(pg_catalog.format('agentmem.%I', v_name)) is null then
-        return false;
-    end if;
-    execute pg_catalog.format('drop index agentmem.%I', v_name);
-    return true;
+    foreach v_name in array array[
+        agentmem_private.tenant_index_name(drop_tenant_index.table_name, drop_tenant_index.tenant_id, v_model),
+        agentmem_private.exact_index_name(drop_tenant_index.table_name, drop_tenant_index.tenant_id, v_model)
+    ] loop
+        if to_regclass(pg_catalog.format('agentmem.%I', v_name)) is not null then
+            execute pg_catalog.format('drop index agentmem.%I', v_name);
+            v_dropped := true;
+        end if;
+    end loop;
+    return v_dropped;
 end
 $$;
 
 comment on function agentmem.drop_tenant_index(text, text, text) is
-'Drop a tenant''s own HNSW index (valid or left invalid by a failed concurrent build); its searches go
-back to the model''s shared index. Returns false when there was none. Erasing a tenant''s rows does not
-need it (an index of an erased tenant is empty); drop it to reclaim its space.
+'Drop a tenant''s own indexes of one table and model, its HNSW index and its exact index (valid or left
+invalid by a failed concurrent build); its searches go back to the model''s shared index. Returns false
+when there was none. Erasing a tenant''s rows does not need it (an index of an erased tenant is empty);
+drop it to reclaim its space.
 Arguments and errors as for tenant_index_ddl. For the DBA; not granted to agentmem_app.';
 
 create or replace view agentmem.tenants_needing_index
@@ -392,25 +556,36 @@ sizes as (
     group by c.tenant_id, c.model
 )
 
-select
+-- index_kind last: a view's columns are only ever added at the end
+select  -- noqa: ST06
     s.table_name,
     s.tenant_id,
     s.model,
     s.row_count,
     agentmem.tenant_index_ddl(
-        tenant_id => s.tenant_id, model => s.model, table_name => s.table_name
-    ) as create_statement
+        tenant_id => s.tenant_id, model => s.model, table_name => s.table_name, kind => k.kind
+    ) as create_statement,
+    k.kind as index_kind
 from sizes as s
 inner join agentmem.models as m on s.model = m.model
+cross join (values ('hnsw'), ('exact')) as k (kind)
 where
     s.row_count > coalesce(
         nullif(pg_catalog.current_setting('agentmem.tenant_index_min_rows', true), '')::bigint,
         agentmem_private.exact_search_max_rows(m.dimension)
     )
-    and not agentmem_private.has_tenant_index(s.table_name, s.tenant_id, s.model)
-order by s.row_count desc;
+    and case k.kind
+        when 'hnsw' then not agentmem_private.has_tenant_index(s.table_name, s.tenant_id, s.model)
+        else
+            s.table_name = 'message_embeddings'
+            and s.row_count <= agentmem_private.exact_index_max_rows(m.dimension)
+            and not agentmem_private.has_exact_index(s.table_name, s.tenant_id, s.model)
+    end
+order by s.row_count desc, s.table_name asc, s.tenant_id asc, s.model asc, k.kind desc;
 
 comment on view agentmem.tenants_needing_index is
 'Tenants holding more rows of one table and model than a search scans exactly (setting
-agentmem.tenant_index_min_rows, by default agentmem.exact_search_max_rows: 6,000 rows) without an index of their own, biggest first, with the CREATE INDEX
-CONCURRENTLY to run for each. Counts every row: a scan of the three embedding tables, meant for the DBA now and then.';
+agentmem.tenant_index_min_rows, by default agentmem.exact_search_max_rows: 6,000 rows) without their own
+indexes, biggest first: a row per missing index (index_kind ''hnsw''; for message_embeddings of at most
+agentmem.exact_index_max_rows rows also ''exact''), with the CREATE INDEX CONCURRENTLY to run for it.
+Counts every row: a scan of the three embedding tables, meant for the DBA now and then.';

@@ -69,7 +69,7 @@ agentmem.unschedule_retention(),
 agentmem.set_default_retention_policy(text, interval),
 agentmem.clear_default_retention_policy(text),
 agentmem.set_text_search_config(regconfig),
-agentmem.tenant_index_ddl(text, text, text, boolean),
+agentmem.tenant_index_ddl(text, text, text, boolean, text),
 agentmem.create_tenant_index(text, text, text),
 agentmem.drop_tenant_index(text, text, text),
 -- Distributing on Citus is the DBA's (sql/85_distribute.sql).

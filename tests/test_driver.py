@@ -395,9 +395,12 @@ def test_admin_client_switches_text_search_and_manages_tenant_indexes(admin_url,
         admin.execute(f"alter database {dbname} set agentmem.tenant_index_min_rows = 2")
         with Admin.connect(admin_url) as fresh:  # the setting applies to new sessions
             needing = fresh.tenants_needing_index()
-            assert [(r["table_name"], r["tenant_id"], r["model"], r["row_count"]) for r in needing] == [
-                ("message_embeddings", "acme", "tiny-admin", 5)]
+            assert [(r["table_name"], r["tenant_id"], r["model"], r["row_count"], r["index_kind"])
+                    for r in needing] == [("message_embeddings", "acme", "tiny-admin", 5, "hnsw"),
+                                          ("message_embeddings", "acme", "tiny-admin", 5, "exact")]
             assert needing[0]["create_statement"] == ddl
+            assert needing[1]["create_statement"] == dba.tenant_index_ddl("acme", "tiny-admin", kind="exact")
+            assert " using ivfflat " in needing[1]["create_statement"]
             name = fresh.create_tenant_index("acme", "tiny-admin")
             assert admin.execute("select count(*) from pg_indexes where schemaname = 'agentmem' and indexname = %s",
                                  (name,)).fetchone() == (1,)

@@ -27,14 +27,18 @@ def random_unit(n: int, dim: int, seed: int) -> np.ndarray:
     return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
-def explained(admin, tenant: str, query: str, params, setting: int | None = None) -> list[str]:
+def explained(admin, tenant: str, query: str, params, setting: int | None = None,
+              more: dict[str, str] | None = None) -> list[str]:
     """auto_explain of every statement the call runs, as the application role under RLS."""
-    settings = {"agentmem.exact_search_max_rows": str(setting)} if setting is not None else None
-    return plans_of(admin, query, params, tenant=tenant, settings=settings)[1]
+    settings = {"agentmem.exact_search_max_rows": str(setting)} if setting is not None else {}
+    return plans_of(admin, query, params, tenant=tenant, settings={**settings, **(more or {})} or None)[1]
 
 
 def path_of(plans: list[str], own_index: str) -> str:
     text = "\n".join(plans)
+    exact_index = own_index.removesuffix("_hnsw") + "_exact"
+    if f"Index Scan using {own_index}" in text and f"Index Scan using {exact_index}" in text:
+        return "own index, then exact index"
     if f"Index Scan using {own_index}" in text:
         return "own index"
     if "Index Scan using message_embeddings_nomic_embed_text_" in text and "_hnsw" in text:
@@ -91,16 +95,24 @@ def test_every_user_size_gets_its_true_nearest_messages_and_the_plan_says_how(ad
     app.execute("select agentmem.set_tenant(tenant_id => 'five')")
     assert len(app.execute(SEARCH, (qs[0], K, MODEL)).fetchall()) == K
 
-    # ... and the 30% user, once its tenant has an index of its own, through that index.
+    # ... and the 30% user, once its tenant has indexes of its own, through them: on random vectors
+    # the first HNSW pass comes back far (no neighbour is near), so the search reads the exact index.
     assert admin.execute("select agentmem.create_tenant_index(tenant_id => 'thirty', model => %s)",
                          (MODEL,)).fetchone() == (index_of["thirty"],)
     qs = queries("thirty")
-    assert recall(app, "thirty", *own["thirty"], qs) >= 0.95
+    assert recall(app, "thirty", *own["thirty"], qs) >= 0.95  # (agentmem.exact_search_max_rows 500 as above)
     assert path_of(explained(admin, "thirty", SEARCH, (qs[0], K, MODEL), setting=500), index_of["thirty"]) \
-        == "own index"
-    # its index is not used by another tenant, whose search stays on the shared index
+        == "own index, then exact index"
+    # its indexes are not used by another tenant, whose search stays on the shared index
     assert path_of(explained(admin, "five", SEARCH, (qs[0], K, MODEL), setting=500), index_of["five"]) \
         == "shared index"
+    # without the exact index (bigger than agentmem.exact_index_max_rows), a second HNSW pass at full
+    # ef_search, and still the true neighbours
+    app.execute("set agentmem.exact_index_max_rows = 5000")
+    assert path_of(explained(admin, "thirty", SEARCH, (qs[0], K, MODEL), setting=500,
+                             more={"agentmem.exact_index_max_rows": "5000"}), index_of["thirty"]) == "own index"
+    assert recall(app, "thirty", *own["thirty"], qs) >= 0.95
+    app.execute("reset agentmem.exact_index_max_rows")
     app.execute("reset agentmem.exact_search_max_rows")
 
 
@@ -120,7 +132,8 @@ def tiny_messages(admin, tenant: str, n: int, seed: int = 0, user: str = "alice"
 
 def index_names(admin) -> set[str]:
     return {r[0] for r in admin.execute(
-        "select indexname from pg_indexes where schemaname = 'agentmem' and indexname like '%\\_t%\\_hnsw'")}
+        "select indexname from pg_indexes where schemaname = 'agentmem' "
+        "and (indexname like '%\\_t%\\_hnsw' or indexname like '%\\_t%\\_exact')")}
 
 
 def test_tenant_index_ddl_create_view_and_drop(admin, tiny):
@@ -136,10 +149,21 @@ def test_tenant_index_ddl_create_view_and_drop(admin, tiny):
                           "concurrently => false)", (TINY,)).fetchone()[0]
     assert "create index if not exists" in in_tx and "tenant_id = 'o''brien'" in in_tx
 
+    exact_ddl = admin.execute("select agentmem.tenant_index_ddl(tenant_id => 'acme', model => %s, kind => 'exact')",
+                              (TINY,)).fetchone()[0]
+    exact_name = name.removesuffix("_hnsw") + "_exact"
+    assert exact_ddl == (f"create index concurrently if not exists {exact_name} on agentmem.message_embeddings "
+                         "using ivfflat ((l2_normalize(embedding::vector(8))::halfvec(8)) halfvec_cosine_ops) "
+                         f"with (lists = 1) where tenant_id = 'acme' and model = '{TINY}'")
+
     admin.execute("set agentmem.tenant_index_min_rows = 10")
-    needing = admin.execute("select table_name, tenant_id, model, row_count, create_statement "
+    needing = admin.execute("select table_name, tenant_id, model, row_count, create_statement, index_kind "
                             "from agentmem.tenants_needing_index").fetchall()
-    assert needing == [("message_embeddings", "acme", TINY, 30, ddl)]  # globex is under the size
+    assert needing == [("message_embeddings", "acme", TINY, 30, ddl, "hnsw"),  # globex is under the size
+                       ("message_embeddings", "acme", TINY, 30, exact_ddl, "exact")]
+    admin.execute("set agentmem.exact_index_max_rows = 29")  # too big for an exact index
+    assert admin.execute("select index_kind from agentmem.tenants_needing_index").fetchall() == [("hnsw",)]
+    admin.execute("reset agentmem.exact_index_max_rows")
 
     assert admin.execute("select agentmem.create_tenant_index(tenant_id => 'acme', model => %s)",
                          (TINY,)).fetchone() == (name,)
@@ -149,22 +173,39 @@ def test_tenant_index_ddl_create_view_and_drop(admin, tiny):
                          (f"agentmem.{name}",)).fetchone()[0]
     assert "'acme'::text" in pred and f"'{TINY}'::text" in pred
     assert admin.execute("select count(*) from agentmem.tenants_needing_index").fetchone() == (0,)
-    assert admin.execute("select agentmem_private.has_tenant_index('message_embeddings', 'acme', %s)",
+    assert admin.execute("select agentmem_private.has_tenant_index('message_embeddings', 'acme', %s), "
+                         "agentmem_private.has_exact_index('message_embeddings', 'acme', %s)",
+                         (TINY, TINY)).fetchone() == (True, True)
+    # a tenant past agentmem.exact_index_max_rows gets the HNSW index only
+    tiny_messages(admin, "initech", 30, seed=5)
+    admin.execute("set agentmem.exact_index_max_rows = 29")
+    admin.execute("select agentmem.create_tenant_index(tenant_id => 'initech', model => %s)", (TINY,))
+    admin.execute("reset agentmem.exact_index_max_rows")
+    assert admin.execute("select agentmem_private.has_tenant_index('message_embeddings', 'initech', %s), "
+                         "agentmem_private.has_exact_index('message_embeddings', 'initech', %s)",
+                         (TINY, TINY)).fetchone() == (True, False)
+    assert admin.execute("select index_kind from agentmem.tenants_needing_index").fetchall() == [("exact",)]
+    assert admin.execute("select agentmem.drop_tenant_index(tenant_id => 'initech', model => %s)",
                          (TINY,)).fetchone() == (True,)
 
     # an index left invalid (as by a failed CREATE INDEX CONCURRENTLY) is not used, and is rebuilt
     admin.execute("update pg_index set indisvalid = false where indexrelid = %s::regclass", (f"agentmem.{name}",))
     assert admin.execute("select agentmem_private.has_tenant_index('message_embeddings', 'acme', %s)",
                          (TINY,)).fetchone() == (False,)
+    admin.execute("update pg_index set indisvalid = false where indexrelid = %s::regclass", (f"agentmem.{exact_name}",))
+    assert admin.execute("select agentmem_private.has_exact_index('message_embeddings', 'acme', %s)",
+                         (TINY,)).fetchone() == (False,)
     admin.execute("select agentmem.create_tenant_index(tenant_id => 'acme', model => %s)", (TINY,))
-    assert admin.execute("select agentmem_private.has_tenant_index('message_embeddings', 'acme', %s)",
-                         (TINY,)).fetchone() == (True,)
+    assert admin.execute("select agentmem_private.has_tenant_index('message_embeddings', 'acme', %s), "
+                         "agentmem_private.has_exact_index('message_embeddings', 'acme', %s)",
+                         (TINY, TINY)).fetchone() == (True, True)
 
     assert admin.execute("select agentmem.drop_tenant_index(tenant_id => 'acme', model => %s)",
                          (TINY,)).fetchone() == (True,)
     assert admin.execute("select agentmem.drop_tenant_index(tenant_id => 'acme', model => %s)",
                          (TINY,)).fetchone() == (False,)
     assert name not in index_names(admin)
+    assert admin.execute("select count(*) from pg_indexes where indexname = %s", (exact_name,)).fetchone() == (0,)
 
 
 @pytest.mark.parametrize("call, code", [
@@ -175,6 +216,9 @@ def test_tenant_index_ddl_create_view_and_drop(admin, tiny):
     ("create_tenant_index(tenant_id => 'acme', model => 'tiny-recall', table_name => 'x; drop table y')", "AM020"),
     ("drop_tenant_index(tenant_id => 'acme', model => 'tiny-recall', table_name => 'conversations')", "AM020"),
     ("tenant_index_ddl(tenant_id => 'acme', model => 'nope')", "AM011"),
+    ("tenant_index_ddl(tenant_id => 'acme', model => 'tiny-recall', kind => 'flat')", "AM020"),
+    ("tenant_index_ddl(tenant_id => 'acme', model => 'tiny-recall', kind => null)", "AM020"),
+    ("tenant_index_ddl(tenant_id => 'acme', model => 'tiny-recall', table_name => 'facts', kind => 'exact')", "AM020"),
 ])
 def test_tenant_index_functions_refuse_bad_arguments_and_build_nothing(admin, tiny, call, code):
     before = index_names(admin)
@@ -225,6 +269,35 @@ def test_erasure_and_retention_keep_working_with_a_tenant_index(admin, app, tiny
     # dropping the index: the same answers from the shared index
     admin.execute("select agentmem.drop_tenant_index(tenant_id => 'acme', model => %s)", (TINY,))
     assert set(search_tiny(app, q, k=20)) == set(left)
+
+
+def test_a_far_first_pass_reads_the_exact_index_and_finds_each_users_true_nearest(admin, app, tiny):
+    alice = tiny_messages(admin, "acme", 60)
+    bob = tiny_messages(admin, "acme", 30, seed=2, user="bob")
+    tiny_messages(admin, "globex", 40, seed=3)
+    vecs = {"alice": random_unit(60, 8, 0), "bob": random_unit(30, 8, 2)}
+    ids = {"alice": [m for _, _, m in alice], "bob": [m for _, _, m in bob]}
+    admin.execute("select agentmem.create_tenant_index(tenant_id => 'acme', model => %s)", (TINY,))
+    name = admin.execute("select agentmem_private.tenant_index_name('message_embeddings', 'acme', %s)",
+                         (TINY,)).fetchone()[0]
+    app.execute("set agentmem.ef_escalate_distance = -1")  # every first pass counts as far
+    app.execute("select agentmem.set_tenant(tenant_id => 'acme')")
+    for q in random_unit(5, 8, seed=11):
+        for user in ("alice", "bob"):
+            exact = [ids[user][i] for i in np.argsort(-(vecs[user] @ q))[:7]]
+            assert search_tiny(app, q, k=7, user=user) == exact, user
+    plans = explained(admin, "acme", "select * from agentmem.search_messages(user_id => 'bob', "
+                      "query_embedding => %s, k => 7, model => %s)", (q, TINY), setting=0,
+                      more={"agentmem.ef_escalate_distance": "-1"})
+    assert path_of(plans, name) == "own index, then exact index"
+    # the tenant's users, as the search sees them: bob is not alone, a tenant of one user is
+    other = "select agentmem_private.has_other_users(%s, %s)"
+    assert admin.execute(other, ("acme", "bob")).fetchone() == (True,)
+    assert admin.execute(other, ("globex", "alice")).fetchone() == (False,)
+    app.execute("select * from agentmem.forget_user(user_id => 'alice')")
+    assert admin.execute(other, ("acme", "bob")).fetchone() == (False,)
+    assert search_tiny(app, q, k=7, user="bob") == [ids["bob"][i] for i in np.argsort(-(vecs["bob"] @ q))[:7]]
+    app.execute("reset agentmem.ef_escalate_distance")
 
 
 def test_facts_and_answer_cache_use_the_tenant_index_and_exact_scans(admin, app, tiny):

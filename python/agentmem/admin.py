@@ -115,15 +115,18 @@ class Admin(SyncClient):
 
     @literal
     def tenant_index_ddl(self, tenant_id: str, model: str | None = None, table_name: str = "message_embeddings",
-                         concurrently: bool = True) -> Sql[str]:
-        """The CREATE INDEX statement that builds a tenant's own HNSW index (to run outside a transaction)."""
+                         concurrently: bool = True, kind: str = "hnsw") -> Sql[str]:
+        """The CREATE INDEX statement that builds a tenant's own index (to run outside a transaction):
+        kind 'hnsw', or 'exact' (message_embeddings only)."""
         return value(str, "select agentmem.tenant_index_ddl(tenant_id => %s, model => %s, table_name => %s, "
-                     "concurrently => %s)", tenant_id, model, table_name, concurrently)
+                     "concurrently => %s, kind => %s)", tenant_id, model, table_name, concurrently, kind)
 
     @literal
     def create_tenant_index(self, tenant_id: str, model: str | None = None,
                             table_name: str = "message_embeddings") -> Sql[str]:
-        """Build a tenant's own HNSW index in this call's transaction; returns its name."""
+        """Build a tenant's own HNSW index (and, for message_embeddings of at most
+        agentmem.exact_index_max_rows rows, its exact index) in this call's transaction; returns the
+        HNSW index's name."""
         return value(str, "select agentmem.create_tenant_index(tenant_id => %s, model => %s, table_name => %s)",
                      tenant_id, model, table_name)
 
@@ -147,5 +150,5 @@ class Admin(SyncClient):
 
     @literal
     def tenants_needing_index(self) -> Sql[list[dict]]:
-        """The view agentmem.tenants_needing_index: tenants past the exact-scan size without their own index."""
+        """The view agentmem.tenants_needing_index: a row per missing index of tenants past the exact-scan size."""
         return rows(dict, "select * from agentmem.tenants_needing_index")
