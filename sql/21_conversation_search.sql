@@ -32,6 +32,7 @@ declare
     v_ef_full int;
     v_tenant_filter text;
     v_rows int;
+    v_limit int;
     v_ids uuid[];
     v_distances float8[];
 begin
@@ -44,14 +45,25 @@ begin
     -- to the exact-scan limit; past it, unless the user is alone, on to
     -- count_max_rows (8 times the limit): the share of the index the search
     -- filters. (Counting is most of a big user's search: 4 ms for 30,000 rows.)
-    execute pg_catalog.format(
-        'select count(*) from (select from agentmem.message_embeddings as e '
-        'where e.tenant_id = $2 and e.user_id = $3 and e.model = %L %s limit $6) as s',
-        p_model, v_filter
-    )
-    into v_rows
-    using p_embedding, p_tenant, p_user_id, p_conversation_id, p_k,
-        case when v_alone then v_exact_max else greatest(v_exact_max, agentmem_private.count_max_rows(p_dim)) end + 1;
+    -- Static statements here and for the exact scan below, kept prepared by
+    -- PL/pgSQL instead of parsed and planned on every call (the B-tree serves
+    -- them whatever the values).
+    v_limit := case when v_alone then v_exact_max else greatest(v_exact_max, agentmem_private.count_max_rows(p_dim)) end + 1;
+    if p_conversation_id is null then
+        select count(*) into v_rows from (
+            select from agentmem.message_embeddings as e
+            where e.tenant_id = p_tenant and e.user_id = p_user_id and e.model = p_model
+            limit v_limit
+        ) as s;
+    else
+        select count(*) into v_rows from (
+            select from agentmem.message_embeddings as e
+            where
+                e.tenant_id = p_tenant and e.user_id = p_user_id and e.model = p_model
+                and e.conversation_id = p_conversation_id
+            limit v_limit
+        ) as s;
+    end if;
 
     if v_rows > v_exact_max then
         -- An HNSW index: the tenant's own (its predicate names the tenant, so
@@ -140,16 +152,27 @@ begin
     if v_rows <= v_exact_max or coalesce(cardinality(v_ids), 0) < p_k then
         -- Few candidates (or an index scan that gave up at hnsw.max_scan_tuples):
         -- an exact scan. Its distance expression does not match the index.
-        execute pg_catalog.format(
-            'select array_agg(h.message_id order by h.distance), array_agg(h.distance order by h.distance) '
-            'from (select e.message_id, e.embedding <=> $1 as distance '
-            '      from agentmem.message_embeddings as e '
-            '      where e.tenant_id = $2 and e.user_id = $3 and e.model = %L %s '
-            '      order by 2 limit $5) as h',
-            p_model, v_filter
-        )
-        into v_ids, v_distances
-        using p_embedding, p_tenant, p_user_id, p_conversation_id, p_k;
+        if p_conversation_id is null then
+            select array_agg(h.message_id order by h.distance), array_agg(h.distance order by h.distance)
+            into v_ids, v_distances
+            from (
+                select e.message_id, e.embedding <=> p_embedding as distance
+                from agentmem.message_embeddings as e
+                where e.tenant_id = p_tenant and e.user_id = p_user_id and e.model = p_model
+                order by 2 limit p_k
+            ) as h;
+        else
+            select array_agg(h.message_id order by h.distance), array_agg(h.distance order by h.distance)
+            into v_ids, v_distances
+            from (
+                select e.message_id, e.embedding <=> p_embedding as distance
+                from agentmem.message_embeddings as e
+                where
+                    e.tenant_id = p_tenant and e.user_id = p_user_id and e.model = p_model
+                    and e.conversation_id = p_conversation_id
+                order by 2 limit p_k
+            ) as h;
+        end if;
     end if;
     return query select h.message_id, h.distance from unnest(v_ids, v_distances) as h (message_id, distance);
 end
