@@ -207,6 +207,22 @@ comment on function agentmem_private.tenant_index_name(text, text, text) is
 'Internal: the deterministic name of a tenant''s own HNSW index on one table for one model
 (table_t<16 hex digits of md5(tenant|model)>_hnsw): searches look it up in pg_class.';
 
+create or replace function agentmem_private.usable_index_expression(p_index text)
+returns text
+language sql
+stable
+security invoker
+set search_path from current
+as $$
+    select case when i.indisvalid and i.indisready then pg_catalog.pg_get_expr(i.indexprs, i.indrelid) end
+    from pg_catalog.pg_index as i
+    where i.indexrelid = pg_catalog.to_regclass(pg_catalog.format('agentmem.%I', p_index))
+$$;
+
+comment on function agentmem_private.usable_index_expression(text) is
+'Internal: the indexed expression of an index of the agentmem schema that searches may use (it exists,
+is valid and ready: an interrupted CREATE INDEX CONCURRENTLY leaves an invalid one); NULL otherwise.';
+
 create or replace function agentmem_private.has_tenant_index(p_table text, p_tenant text, p_model text)
 returns boolean
 language sql
@@ -218,15 +234,9 @@ as $$
     -- shared index's (embedding::vector(d)): a search written with it can use
     -- no other index. (An index of this name built by an earlier version, on
     -- embedding::vector(d), does not count: create_tenant_index rebuilds it.)
-    select coalesce((
-        select
-            i.indisvalid and i.indisready
-            and pg_catalog.pg_get_expr(i.indexprs, i.indrelid) like '%l2_normalize(%'
-        from pg_catalog.pg_index as i
-        where i.indexrelid = pg_catalog.to_regclass(
-            pg_catalog.format('agentmem.%I', agentmem_private.tenant_index_name(p_table, p_tenant, p_model))
-        )
-    ), false)
+    select coalesce(agentmem_private.usable_index_expression(
+        agentmem_private.tenant_index_name(p_table, p_tenant, p_model)
+    ) like '%l2_normalize(%', false)
 $$;
 
 comment on function agentmem_private.has_tenant_index(text, text, text) is
@@ -257,12 +267,12 @@ immutable
 security invoker
 set search_path from current
 as $$
-    select p_table || '_t' || left(md5(p_tenant || '|' || p_model), 16) || '_exact'
+    select pg_catalog.left(agentmem_private.tenant_index_name(p_table, p_tenant, p_model), -5) || '_exact'
 $$;
 
 comment on function agentmem_private.exact_index_name(text, text, text) is
-'Internal: the deterministic name of a tenant''s exact index on one table for one model
-(table_t<16 hex digits of md5(tenant|model)>_exact).';
+'Internal: the deterministic name of a tenant''s exact index on one table for one model: its HNSW
+index''s (agentmem_private.tenant_index_name) ending in _exact instead of _hnsw.';
 
 create or replace function agentmem_private.has_exact_index(p_table text, p_tenant text, p_model text)
 returns boolean
@@ -271,13 +281,9 @@ stable
 security invoker
 set search_path from current
 as $$
-    select coalesce((
-        select i.indisvalid and i.indisready
-        from pg_catalog.pg_index as i
-        where i.indexrelid = pg_catalog.to_regclass(
-            pg_catalog.format('agentmem.%I', agentmem_private.exact_index_name(p_table, p_tenant, p_model))
-        )
-    ), false)
+    select agentmem_private.usable_index_expression(
+        agentmem_private.exact_index_name(p_table, p_tenant, p_model)
+    ) is not null
 $$;
 
 comment on function agentmem_private.has_exact_index(text, text, text) is
