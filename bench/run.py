@@ -1,6 +1,7 @@
 """`make bench`: run every bench/bench_*.py and gather their reports in bench/REPORT.md.
 
 Each benchmark script is standalone (``python bench/bench_X.py --out FILE [--quick]``),
+``make bench BENCH_ARGS=--large`` adds bench_recall's 1,000,000-vector data set.
 starts or reuses the embedded server, and writes a markdown report with its figures
 and the command that reproduces them. Pass --quick for smaller sizes. What they
 share (server, fresh databases, the bulk loader, percentiles, reports) is in
@@ -23,6 +24,8 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--only", help="run only bench_<ONLY>.py")
+    parser.add_argument("--large", action="store_true",
+                        help="also the 1,000,000-vector data set of bench_recall.py (its --large: long)")
     args = parser.parse_args()
     scripts = sorted(HERE.glob("bench_*.py"))
     if args.only:
@@ -31,6 +34,8 @@ def main() -> int:
     for script in scripts:
         out = HERE / "results" / f"{script.stem.removeprefix('bench_')}.md"
         cmd = [sys.executable, str(script), "--out", str(out)] + (["--quick"] if args.quick else [])
+        if args.large and script.stem == "bench_recall":
+            cmd.append("--large")
         print("===", " ".join(cmd), flush=True)
         if subprocess.run(cmd).returncode != 0:
             failed.append(script.name)
