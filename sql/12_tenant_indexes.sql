@@ -310,9 +310,10 @@ stable
 security invoker
 set search_path from current
 as $$
-    -- A read of the whole exact index costs about rows x dimension (30,000
-    -- rows of 768 dimensions: 26 to 29 ms, README "Tuning"): the default
-    -- keeps it near that, 31,250 rows at 768 dimensions, 62,500 at 384.
+    -- A read of the whole exact index costs about rows x dimension; for
+    -- 30,000 rows of 768 dimensions it was 0.75 times a full HNSW pass
+    -- (ef_search 750) measured beside it (README, "Tuning"). The default
+    -- keeps it about there: 31,250 rows at 768 dimensions, 62,500 at 384.
     select coalesce(
         nullif(pg_catalog.current_setting('agentmem.exact_index_max_rows', true), '')::bigint,
         24000000 / greatest(p_dim, 1)
@@ -322,7 +323,8 @@ $$;
 comment on function agentmem_private.exact_index_max_rows(int) is
 'Internal: the most rows a tenant''s exact index may hold to be built by agentmem.create_tenant_index and
 read by a search: the setting agentmem.exact_index_max_rows, else 24,000,000 / dimension (31,250 rows at
-768 dimensions, 62,500 at 384), where reading all of it costs what a full HNSW pass does (README, "Tuning").';
+768 dimensions, 62,500 at 384): about the size at which reading all of it was measured cheaper than a full
+HNSW pass (README, "Tuning").';
 
 create or replace function agentmem_private.check_tenant_index_args(
     p_tenant text, p_model text, p_table text
