@@ -538,7 +538,9 @@ Arguments and errors as for tenant_index_ddl. For the DBA; not granted to agentm
 create or replace view agentmem.tenants_needing_index
 with (security_invoker = true) as
 with
-sizes as (
+-- materialized: on a Citus cluster the counts are a distributed subplan, and the rest (the
+-- DDL each row calls for) runs on the coordinator, never inside a shard's query
+sizes as materialized (
     select
         'message_embeddings'::text as table_name,
         e.tenant_id,
