@@ -476,6 +476,27 @@ comment on function agentmem_private.unlink_cache_hits(text, uuid[]) is
 On one server cache_hits_entry_fk (on delete set null) does it too; on Citus that key cannot exist
 (agentmem.distribute), and every function that deletes cache entries calls this first.';
 
+create or replace function agentmem_private.delete_cache_entries(p_tenant text, p_entry_ids uuid[])
+returns bigint
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+declare
+    v_count bigint;
+begin
+    perform agentmem_private.unlink_cache_hits(p_tenant, p_entry_ids);
+    delete from agentmem.cache_entries as e where e.tenant_id = p_tenant and e.entry_id = any(p_entry_ids);
+    get diagnostics v_count = row_count;
+    return v_count;
+end
+$$;
+
+comment on function agentmem_private.delete_cache_entries(text, uuid[]) is
+'Internal: delete these cache entries of the tenant, their hits unlinked first
+(agentmem_private.unlink_cache_hits); returns how many were deleted.';
+
 create or replace function agentmem.invalidate_source(doc_id text)
 returns bigint
 language plpgsql
@@ -486,18 +507,13 @@ as $$
 declare
     v_tenant text := agentmem.current_tenant();
     v_ids uuid[];
-    v_count bigint;
 begin
     perform agentmem_private.check_text('doc_id', invalidate_source.doc_id, 1000);
     v_ids := array(
         select s.entry_id from agentmem.cache_entry_sources as s
         where s.tenant_id = v_tenant and s.doc_id = invalidate_source.doc_id
     );
-    perform agentmem_private.unlink_cache_hits(v_tenant, v_ids);
-    delete from agentmem.cache_entries as e
-    where e.tenant_id = v_tenant and e.entry_id = any(v_ids);
-    get diagnostics v_count = row_count;
-    return v_count;
+    return agentmem_private.delete_cache_entries(v_tenant, v_ids);
 end
 $$;
 
@@ -517,7 +533,6 @@ as $$
 declare
     v_version bigint;
     v_ids uuid[];
-    v_count bigint;
 begin
     select coalesce(max(cv.version), 0) into v_version
     from agentmem.corpus_versions as cv where cv.tenant_id = p_tenant;
@@ -533,10 +548,7 @@ begin
         ) as x
         limit p_batch
     );
-    perform agentmem_private.unlink_cache_hits(p_tenant, v_ids);
-    delete from agentmem.cache_entries as e where e.tenant_id = p_tenant and e.entry_id = any(v_ids);
-    get diagnostics v_count = row_count;
-    return v_count;
+    return agentmem_private.delete_cache_entries(p_tenant, v_ids);
 end
 $$;
 
