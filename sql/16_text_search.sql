@@ -24,7 +24,7 @@ set search_path from current
 as $$
 declare
     v_words tsvector;
-    v_terms text;
+    v_lexemes text[];
 begin
     if p_text is null then
         return null;
@@ -36,31 +36,26 @@ begin
     v_words := to_tsvector(agentmem_private.text_search_config(), p_text);
     if pg_catalog.length(v_words) <= 64 then
         -- The common case: every word, without ordering them by position.
-        v_terms := pg_catalog.array_to_string(
-            array(
-                select '''' || replace(replace(w.lexeme, '\', '\\'), '''', '''''') || ''''
-                from unnest(pg_catalog.tsvector_to_array(v_words)) as w (lexeme)
-            ),
-            ' | '
+        v_lexemes := pg_catalog.tsvector_to_array(v_words);
+    else
+        -- More than 64 distinct words: the first 64 by position.
+        v_lexemes := array(
+            select t.lexeme
+            from unnest(v_words) as t (lexeme, positions, weights)
+            cross join lateral unnest(t.positions) as p (position)
+            group by t.lexeme
+            order by min(p.position), t.lexeme
+            limit 64
         );
-        return nullif(v_terms, '')::tsquery;
     end if;
-    -- More than 64 distinct words: the first 64 by position.
-    select
-        string_agg(
-            '''' || replace(replace(w.lexeme, '\', '\\'), '''', '''''') || '''', ' | '
-            order by w.first_position, w.lexeme
-        )
-    into v_terms
-    from (
-        select t.lexeme, min(p.position) as first_position
-        from unnest(v_words) as t (lexeme, positions, weights)
-        cross join lateral unnest(t.positions) as p (position)
-        group by t.lexeme
-        order by first_position, t.lexeme
-        limit 64
-    ) as w;
-    return v_terms::tsquery;
+    return nullif(pg_catalog.array_to_string(
+        array(
+            select '''' || replace(replace(w.lexeme, '\', '\\'), '''', '''''') || ''''
+            from unnest(v_lexemes) with ordinality as w (lexeme, n)
+            order by w.n
+        ),
+        ' | '
+    ), '')::tsquery;
 end
 $$;
 

@@ -172,6 +172,18 @@ def test_a_100000_character_text_is_searched_and_a_longer_one_refused(app, admin
                        (too_long,)) == "AM021"
 
 
+def test_a_text_query_takes_every_word_up_to_64_and_past_that_the_first_64(admin):
+    def terms(text):
+        return admin.execute("select agentmem_private.text_query(%s)::text", (text,)).fetchone()[0]
+
+    few = [f"w{i:03d}" for i in range(64, 0, -1)]  # 64 distinct words
+    assert sorted(t.strip("' ") for t in terms(" ".join(few)).split("|")) == sorted(few)
+    many = [f"w{i:03d}" for i in range(70, 0, -1)] + ["w070", "o'brien"]  # 71 distinct, the first 64 by position
+    got = [t.strip(" ") for t in terms(" ".join(many)).split("|")]
+    assert got == [f"'{w}'" for w in many[:64]]
+    assert terms("the and of") is None  # stop words only
+
+
 @pytest.mark.parametrize("call", [
     "select * from agentmem.search_messages(user_id => 'alice')",
     "select * from agentmem.search_messages(user_id => 'alice', query_embedding => null, query_text => null)",
