@@ -33,7 +33,8 @@ import numpy as np
 import psycopg
 
 from agentmem.client import Memory
-from common import Bulk, command, connect, copy_into_postgresstore, percentile, start_server, write_report
+from common import (Bulk, command, connect, copy_into_postgresstore, create_tenant_indexes, percentile,
+                    start_server, write_report)
 from common import fresh_database as _fresh_database
 
 DIM, MODEL, K = 384, "all-minilm", 10
@@ -206,18 +207,6 @@ def bench_cache(app_url: str) -> dict:
         stub.stop()
 
 
-def tenant_indexes(admin: psycopg.Connection) -> list:
-    """The DBA's step after a bulk load: the tenants agentmem.tenants_needing_index lists get their own
-    indexes (agentmem.create_tenant_index), with the build times."""
-    built = []
-    for (tenant,) in admin.execute("select tenant_id from agentmem.tenants_needing_index "
-                                   "where table_name = 'message_embeddings' group by tenant_id").fetchall():
-        t0 = time.perf_counter()
-        admin.execute("select agentmem.create_tenant_index(tenant_id => %s, model => %s)", (tenant, MODEL))
-        built.append((tenant, time.perf_counter() - t0))
-    return built
-
-
 def run_size(server_url: str, n: int, sample: int, queries_per_class: int) -> dict:
     from langgraph.store.postgres import PostgresStore
     print(f"--- {n:,} messages", flush=True)
@@ -238,7 +227,7 @@ def run_size(server_url: str, n: int, sample: int, queries_per_class: int) -> di
         print("agentmem loaded", result["load_agentmem"], flush=True)
         result["load_langgraph"] = load_langgraph(admin, ds)
         print("langgraph loaded", result["load_langgraph"], flush=True)
-        result["own_indexes"] = tenant_indexes(admin)
+        result["own_indexes"] = create_tenant_indexes(admin, MODEL)
         print("tenant indexes", result["own_indexes"], flush=True)
         result["store"] = bench_store(ds, mem, lg, sample, lookup)
         print("store", result["store"], flush=True)

@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT / "python"))
 
 from agentmem.client import Memory  # noqa: E402
 from agentmem.migrate import Migrator, Source  # noqa: E402
-from common import APP_ROLE, connect, copy_into_postgresstore, fresh_database  # noqa: E402
+from common import APP_ROLE, connect, copy_into_postgresstore, create_tenant_indexes, fresh_database  # noqa: E402
 
 K = 10
 SHARES = (0.001, 0.01, 0.10, 0.30)
@@ -151,14 +151,7 @@ def tenant_indexes(admin, ds: Dataset) -> list:
     enough; any earlier ones dropped first), with the build times."""
     for t in range(len(SHARES)):
         admin.execute("select agentmem.drop_tenant_index(tenant_id => %s, model => %s)", (ds.name(t), ds.model))
-    own = []
-    for (tenant,) in admin.execute("select tenant_id from agentmem.tenants_needing_index "
-                                   "where table_name = 'message_embeddings' and model = %s "
-                                   "group by tenant_id order by max(row_count) desc", (ds.model,)).fetchall():
-        t = time.perf_counter()
-        admin.execute("select agentmem.create_tenant_index(tenant_id => %s, model => %s)", (tenant, ds.model))
-        own.append((tenant, time.perf_counter() - t))
-    return own
+    return create_tenant_indexes(admin, ds.model)
 
 
 def load_langgraph(admin, ds: Dataset) -> dict:

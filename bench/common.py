@@ -105,3 +105,17 @@ def write_report(out: str | Path, text: str) -> Path:
     path.write_text(text)
     print(f"report written to {path}")
     return path
+
+
+def create_tenant_indexes(admin: psycopg.Connection, model: str) -> list[tuple[str, float]]:
+    """The DBA's step: agentmem.create_tenant_index for every tenant agentmem.tenants_needing_index lists
+    for message_embeddings of `model` (one call per tenant builds all its missing indexes), biggest
+    first. Returns (tenant, seconds) per tenant."""
+    built = []
+    for (tenant,) in admin.execute("select tenant_id from agentmem.tenants_needing_index "
+                                   "where table_name = 'message_embeddings' and model = %s "
+                                   "group by tenant_id order by max(row_count) desc", (model,)).fetchall():
+        t0 = time.perf_counter()
+        admin.execute("select agentmem.create_tenant_index(tenant_id => %s, model => %s)", (tenant, model))
+        built.append((tenant, time.perf_counter() - t0))
+    return built
