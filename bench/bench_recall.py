@@ -164,11 +164,15 @@ def path_of(admin, ds: Dataset, t: int) -> str:
     limit = admin.execute("select agentmem_private.exact_search_max_rows(%s)", (ds.dim,)).fetchone()[0]
     if len(ds.members[t]) <= limit:
         return "exact scan"
-    own, exact = admin.execute("select agentmem_private.has_tenant_index('message_embeddings', %s, %s), "
-                               "agentmem_private.has_exact_index('message_embeddings', %s, %s)",
-                               (ds.name(t), ds.model, ds.name(t), ds.model)).fetchone()
+    own, exact, first = admin.execute(
+        "select agentmem_private.has_tenant_index('message_embeddings', %(t)s, %(m)s), "
+        "agentmem_private.has_exact_index('message_embeddings', %(t)s, %(m)s), "
+        "agentmem_private.exact_index_first('message_embeddings', %(t)s, %(m)s)",
+        {"t": ds.name(t), "m": ds.model}).fetchone()
     if not own:
         return "shared index"
+    if exact and first:
+        return "tenant's exact index (measured far)"
     return "tenant's own index" + (" (+ exact index)" if exact else "")
 
 
@@ -258,7 +262,8 @@ def report(results: list[dict], elapsed: float, large_run: bool) -> str:
         "ef_construction=64, cosine); then every tenant listed by `agentmem.tenants_needing_index` gets its "
         "own indexes (`agentmem.create_tenant_index`: HNSW m=32, ef_construction=128, on l2_normalize(embedding); "
         "and an exact index, IVFFlat of one list on its halfvec, for tenants of at most "
-        "`agentmem.exact_index_max_rows` rows). "
+        "`agentmem.exact_index_max_rows` rows, which `agentmem.measure_tenant_index`, run by create_tenant_index, "
+        "makes the first read of a tenant whose sampled HNSW passes mostly came back far). "
         "agentmem's hnsw.ef_search is its own choice per search (README, Tuning). Each query (one of the user's vectors plus noise) runs "
         "on both systems back to back through their Python APIs (agentmem: `Memory.search_messages`, tenant "
         "set per transaction, RLS; LangGraph: `PostgresStore.search` on the namespace (tenant, user)), "

@@ -437,6 +437,108 @@ once it is valid; should the build fail, drop the invalid index with agentmem.dr
 table_name: message_embeddings (default), facts or cache_entries; any other table or kind: AM020;
 AM011 for an unknown model; AM002 for an empty tenant id. For the DBA; not granted to agentmem_app.';
 
+create or replace function agentmem_private.exact_index_first(p_table text, p_tenant text, p_model text)
+returns boolean
+language sql
+stable
+security invoker
+set search_path from current
+as $$
+    select coalesce(pg_catalog.obj_description(pg_catalog.to_regclass(pg_catalog.format(
+        'agentmem.%I', agentmem_private.exact_index_name(p_table, p_tenant, p_model)
+    )), 'pg_class') like 'agentmem first pass: exact%', false)
+$$;
+
+comment on function agentmem_private.exact_index_first(text, text, text) is
+'Internal: whether searches of this tenant read its exact index first, without a first HNSW pass: its
+comment, written by agentmem.measure_tenant_index, begins ''agentmem first pass: exact''.';
+
+create or replace function agentmem.measure_tenant_index(
+    tenant_id text,
+    model text default null
+) returns table (sampled int, far int, first_pass text)
+language plpgsql
+volatile
+security invoker
+set search_path from current
+set "hnsw.iterative_scan" = 'relaxed_order'
+set enable_sort = off
+as $$
+declare
+    v_model text := coalesce(measure_tenant_index.model, agentmem_private.default_model());
+    v_dim int;
+    v_k constant int := 10;
+    v_embedding vector;
+    v_distance float8;
+begin
+    v_dim := agentmem_private.check_tenant_index_args(measure_tenant_index.tenant_id, v_model, 'message_embeddings');
+    if not agentmem_private.has_tenant_index('message_embeddings', measure_tenant_index.tenant_id, v_model)
+        or not agentmem_private.has_exact_index('message_embeddings', measure_tenant_index.tenant_id, v_model) then
+        raise exception 'tenant % has no valid pair of own indexes of model % to measure',
+            measure_tenant_index.tenant_id, v_model
+        using
+            errcode = 'AM030',
+            detail = 'Both its HNSW index and its exact index of message_embeddings must exist and be valid.',
+            hint = 'Build them with agentmem.create_tenant_index (which measures them too), or with the two '
+            'statements of agentmem.tenant_index_ddl, then measure.';
+    end if;
+    -- The first pass of a search of the whole tenant, as nearest_messages runs
+    -- it: hnsw.ef_search of a first pass, k = 10 (+ 1 for the sampled row,
+    -- which finds itself) and its 20 more rows.
+    perform pg_catalog.set_config('hnsw.ef_search', agentmem_private.hnsw_ef_search(
+        1, agentmem_private.index_rows(
+            agentmem_private.tenant_index_name('message_embeddings', measure_tenant_index.tenant_id, v_model)
+        ), v_k, false, true
+    )::text, true);
+    sampled := 0;
+    far := 0;
+    for v_embedding in
+        select e.embedding from agentmem.message_embeddings as e
+        where e.tenant_id = measure_tenant_index.tenant_id and e.model = v_model
+        order by pg_catalog.random() limit 32
+    loop
+        execute pg_catalog.format(
+            'select (array_agg(h.distance order by h.distance))[$2 + 1] '
+            'from (select %1$s as distance from agentmem.message_embeddings as e '
+            '      where e.tenant_id = %2$L and e.model = %3$L order by %1$s limit $2 + 21) as h',
+            agentmem_private.own_index_distance('e', v_dim), measure_tenant_index.tenant_id, v_model
+        )
+        into v_distance
+        using v_embedding, v_k;
+        sampled := sampled + 1;
+        if v_distance is null or v_distance > agentmem_private.escalate_distance() then
+            far := far + 1;
+        end if;
+    end loop;
+    first_pass := case when sampled > 0 and 2 * far >= sampled then 'exact' else 'hnsw' end;
+    execute pg_catalog.format(
+        'comment on index agentmem.%I is %L',
+        agentmem_private.exact_index_name('message_embeddings', measure_tenant_index.tenant_id, v_model),
+        pg_catalog.format(
+            'agentmem first pass: %s (measured %s: for %s of %s sampled messages the 10th neighbour through the '
+            'HNSW index is farther than cosine distance %s)',
+            first_pass, pg_catalog.to_char(pg_catalog.now(), 'YYYY-MM-DD'), far, sampled,
+            agentmem_private.escalate_distance()
+        )
+    );
+    return next;
+end
+$$;
+
+comment on function agentmem.measure_tenant_index(text, text) is
+'Measure how a tenant''s searches should start, and record it on its exact index (its COMMENT).
+Up to 32 of the tenant''s messages of the model, sampled at random, are searched for through its HNSW
+index as a search''s cheap first pass does (k = 10). Where most come back far (the 10th neighbour farther
+than cosine distance 0.5, agentmem.ef_escalate_distance: random-like data, where HNSW needs a slow second
+pass), its searches skip that first pass and read the exact index straight away (first_pass ''exact'');
+else they keep the first pass (''hnsw''), and read the exact index only when a pass comes back far.
+Returns sampled, far and first_pass. agentmem.create_tenant_index runs it; after building the indexes
+with the CREATE INDEX CONCURRENTLY statements of agentmem.tenant_index_ddl, run it yourself, and again
+when the tenant''s data has changed in kind. A DBA may also write the comment by hand: one beginning
+''agentmem first pass: exact'' makes searches read the exact index first.
+AM030 when the tenant has no valid HNSW and exact index of message_embeddings for the model; AM002 and
+AM011 as for tenant_index_ddl. For the DBA; not granted to agentmem_app.';
+
 create or replace function agentmem.create_tenant_index(
     tenant_id text,
     model text default null,
@@ -481,6 +583,7 @@ begin
                 tenant_id => create_tenant_index.tenant_id, model => v_model,
                 table_name => create_tenant_index.table_name, concurrently => false, kind => 'exact'
             );
+            perform agentmem.measure_tenant_index(tenant_id => create_tenant_index.tenant_id, model => v_model);
         end if;
     end if;
     return v_name;

@@ -72,6 +72,7 @@ agentmem.set_text_search_config(regconfig),
 agentmem.tenant_index_ddl(text, text, text, boolean, text),
 agentmem.create_tenant_index(text, text, text),
 agentmem.drop_tenant_index(text, text, text),
+agentmem.measure_tenant_index(text, text),
 -- Distributing on Citus is the DBA's (sql/85_distribute.sql).
 agentmem.distribute(int),
 agentmem.is_distributed()

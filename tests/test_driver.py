@@ -31,7 +31,7 @@ CONVENIENCES = {"remember", "recall", "recall_facts_about", "cached_answer", "st
 ADMIN = {"apply_retention", "schedule_retention", "unschedule_retention", "set_default_retention_policy",
          "clear_default_retention_policy", "register_model", "grant_app_role", "retention_health",
          "set_text_search_config", "tenant_index_ddl", "create_tenant_index", "drop_tenant_index",
-         "tenants_needing_index", "distribute", "is_distributed"}
+         "measure_tenant_index", "tenants_needing_index", "distribute", "is_distributed"}
 VIEWS = {"retention_health", "tenants_needing_index"}  # read by Admin, not functions
 
 
@@ -405,7 +405,11 @@ def test_admin_client_switches_text_search_and_manages_tenant_indexes(admin_url,
             assert admin.execute("select count(*) from pg_indexes where schemaname = 'agentmem' and indexname = %s",
                                  (name,)).fetchone() == (1,)
             assert fresh.tenants_needing_index() == []
+            measured = fresh.measure_tenant_index("acme", "tiny-admin")
+            assert (measured["sampled"], measured["first_pass"] in ("hnsw", "exact")) == (5, True)
             assert fresh.drop_tenant_index("acme", "tiny-admin") is True
+            with pytest.raises(agentmem.NotFound):
+                fresh.measure_tenant_index("acme", "tiny-admin")
             assert fresh.drop_tenant_index("acme", "tiny-admin") is False
         with pytest.raises(agentmem.UnknownModel):
             dba.create_tenant_index("acme", "no-such-model")

@@ -39,6 +39,8 @@ def path_of(plans: list[str], own_index: str) -> str:
     exact_index = own_index.removesuffix("_hnsw") + "_exact"
     if f"Index Scan using {own_index}" in text and f"Index Scan using {exact_index}" in text:
         return "own index, then exact index"
+    if f"Index Scan using {exact_index}" in text:
+        return "exact index"
     if f"Index Scan using {own_index}" in text:
         return "own index"
     if "Index Scan using message_embeddings_nomic_embed_text_" in text and "_hnsw" in text:
@@ -95,14 +97,29 @@ def test_every_user_size_gets_its_true_nearest_messages_and_the_plan_says_how(ad
     app.execute("select agentmem.set_tenant(tenant_id => 'five')")
     assert len(app.execute(SEARCH, (qs[0], K, MODEL)).fetchall()) == K
 
-    # ... and the 30% user, once its tenant has indexes of its own, through them: on random vectors
-    # the first HNSW pass comes back far (no neighbour is near), so the search reads the exact index.
+    # ... and the 30% user, once its tenant has indexes of its own, through them. On random vectors
+    # an HNSW pass comes back far (no neighbour is near), as create_tenant_index measured on the
+    # tenant's rows: its searches read the exact index straight away.
     assert admin.execute("select agentmem.create_tenant_index(tenant_id => 'thirty', model => %s)",
                          (MODEL,)).fetchone() == (index_of["thirty"],)
+    exact_index = index_of["thirty"].removesuffix("_hnsw") + "_exact"
+    assert admin.execute("select obj_description(%s::regclass, 'pg_class')", (f"agentmem.{exact_index}",)) \
+        .fetchone()[0].startswith("agentmem first pass: exact (measured ")
     qs = queries("thirty")
     assert recall(app, "thirty", *own["thirty"], qs) >= 0.95  # (agentmem.exact_search_max_rows 500 as above)
     assert path_of(explained(admin, "thirty", SEARCH, (qs[0], K, MODEL), setting=500), index_of["thirty"]) \
+        == "exact index"
+    # Measured again as if neighbours came near (a threshold no distance reaches): the first pass is
+    # kept, comes back far at the search's own threshold, and the exact index is read after it.
+    admin.execute("set agentmem.ef_escalate_distance = 2")
+    assert admin.execute("select * from agentmem.measure_tenant_index(tenant_id => 'thirty', model => %s)",
+                         (MODEL,)).fetchone() == (32, 0, "hnsw")
+    admin.execute("reset agentmem.ef_escalate_distance")
+    assert path_of(explained(admin, "thirty", SEARCH, (qs[0], K, MODEL), setting=500), index_of["thirty"]) \
         == "own index, then exact index"
+    assert recall(app, "thirty", *own["thirty"], qs) >= 0.95
+    assert admin.execute("select * from agentmem.measure_tenant_index(tenant_id => 'thirty', model => %s)",
+                         (MODEL,)).fetchone() == (32, 32, "exact")
     # its indexes are not used by another tenant, whose search stays on the shared index
     assert path_of(explained(admin, "five", SEARCH, (qs[0], K, MODEL), setting=500), index_of["five"]) \
         == "shared index"
@@ -219,6 +236,9 @@ def test_tenant_index_ddl_create_view_and_drop(admin, tiny):
     ("tenant_index_ddl(tenant_id => 'acme', model => 'tiny-recall', kind => 'flat')", "AM020"),
     ("tenant_index_ddl(tenant_id => 'acme', model => 'tiny-recall', kind => null)", "AM020"),
     ("tenant_index_ddl(tenant_id => 'acme', model => 'tiny-recall', table_name => 'facts', kind => 'exact')", "AM020"),
+    ("measure_tenant_index(tenant_id => 'acme', model => 'nope')", "AM011"),
+    ("measure_tenant_index(tenant_id => '', model => 'tiny-recall')", "AM002"),
+    ("measure_tenant_index(tenant_id => 'acme', model => 'tiny-recall')", "AM030"),  # no indexes to measure
 ])
 def test_tenant_index_functions_refuse_bad_arguments_and_build_nothing(admin, tiny, call, code):
     before = index_names(admin)
@@ -230,6 +250,7 @@ def test_tenant_index_functions_refuse_bad_arguments_and_build_nothing(admin, ti
     "select agentmem.create_tenant_index(tenant_id => 'acme', model => 'tiny-recall')",
     "select agentmem.drop_tenant_index(tenant_id => 'acme', model => 'tiny-recall')",
     "select agentmem.tenant_index_ddl(tenant_id => 'acme', model => 'tiny-recall')",
+    "select * from agentmem.measure_tenant_index(tenant_id => 'acme', model => 'tiny-recall')",
     "select * from agentmem.tenants_needing_index",
 ])
 def test_the_app_role_cannot_manage_tenant_indexes(app, admin, tiny, statement):
@@ -280,6 +301,7 @@ def test_a_far_first_pass_reads_the_exact_index_and_finds_each_users_true_neares
     admin.execute("select agentmem.create_tenant_index(tenant_id => 'acme', model => %s)", (TINY,))
     name = admin.execute("select agentmem_private.tenant_index_name('message_embeddings', 'acme', %s)",
                          (TINY,)).fetchone()[0]
+    admin.execute("comment on index agentmem.%s is 'agentmem first pass: hnsw'" % name.replace("_hnsw", "_exact"))
     app.execute("set agentmem.ef_escalate_distance = -1")  # every first pass counts as far
     app.execute("select agentmem.set_tenant(tenant_id => 'acme')")
     for q in random_unit(5, 8, seed=11):
@@ -298,6 +320,56 @@ def test_a_far_first_pass_reads_the_exact_index_and_finds_each_users_true_neares
     assert admin.execute(other, ("acme", "bob")).fetchone() == (False,)
     assert search_tiny(app, q, k=7, user="bob") == [ids["bob"][i] for i in np.argsort(-(vecs["bob"] @ q))[:7]]
     app.execute("reset agentmem.ef_escalate_distance")
+
+
+def test_a_tenant_measured_far_reads_its_exact_index_first(admin, app, tiny):
+    alice = tiny_messages(admin, "acme", 60)
+    bob = tiny_messages(admin, "acme", 30, seed=2, user="bob")
+    tiny_messages(admin, "globex", 40, seed=3)
+    vecs = {"alice": random_unit(60, 8, 0), "bob": random_unit(30, 8, 2)}
+    ids = {"alice": [m for _, _, m in alice], "bob": [m for _, _, m in bob]}
+    measure = "select * from agentmem.measure_tenant_index(tenant_id => 'acme', model => %s)"
+    name = admin.execute("select agentmem_private.tenant_index_name('message_embeddings', 'acme', %s)",
+                         (TINY,)).fetchone()[0]
+    comment = f"select obj_description('agentmem.{name.removesuffix('_hnsw')}_exact'::regclass, 'pg_class')"
+    # the HNSW index alone (the tenant too big for an exact index) is nothing to measure
+    admin.execute("set agentmem.exact_index_max_rows = 10")
+    admin.execute("select agentmem.create_tenant_index(tenant_id => 'acme', model => %s)", (TINY,))
+    admin.execute("reset agentmem.exact_index_max_rows")
+    assert sqlstate_of(admin, measure % f"'{TINY}'") == "AM030"
+    admin.execute("select agentmem.create_tenant_index(tenant_id => 'acme', model => %s)", (TINY,))
+
+    admin.execute("set agentmem.ef_escalate_distance = -1")  # every sampled pass counts as far
+    assert admin.execute(measure, (TINY,)).fetchone() == (32, 32, "exact")
+    admin.execute("reset agentmem.ef_escalate_distance")
+    assert admin.execute(comment).fetchone()[0].startswith("agentmem first pass: exact (measured ")
+    assert "for 32 of 32 sampled messages" in admin.execute(comment).fetchone()[0]
+    app.execute("select agentmem.set_tenant(tenant_id => 'acme')")
+    for q in random_unit(5, 8, seed=11):
+        for user in ("alice", "bob"):  # the exact index holds the whole tenant; each user gets their own
+            assert search_tiny(app, q, k=7, user=user) == [ids[user][i] for i in np.argsort(-(vecs[user] @ q))[:7]]
+    plans = explained(admin, "acme", "select * from agentmem.search_messages(user_id => 'bob', "
+                      "query_embedding => %s, k => 7, model => %s)", (q, TINY), setting=0)
+    assert path_of(plans, name) == "exact index"
+
+    admin.execute("set agentmem.ef_escalate_distance = 2")  # no sampled pass counts as far
+    assert admin.execute(measure, (TINY,)).fetchone() == (32, 0, "hnsw")
+    admin.execute("reset agentmem.ef_escalate_distance")
+    assert admin.execute(comment).fetchone()[0].startswith("agentmem first pass: hnsw (measured ")
+    plans = explained(admin, "acme", "select * from agentmem.search_messages(user_id => 'bob', "
+                      "query_embedding => %s, k => 7, model => %s)", (q, TINY), setting=0,
+                      more={"agentmem.ef_escalate_distance": "2"})
+    assert path_of(plans, name) == "own index"
+    # a DBA's own comment decides as well
+    admin.execute(f"comment on index agentmem.{name.removesuffix('_hnsw')}_exact is 'agentmem first pass: exact'")
+    assert path_of(explained(admin, "acme", "select * from agentmem.search_messages(user_id => 'bob', "
+                             "query_embedding => %s, k => 7, model => %s)", (q, TINY), setting=0,
+                             more={"agentmem.ef_escalate_distance": "2"}), name) == "exact index"
+    # dropped with the indexes; rebuilt and measured again by create_tenant_index
+    admin.execute("select agentmem.drop_tenant_index(tenant_id => 'acme', model => %s)", (TINY,))
+    assert sqlstate_of(admin, measure % f"'{TINY}'") == "AM030"
+    admin.execute("select agentmem.create_tenant_index(tenant_id => 'acme', model => %s)", (TINY,))
+    assert admin.execute(comment).fetchone()[0].startswith("agentmem first pass: ")
 
 
 def test_facts_and_answer_cache_use_the_tenant_index_and_exact_scans(admin, app, tiny):

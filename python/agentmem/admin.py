@@ -131,6 +131,13 @@ class Admin(SyncClient):
                      tenant_id, model, table_name)
 
     @literal
+    def measure_tenant_index(self, tenant_id: str, model: str | None = None) -> Sql[dict]:
+        """Sample the tenant's messages through its HNSW index and record on its exact index whether
+        its searches start with that index or read the exact index first: {sampled, far, first_pass}."""
+        return one(dict, "select * from agentmem.measure_tenant_index(tenant_id => %s, model => %s)",
+                   tenant_id, model)
+
+    @literal
     def drop_tenant_index(self, tenant_id: str, model: str | None = None,
                           table_name: str = "message_embeddings") -> Sql[bool]:
         return value(bool, "select agentmem.drop_tenant_index(tenant_id => %s, model => %s, table_name => %s)",
