@@ -49,6 +49,11 @@ def path_of(plans: list[str], own_index: str) -> str:
     return "exact"
 
 
+def counted(plans: list[str]) -> bool:
+    """Whether the search counted the user's message embeddings (agentmem_private.count_user_rows)."""
+    return any("select count(*)" in p and "agentmem.message_embeddings" in p for p in plans)
+
+
 def recall(app, tenant: str, mine: np.ndarray, my_ids: list, queries: np.ndarray) -> float:
     app.execute("select agentmem.set_tenant(tenant_id => %s)", (tenant,))
     out = []
@@ -91,8 +96,9 @@ def test_every_user_size_gets_its_true_nearest_messages_and_the_plan_says_how(ad
     # With the setting below their sizes, the 5% user goes through the shared index (a filtered
     # slice of it: on random 768-d vectors its recall is why the default scans it exactly) ...
     qs = queries("five")
-    assert path_of(explained(admin, "five", SEARCH, (qs[0], K, MODEL), setting=500), index_of["five"]) \
-        == "shared index"
+    plans = explained(admin, "five", SEARCH, (qs[0], K, MODEL), setting=500)
+    assert path_of(plans, index_of["five"]) == "shared index"
+    assert counted(plans)  # its rows, for the share of the index it filters
     app.execute("set agentmem.exact_search_max_rows = 500")
     app.execute("select agentmem.set_tenant(tenant_id => 'five')")
     assert len(app.execute(SEARCH, (qs[0], K, MODEL)).fetchall()) == K
@@ -107,8 +113,9 @@ def test_every_user_size_gets_its_true_nearest_messages_and_the_plan_says_how(ad
         .fetchone()[0].startswith("agentmem first pass: exact (measured ")
     qs = queries("thirty")
     assert recall(app, "thirty", *own["thirty"], qs) >= 0.95  # (agentmem.exact_search_max_rows 500 as above)
-    assert path_of(explained(admin, "thirty", SEARCH, (qs[0], K, MODEL), setting=500), index_of["thirty"]) \
-        == "exact index"
+    plans = explained(admin, "thirty", SEARCH, (qs[0], K, MODEL), setting=500)
+    assert path_of(plans, index_of["thirty"]) == "exact index"
+    assert not counted(plans)  # alone in a tenant with its own index: its rows are the index's
     # Measured again as if neighbours came near (a threshold no distance reaches): the first pass is
     # kept, comes back far at the search's own threshold, and the exact index is read after it.
     admin.execute("set agentmem.ef_escalate_distance = 2")
