@@ -30,13 +30,16 @@ import uuid
 from pathlib import Path
 
 import numpy as np
+import psycopg
+from psycopg import sql
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 
 from agentmem.client import Memory  # noqa: E402
 from agentmem.migrate import Migrator, Source  # noqa: E402
-from common import APP_ROLE, connect, copy_into_postgresstore, create_tenant_indexes, fresh_database  # noqa: E402
+from common import (APP_ROLE, command, connect, copy_into_postgresstore, create_tenant_indexes,  # noqa: E402
+                    fresh_database)
 
 K = 10
 SHARES = (0.001, 0.01, 0.10, 0.30)
@@ -176,16 +179,34 @@ def path_of(admin, ds: Dataset, t: int) -> str:
     return "tenant's own index" + (" (+ exact index)" if exact else "")
 
 
-def warm(admin) -> float:
-    """Read every table and index of both systems into the OS page cache (pg_prewarm, 'read'), so that
-    both are measured as on a server whose memory holds its data, not against this machine's disk
-    (at 1M vectors a search's first read of a cold page cost milliseconds). Returns the seconds taken."""
+def warm(admin) -> tuple[float, str]:
+    """Read every table and index of both systems into memory (pg_prewarm), so that both are measured as
+    on a server whose memory holds its data, not against this machine's disk (at 1M vectors a search's
+    first read of a cold page cost milliseconds): into shared_buffers ('buffer') when they fit in 90%
+    of it, else into the OS page cache ('read'), which other work on this machine evicts within
+    minutes. Returns the seconds taken and the mode."""
     t0 = time.perf_counter()
     admin.execute("create extension if not exists pg_prewarm")
-    admin.execute("select pg_prewarm(c.oid, 'read') from pg_class as c "
-                  "where c.relnamespace in ('agentmem'::regnamespace, 'public'::regnamespace) "
-                  "and c.relkind in ('r', 'i')")
-    return time.perf_counter() - t0
+    relations = ("from pg_class as c where c.relnamespace in ('agentmem'::regnamespace, 'public'::regnamespace) "
+                 "and c.relkind in ('r', 'i')")
+    fits = admin.execute(f"select sum(pg_relation_size(c.oid)) < 0.9 * (select setting::bigint * 8192 from "
+                         f"pg_settings where name = 'shared_buffers') {relations}").fetchone()[0]
+    mode = "buffer" if fits else "read"
+    admin.execute(f"select pg_prewarm(c.oid, %s) {relations}", (mode,))
+    return time.perf_counter() - t0, mode
+
+
+def sized_server(server_url: str, shared_buffers: str | None) -> str:
+    """The bench server restarted with `shared_buffers` (ALTER SYSTEM) when it runs with another value."""
+    if not shared_buffers:
+        return server_url
+    from agentmem import devserver
+    with psycopg.connect(server_url, autocommit=True) as c:
+        if c.execute("select current_setting('shared_buffers') = %s", (shared_buffers,)).fetchone()[0]:
+            return server_url
+        c.execute(sql.SQL("alter system set shared_buffers = {}").format(sql.Literal(shared_buffers)))
+    devserver.stop(ROOT / ".pgdata" / "bench")
+    return devserver.start(ROOT / ".pgdata" / "bench", port=int(server_url.rsplit(":", 1)[1].split("/")[0]))
 
 
 def run_dataset(server_url: str, kind: str, n: int, dim: int, queries: int, reuse: bool = False,
@@ -240,8 +261,9 @@ def run_dataset(server_url: str, kind: str, n: int, dim: int, queries: int, reus
         out["own_kept"] = keep and reuse and "own" in loads
         print("tenant indexes", out["agentmem_load"]["own"], flush=True)
         out["reused"] = reuse
-        out["warm_s"] = warm(admin)
-        print(f"warmed in {out['warm_s']:.1f} s", flush=True)
+        out["warm_s"], out["warm_mode"] = warm(admin)
+        out["shared_buffers"] = admin.execute("select current_setting('shared_buffers')").fetchone()[0]
+        print(f"warmed in {out['warm_s']:.1f} s ({out['warm_mode']})", flush=True)
         for t in range(len(SHARES)):
             qs = ds.queries(t, queries + 3)
             lat = {"agentmem": [], "langgraph": []}
@@ -277,14 +299,12 @@ def run_dataset(server_url: str, kind: str, n: int, dim: int, queries: int, reus
 
 
 def report(results: list[dict], elapsed: float, large_run: bool) -> str:
-    cmd = "python bench/bench_recall.py " + " ".join(a for a in sys.argv[1:] if not a.startswith("--out")
-                                                     and not a.endswith(".md"))
     lines = [
         "## Search recall for every user size (issue 10): agentmem vs LangGraph PostgresStore",
         "",
         f"{datetime.date.today()}, {os.cpu_count()} cores shared with other work (load average "
         f"{LOAD_AT_START:.1f} at the start, {os.getloadavg()[0]:.1f} at the end), embedded PostgreSQL 18 + pgvector 0.8. "
-        f"Command: `{cmd.strip()} --out bench/results/recall.md` ({elapsed / 60:.1f} min).",
+        f"Command: `{command()}` ({elapsed / 60:.1f} min).",
         "",
         "Four users, each alone in its tenant, hold 0.1%, 1%, 10% and 30% of the rows; the rest is spread "
         "over 1,000 small tenants, all interleaved in the heap. Both systems get the same vectors, loaded "
@@ -297,8 +317,9 @@ def report(results: list[dict], elapsed: float, large_run: bool) -> str:
         "agentmem's hnsw.ef_search is its own choice per search (README, Tuning). Each query (one of the user's vectors plus noise) runs "
         "on both systems back to back through their Python APIs (agentmem: `Memory.search_messages`, tenant "
         "set per transaction, RLS; LangGraph: `PostgresStore.search` on the namespace (tenant, user)), "
-        "alternating which goes first, after every table and index of both systems was read into the OS page "
-        "cache (pg_prewarm 'read'): a server whose memory holds its data, not this machine's disk. Recall@10 against an exact scan (numpy); 'short' = searches that "
+        "alternating which goes first, after every table and index of both systems was read into memory "
+        "(pg_prewarm: into shared_buffers where they fit in 90% of it, else the OS page cache): a server whose "
+        "memory holds its data, not this machine's disk. Recall@10 against an exact scan (numpy); 'short' = searches that "
         "returned fewer than 10 rows. Path = what agentmem's search did for that user.",
         "",
     ]
@@ -312,7 +333,9 @@ def report(results: list[dict], elapsed: float, large_run: bool) -> str:
         lines += [f"### {r['n']:,} {r['kind']} vectors, {r['dim']} dimensions", "",
                   f"Load{earlier}: agentmem COPY {a['copy_s']:.1f} s + shared HNSW build {a['index_s']:.1f} s; "
                   f"tenants' own indexes: {own}. PostgresStore COPY {lg['copy_s']:.1f} s + HNSW build "
-                  f"{lg['index_s']:.1f} s. Both read into the page cache in {r.get('warm_s', 0):.1f} s.", "",
+                  f"{lg['index_s']:.1f} s. Both read into "
+                  + ("shared_buffers" if r.get("warm_mode") == "buffer" else "the OS page cache")
+                  + f" ({r.get('shared_buffers')}) in {r.get('warm_s', 0):.1f} s.", "",
                   "| user holds | rows | 10th neighbour (cosine distance, p50) | agentmem path | agentmem p50 / p95 ms | recall@10 | short | "
                   "PostgresStore p50 / p95 ms | recall@10 | short | p50 ratio |",
                   "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
@@ -341,6 +364,9 @@ def main() -> int:
     parser.add_argument("--keep-tenant-indexes", action="store_true",
                         help="with --reuse: keep the tenants' indexes the earlier run built (its build times are "
                              "reported) instead of rebuilding them; their first pass is measured again")
+    parser.add_argument("--shared-buffers",
+                        help="restart the bench server with this shared_buffers first (ALTER SYSTEM; it stays), "
+                             "e.g. 10GB for --large, so that both systems' relations stay in memory once warmed")
     parser.add_argument("--database-url", help="a server to use (default: an embedded one on --port)")
     parser.add_argument("--port", type=int, default=int(os.environ.get("AGENTMEM_EMBEDDED_PORT", 55452)))
     args = parser.parse_args()
@@ -352,7 +378,7 @@ def main() -> int:
         server_url = args.database_url
     else:
         from agentmem import devserver
-        server_url = devserver.start(ROOT / ".pgdata" / "bench", port=args.port)
+        server_url = sized_server(devserver.start(ROOT / ".pgdata" / "bench", port=args.port), args.shared_buffers)
     n = 20_000 if args.quick else 100_000
     runs = [("random", n, 768), ("clustered", n, 384)]
     if args.only:

@@ -1,9 +1,9 @@
 """`make bench`: run every bench/bench_*.py and gather their reports in bench/REPORT.md.
 
 Each benchmark script is standalone (``python bench/bench_X.py --out FILE [--quick]``),
-``make bench BENCH_ARGS=--large`` adds bench_recall's 1,000,000-vector data set.
 starts or reuses the embedded server, and writes a markdown report with its figures
-and the command that reproduces them. Pass --quick for smaller sizes. What they
+and the command that reproduces them. Pass --quick for smaller sizes;
+``make bench BENCH_ARGS=--large`` adds bench_recall's 1,000,000-vector data set. What they
 share (server, fresh databases, the bulk loader, percentiles, reports) is in
 bench/common.py.
 """

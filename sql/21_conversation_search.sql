@@ -224,7 +224,8 @@ exact scan; above it the tenant''s own HNSW index when it has one (agentmem.crea
 else the model''s shared HNSW index, with iterative scans: a first pass at a small hnsw.ef_search, a second
 at the full one (agentmem_private.hnsw_ef_search: from the user''s rows and their share of the index) when
 the k-th neighbour is farther than agentmem_private.escalate_distance, or instead of that second pass a
-read of the tenant''s exact index when it has one of at most agentmem_private.exact_index_max_rows rows;
+read of the tenant''s exact index when it has one of at most agentmem_private.exact_index_max_rows rows
+(that read alone, without the first pass, for a tenant agentmem.measure_tenant_index found far);
 an exact scan when the index stops short.';
 
 create or replace function agentmem_private.text_match_messages(
