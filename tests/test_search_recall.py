@@ -299,12 +299,17 @@ def test_erasure_and_retention_keep_working_with_a_tenant_index(admin, app, tiny
     assert set(search_tiny(app, q, k=20)) == set(left)
 
 
-def test_a_far_first_pass_reads_the_exact_index_and_finds_each_users_true_nearest(admin, app, tiny):
+def two_users(admin) -> tuple[dict, dict]:
+    """Tenant acme: alice (60 messages) and bob (30); globex beside them. Their vectors and ids by user."""
     alice = tiny_messages(admin, "acme", 60)
     bob = tiny_messages(admin, "acme", 30, seed=2, user="bob")
     tiny_messages(admin, "globex", 40, seed=3)
     vecs = {"alice": random_unit(60, 8, 0), "bob": random_unit(30, 8, 2)}
-    ids = {"alice": [m for _, _, m in alice], "bob": [m for _, _, m in bob]}
+    return vecs, {"alice": [m for _, _, m in alice], "bob": [m for _, _, m in bob]}
+
+
+def test_a_far_first_pass_reads_the_exact_index_and_finds_each_users_true_nearest(admin, app, tiny):
+    vecs, ids = two_users(admin)
     admin.execute("select agentmem.create_tenant_index(tenant_id => 'acme', model => %s)", (TINY,))
     name = admin.execute("select agentmem_private.tenant_index_name('message_embeddings', 'acme', %s)",
                          (TINY,)).fetchone()[0]
@@ -330,11 +335,7 @@ def test_a_far_first_pass_reads_the_exact_index_and_finds_each_users_true_neares
 
 
 def test_a_tenant_measured_far_reads_its_exact_index_first(admin, app, tiny):
-    alice = tiny_messages(admin, "acme", 60)
-    bob = tiny_messages(admin, "acme", 30, seed=2, user="bob")
-    tiny_messages(admin, "globex", 40, seed=3)
-    vecs = {"alice": random_unit(60, 8, 0), "bob": random_unit(30, 8, 2)}
-    ids = {"alice": [m for _, _, m in alice], "bob": [m for _, _, m in bob]}
+    vecs, ids = two_users(admin)
     measure = "select * from agentmem.measure_tenant_index(tenant_id => 'acme', model => %s)"
     name = admin.execute("select agentmem_private.tenant_index_name('message_embeddings', 'acme', %s)",
                          (TINY,)).fetchone()[0]
