@@ -75,7 +75,8 @@ begin
     -- B-tree probes find no other user) has the index's rows
     -- (pg_class.reltuples, kept by VACUUM, ANALYZE and CREATE INDEX) and
     -- searches all of it, share 1: no count. Counting was a third of such a
-    -- user's search (2 of 5.7 ms for 30,000 rows, 100k clustered 384-d).
+    -- user's search in the server (0.75 of 2.4 ms for 30,000 rows, 100k
+    -- clustered 384-d, timed in a loop).
     -- Anyone else is counted through the B-tree on (tenant, user, model) to
     -- the exact-scan limit (a static statement, kept prepared by PL/pgSQL, as
     -- the exact scan below: the B-tree serves them whatever the values), and
@@ -144,7 +145,7 @@ begin
         -- A tenant whose first passes mostly come back far, as measured on its
         -- own rows when its indexes were built (agentmem.measure_tenant_index),
         -- reads the exact index straight away: the first pass would be paid
-        -- for nothing (11 of a 30,000-row random 768-d user's 40 ms).
+        -- for nothing (11 of a 30,000-row random 768-d user's 45 ms).
         v_exact_index := v_own and agentmem_private.has_exact_index('message_embeddings', p_tenant, p_model)
             and agentmem_private.index_rows(agentmem_private.exact_index_name('message_embeddings', p_tenant, p_model))
                 <= agentmem_private.exact_index_max_rows(p_dim);
