@@ -170,7 +170,7 @@ def path_of(admin, ds: Dataset, t: int) -> str:
     own, exact, first = admin.execute(
         "select agentmem_private.has_tenant_index('message_embeddings', %(t)s, %(m)s), "
         "agentmem_private.has_exact_index('message_embeddings', %(t)s, %(m)s), "
-        "agentmem_private.exact_index_first('message_embeddings', %(t)s, %(m)s)",
+        "agentmem_private.exact_index_first_pass('message_embeddings', %(t)s, %(m)s) = 'exact'",
         {"t": ds.name(t), "m": ds.model}).fetchone()
     if not own:
         return "shared index"

@@ -437,21 +437,23 @@ once it is valid; should the build fail, drop the invalid index with agentmem.dr
 table_name: message_embeddings (default), facts or cache_entries; any other table or kind: AM020;
 AM011 for an unknown model; AM002 for an empty tenant id. For the DBA; not granted to agentmem_app.';
 
-create or replace function agentmem_private.exact_index_first(p_table text, p_tenant text, p_model text)
-returns boolean
+create or replace function agentmem_private.exact_index_first_pass(p_table text, p_tenant text, p_model text)
+returns text
 language sql
 stable
 security invoker
 set search_path from current
 as $$
-    select coalesce(pg_catalog.obj_description(pg_catalog.to_regclass(pg_catalog.format(
+    select pg_catalog.substring(pg_catalog.obj_description(pg_catalog.to_regclass(pg_catalog.format(
         'agentmem.%I', agentmem_private.exact_index_name(p_table, p_tenant, p_model)
-    )), 'pg_class') like 'agentmem first pass: exact%', false)
+    )), 'pg_class'), '^agentmem first pass: (exact|hnsw)\M')
 $$;
 
-comment on function agentmem_private.exact_index_first(text, text, text) is
-'Internal: whether searches of this tenant read its exact index first, without a first HNSW pass: its
-comment, written by agentmem.measure_tenant_index, begins ''agentmem first pass: exact''.';
+comment on function agentmem_private.exact_index_first_pass(text, text, text) is
+'Internal: the first pass recorded on the tenant''s exact index, ''exact'' (searches read that index
+first, without an HNSW pass) or ''hnsw'': its comment, written by agentmem.measure_tenant_index (or by a
+DBA in the same form), begins ''agentmem first pass: exact'' or ''agentmem first pass: hnsw''. NULL when
+it records none (never measured) or there is no such index.';
 
 create or replace function agentmem.measure_tenant_index(
     tenant_id text,
@@ -675,13 +677,20 @@ select  -- noqa: ST06
     s.tenant_id,
     s.model,
     s.row_count,
-    agentmem.tenant_index_ddl(
-        tenant_id => s.tenant_id, model => s.model, table_name => s.table_name, kind => k.kind
-    ) as create_statement,
+    case k.kind
+        when 'measure'
+            then
+                pg_catalog.format(
+                    'select * from agentmem.measure_tenant_index(tenant_id => %L, model => %L)', s.tenant_id, s.model
+                )
+        else agentmem.tenant_index_ddl(
+            tenant_id => s.tenant_id, model => s.model, table_name => s.table_name, kind => k.kind
+        )
+    end as create_statement,
     k.kind as index_kind
 from sizes as s
 inner join agentmem.models as m on s.model = m.model
-cross join (values ('hnsw'), ('exact')) as k (kind)
+cross join (values ('hnsw'), ('exact'), ('measure')) as k (kind)
 where
     s.row_count > coalesce(
         nullif(pg_catalog.current_setting('agentmem.tenant_index_min_rows', true), '')::bigint,
@@ -689,10 +698,18 @@ where
     )
     and case k.kind
         when 'hnsw' then not agentmem_private.has_tenant_index(s.table_name, s.tenant_id, s.model)
+        when 'exact'
+            then
+                s.table_name = 'message_embeddings'
+                and s.row_count <= agentmem_private.exact_index_max_rows(m.dimension)
+                and not agentmem_private.has_exact_index(s.table_name, s.tenant_id, s.model)
         else
+            -- both indexes built (by hand, with the concurrent statements) but never measured
             s.table_name = 'message_embeddings'
             and s.row_count <= agentmem_private.exact_index_max_rows(m.dimension)
-            and not agentmem_private.has_exact_index(s.table_name, s.tenant_id, s.model)
+            and agentmem_private.has_tenant_index(s.table_name, s.tenant_id, s.model)
+            and agentmem_private.has_exact_index(s.table_name, s.tenant_id, s.model)
+            and agentmem_private.exact_index_first_pass(s.table_name, s.tenant_id, s.model) is null
     end
 order by s.row_count desc, s.table_name asc, s.tenant_id asc, s.model asc, k.kind desc;
 
@@ -700,5 +717,7 @@ comment on view agentmem.tenants_needing_index is
 'Tenants holding more rows of one table and model than a search scans exactly (setting
 agentmem.tenant_index_min_rows, by default agentmem.exact_search_max_rows: 6,000 rows) without their own
 indexes, biggest first: a row per missing index (index_kind ''hnsw''; for message_embeddings of at most
-agentmem.exact_index_max_rows rows also ''exact''), with the CREATE INDEX CONCURRENTLY to run for it.
+agentmem.exact_index_max_rows rows also ''exact''), with the CREATE INDEX CONCURRENTLY to run for it
+(create_statement); and, once both are built, index_kind ''measure'' until the tenant is measured, with
+the call of agentmem.measure_tenant_index to run.
 Counts every row: a scan of the three embedding tables, meant for the DBA now and then.';

@@ -149,7 +149,9 @@ begin
         v_exact_index := v_own and agentmem_private.has_exact_index('message_embeddings', p_tenant, p_model)
             and agentmem_private.index_rows(agentmem_private.exact_index_name('message_embeddings', p_tenant, p_model))
                 <= agentmem_private.exact_index_max_rows(p_dim);
-        v_exact_pass := v_exact_index and agentmem_private.exact_index_first('message_embeddings', p_tenant, p_model);
+        v_exact_pass := v_exact_index and coalesce(
+            agentmem_private.exact_index_first_pass('message_embeddings', p_tenant, p_model) = 'exact', false
+        );
         loop
             if v_exact_pass then
                 execute pg_catalog.format(

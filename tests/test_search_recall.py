@@ -232,6 +232,18 @@ def test_tenant_index_ddl_create_view_and_drop(admin, tiny):
     assert admin.execute("select count(*) from pg_indexes where indexname = %s", (exact_name,)).fetchone() == (0,)
 
 
+def test_the_view_lists_a_tenant_built_by_hand_until_it_is_measured(admin, tiny):
+    tiny_messages(admin, "acme", 30)
+    admin.execute("set agentmem.tenant_index_min_rows = 10")
+    for kind in ("hnsw", "exact"):  # the DBA's concurrent statements, here in a transaction
+        admin.execute(admin.execute("select agentmem.tenant_index_ddl(tenant_id => 'acme', model => %s, "
+                                    "concurrently => false, kind => %s)", (TINY, kind)).fetchone()[0])
+    needing = admin.execute("select index_kind, create_statement from agentmem.tenants_needing_index").fetchall()
+    assert needing == [("measure", f"select * from agentmem.measure_tenant_index(tenant_id => 'acme', model => '{TINY}')")]
+    assert admin.execute(needing[0][1]).fetchone()[2] in ("hnsw", "exact")
+    assert admin.execute("select count(*) from agentmem.tenants_needing_index").fetchone() == (0,)
+
+
 @pytest.mark.parametrize("call, code", [
     ("create_tenant_index(tenant_id => 'acme', model => 'no-such-model')", "AM011"),
     ("create_tenant_index(tenant_id => '', model => 'tiny-recall')", "AM002"),

@@ -157,5 +157,6 @@ class Admin(SyncClient):
 
     @literal
     def tenants_needing_index(self) -> Sql[list[dict]]:
-        """The view agentmem.tenants_needing_index: a row per missing index of tenants past the exact-scan size."""
+        """The view agentmem.tenants_needing_index: a row per missing index of tenants past the exact-scan size
+        (and a 'measure' row for a tenant whose indexes were built but never measured)."""
         return rows(dict, "select * from agentmem.tenants_needing_index")
