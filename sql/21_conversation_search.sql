@@ -120,9 +120,7 @@ begin
             else 'e.tenant_id = $2'
         end;
         if v_alone then
-            v_rows := greatest(v_rows, agentmem_private.index_rows(
-                agentmem_private.tenant_index_name('message_embeddings', p_tenant, p_model)));
-            v_share := 1;
+            v_share := 1;  -- its rows are already the index's, or counted past them
         else
             v_share := agentmem_private.index_share(
                 case
