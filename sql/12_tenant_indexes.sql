@@ -470,6 +470,7 @@ declare
     v_model text := coalesce(measure_tenant_index.model, agentmem_private.default_model());
     v_dim int;
     v_k constant int := 10;
+    v_far float8 := agentmem_private.escalate_distance();
     v_embedding vector;
     v_distance float8;
 begin
@@ -508,7 +509,7 @@ begin
         into v_distance
         using v_embedding, v_k;
         sampled := sampled + 1;
-        if v_distance is null or v_distance > agentmem_private.escalate_distance() then
+        if v_distance is null or v_distance > v_far then
             far := far + 1;
         end if;
     end loop;
@@ -519,8 +520,7 @@ begin
         pg_catalog.format(
             'agentmem first pass: %s (measured %s: for %s of %s sampled messages the 10th neighbour through the '
             'HNSW index is farther than cosine distance %s)',
-            first_pass, pg_catalog.to_char(pg_catalog.now(), 'YYYY-MM-DD'), far, sampled,
-            agentmem_private.escalate_distance()
+            first_pass, pg_catalog.to_char(pg_catalog.now(), 'YYYY-MM-DD'), far, sampled, v_far
         )
     );
     return next;
