@@ -109,6 +109,46 @@ def test_driver_sets_the_tenant_per_transaction_never_leaking_it(driver):
         call.mem.for_tenant("")
 
 
+def test_driver_sends_set_tenant_and_the_call_as_one_transaction(driver, admin):
+    call = driver(max_size=1)
+    pid = call.resolve(call.mem.run(Sql("select pg_backend_pid()", fetch="scalar")))
+    # set_tenant's own error comes back (AM002, not the call's AM001 or an aborted pipeline), and the
+    # call queued behind it never ran
+    with pytest.raises(agentmem.InvalidTenant) as info:
+        call.for_tenant("acme ")("start_conversation", "alice")
+    assert info.value.sqlstate == "AM002"
+    assert count(admin, "conversations") == 0
+    # the next call, on the same connection, runs with the tenant and leaves no transaction open
+    cid = call("start_conversation", "alice")
+    assert admin.execute("select tenant_id from agentmem.conversations where conversation_id = %s",
+                         (cid,)).fetchone()[0] == "acme"
+    assert admin.execute("select state from pg_stat_activity where pid = %s", (pid,)).fetchone()[0] == "idle"
+
+
+def test_driver_checks_out_a_quiet_connection_without_a_round_trip_and_replaces_an_ended_one(driver, admin):
+    call = driver(max_size=1)
+    pid = call.resolve(call.mem.run(Sql("select pg_backend_pid() as marker_of_the_last_call", fetch="scalar")))
+
+    def last_query() -> str:
+        return admin.execute("select query from pg_stat_activity where pid = %s", (pid,)).fetchone()[0]
+
+    # taken from the pool and given back: the server saw nothing (psycopg_pool's own check sends
+    # an empty query, which would replace the last query shown)
+    if call.kind == "sync":
+        with call.mem.pool.connection():
+            pass
+    else:
+        async def take():
+            async with call.mem.pool.connection():
+                pass
+        call.resolve(take())
+    assert "marker_of_the_last_call" in last_query()
+    # the server ends that session: the next call is served by a new connection, without an error
+    assert admin.execute("select pg_terminate_backend(%s, 5000)", (pid,)).fetchone()[0] is True
+    assert call("current_tenant") == "acme"
+    assert call.resolve(call.mem.run(Sql("select pg_backend_pid()", fetch="scalar"))) != pid
+
+
 def test_driver_translates_sqlstates_to_exception_classes(driver):
     call = driver(max_size=1)
     with pytest.raises(agentmem.InvalidTenant) as info:
