@@ -258,7 +258,7 @@ def report(results: list[dict], args, elapsed: float) -> str:
         "rebuilt afterwards (both: pgvector defaults, cosine), then `vacuum (analyze)` of both systems' tables. "
         "Store throughput: the two systems take turns by chunks of 250 messages; searches: each query runs on "
         "both systems back to back, alternating which goes first. Searches go through each system's Python API "
-        "(agentmem: `Memory.search_messages`, tenant set per transaction under RLS; LangGraph: "
+        "(agentmem: `Memory.search_messages`, set_tenant and the call in one round trip, one transaction, under RLS; LangGraph: "
         "`PostgresStore.search` on the namespace (tenant, user), embedding function = a dict lookup). "
         "Recall@10 is against an exact scan of the tenant's vectors; 'short' counts searches that returned "
         "fewer than k rows although k existed.",
