@@ -144,3 +144,44 @@ comment on function agentmem.grant_app_role(text) is
 'Make an existing login role an agentmem application role (member of agentmem_app).
 Refuses superusers and BYPASSRLS roles, which row-level security would not confine.
 For the DBA; not executable by the application role.';
+
+create or replace function agentmem_private.bypasses_rls()
+returns boolean
+language sql
+stable
+security invoker
+set search_path from current
+as $$
+    select coalesce((select r.rolsuper or r.rolbypassrls from pg_catalog.pg_roles as r where r.rolname = current_user), false)
+$$;
+
+comment on function agentmem_private.bypasses_rls() is
+'Internal: whether the current role sees every tenant''s rows (superuser or BYPASSRLS).';
+
+create or replace function agentmem_private.check_sees_every_tenant(p_what text)
+returns boolean
+language plpgsql
+stable
+security invoker
+set search_path from current
+as $$
+begin
+    -- A role under row-level security sees the current tenant's rows or none
+    -- (AM001): a DBA's view of every tenant would be that one tenant, or an
+    -- error telling them to set one. Said plainly instead.
+    if not agentmem_private.bypasses_rls() then
+        raise exception '% must run as a role that sees every tenant', p_what
+        using
+            errcode = 'AM041',
+            detail = pg_catalog.format(
+                'Role %s is subject to row-level security, so it would see one tenant''s rows at most.', current_user
+            ),
+            hint = 'Run it as a superuser or a role with BYPASSRLS (the installer, usually).';
+    end if;
+    return true;
+end
+$$;
+
+comment on function agentmem_private.check_sees_every_tenant(text) is
+'Internal: true when the current role sees every tenant''s rows (agentmem_private.bypasses_rls); raises
+AM041 naming p_what otherwise. For what reads across tenants, e.g. agentmem.tenants_needing_index.';

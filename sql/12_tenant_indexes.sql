@@ -475,6 +475,9 @@ declare
     v_distance float8;
 begin
     v_dim := agentmem_private.check_tenant_index_args(measure_tenant_index.tenant_id, v_model, 'message_embeddings');
+    -- Its sample is of this tenant, whoever runs it (as create_tenant_index);
+    -- the SET clause puts the caller's tenant back on return.
+    perform pg_catalog.set_config('agentmem.tenant_id', measure_tenant_index.tenant_id, true);
     if not agentmem_private.has_tenant_index('message_embeddings', measure_tenant_index.tenant_id, v_model)
         or not agentmem_private.has_exact_index('message_embeddings', measure_tenant_index.tenant_id, v_model) then
         raise exception 'tenant % has no valid pair of own indexes of model % to measure',
@@ -539,7 +542,8 @@ with the CREATE INDEX CONCURRENTLY statements of agentmem.tenant_index_ddl, run 
 when the tenant''s data has changed in kind. A DBA may also write the comment by hand: one beginning
 ''agentmem first pass: exact'' makes searches read the exact index first.
 AM030 when the tenant has no valid HNSW and exact index of message_embeddings for the model; AM002 and
-AM011 as for tenant_index_ddl. For the DBA; not granted to agentmem_app.';
+AM011 as for tenant_index_ddl. It samples that tenant''s rows only (no BYPASSRLS needed). For the DBA;
+not granted to agentmem_app.';
 
 create or replace function agentmem.create_tenant_index(
     tenant_id text,
@@ -559,6 +563,11 @@ declare
     v_rows bigint;
 begin
     v_dim := agentmem_private.check_tenant_index_args(create_tenant_index.tenant_id, v_model, create_tenant_index.table_name);
+    -- Its reads are of this tenant, whoever runs it: a DBA role under
+    -- row-level security (no BYPASSRLS) counts the tenant's rows, not none
+    -- (AM001) nor another tenant's set before. The function's SET clause puts
+    -- the caller's tenant back on return.
+    perform pg_catalog.set_config('agentmem.tenant_id', create_tenant_index.tenant_id, true);
     v_name := agentmem_private.tenant_index_name(create_tenant_index.table_name, create_tenant_index.tenant_id, v_model);
     if to_regclass(pg_catalog.format('agentmem.%I', v_name)) is not null
         and not agentmem_private.has_tenant_index(create_tenant_index.table_name, create_tenant_index.tenant_id, v_model) then
@@ -602,6 +611,8 @@ another expression, is dropped and rebuilt.
 A function runs in a transaction, so this is a plain CREATE INDEX: it blocks writes to the table for
 the length of the build (measured: README, "Tuning"). Fine for a tenant of some 10,000s of rows; for
 bigger ones run the CREATE INDEX CONCURRENTLY of agentmem.tenant_index_ddl from psql instead.
+It reads that tenant''s rows only, so it needs no BYPASSRLS: the role that owns the tables (the installer,
+or a member of agentmem_owner) may run it.
 Arguments and errors as for tenant_index_ddl. For the DBA; not granted to agentmem_app.';
 
 create or replace function agentmem.drop_tenant_index(
@@ -640,35 +651,62 @@ when there was none. Erasing a tenant''s rows does not need it (an index of an e
 drop it to reclaim its space.
 Arguments and errors as for tenant_index_ddl. For the DBA; not granted to agentmem_app.';
 
-create or replace view agentmem.tenants_needing_index
-with (security_invoker = true) as
-with
--- materialized: on a Citus cluster the counts are a distributed subplan, and the rest (the
--- DDL each row calls for) runs on the coordinator, never inside a shard's query
-sizes as materialized (
+create or replace function agentmem_private.tenant_sizes()
+returns table (table_name text, tenant_id text, model text, row_count bigint)
+language plpgsql
+stable
+security invoker
+set search_path from current
+as $$
+begin
+    -- Checked before the counts are planned: for a role under row-level
+    -- security the planner already evaluates current_tenant() (AM001 when no
+    -- tenant is set), and with one set the counts would be that tenant's.
+    perform agentmem_private.check_sees_every_tenant('agentmem.tenants_needing_index');
+    return query
     select
-        'message_embeddings'::text as table_name,
+        'message_embeddings'::text,
         e.tenant_id,
         e.model,
-        count(*) as row_count
+        count(*)
     from agentmem.message_embeddings as e
     group by e.tenant_id, e.model
     union all
     select
-        'facts' as table_name,
+        'facts',
         f.tenant_id,
         f.model,
-        count(*) as row_count
+        count(*)
     from agentmem.facts as f
     group by f.tenant_id, f.model
     union all
     select
-        'cache_entries' as table_name,
+        'cache_entries',
         c.tenant_id,
         c.model,
-        count(*) as row_count
+        count(*)
     from agentmem.cache_entries as c
-    group by c.tenant_id, c.model
+    group by c.tenant_id, c.model;
+end
+$$;
+
+comment on function agentmem_private.tenant_sizes() is
+'Internal: the rows of each tenant and model in each embedding table (message_embeddings, facts,
+cache_entries), for agentmem.tenants_needing_index; AM041 for a role that does not see every tenant
+(agentmem_private.check_sees_every_tenant).';
+
+create or replace view agentmem.tenants_needing_index
+with (security_invoker = true) as
+with
+-- materialized: on a Citus cluster the counts are a distributed query, and the rest (the
+-- DDL each row calls for) runs on the coordinator, never inside a shard's query
+sizes as materialized (
+    select
+        t.table_name,
+        t.tenant_id,
+        t.model,
+        t.row_count
+    from agentmem_private.tenant_sizes() as t
 )
 
 -- index_kind last: a view's columns are only ever added at the end
@@ -720,4 +758,5 @@ indexes, biggest first: a row per missing index (index_kind ''hnsw''; for messag
 agentmem.exact_index_max_rows rows also ''exact''), with the CREATE INDEX CONCURRENTLY to run for it
 (create_statement); and, once both are built, index_kind ''measure'' until the tenant is measured, with
 the call of agentmem.measure_tenant_index to run.
-Counts every row: a scan of the three embedding tables, meant for the DBA now and then.';
+Counts every row: a scan of the three embedding tables, meant for the DBA now and then, as a role that
+sees every tenant (a superuser or BYPASSRLS; AM041 for any other).';

@@ -10,19 +10,6 @@
 -- not execute it (sql/90_grants.sql); it raises AM041 for a role that would
 -- only see one tenant's rows.
 
-create or replace function agentmem_private.bypasses_rls()
-returns boolean
-language sql
-stable
-security invoker
-set search_path from current
-as $$
-    select coalesce((select r.rolsuper or r.rolbypassrls from pg_catalog.pg_roles as r where r.rolname = current_user), false)
-$$;
-
-comment on function agentmem_private.bypasses_rls() is
-'Internal: whether the current role sees every tenant''s rows (superuser or BYPASSRLS).';
-
 create or replace function agentmem_private.put_retention_policy(p_tenant text, p_kind text, p_max_age interval)
 returns agentmem.retention_policies
 language plpgsql

@@ -10,8 +10,10 @@ needing one, and erasure, retention, facts and the answer cache with a tenant in
 
 from __future__ import annotations
 
+import uuid
 
 import numpy as np
+import psycopg
 import pytest
 
 from helpers import bulk_load, plans_of, sqlstate_of
@@ -276,6 +278,40 @@ def test_the_app_role_cannot_manage_tenant_indexes(app, admin, tiny, statement):
     before = index_names(admin)
     assert sqlstate_of(app, statement) == "42501"
     assert index_names(admin) == before
+
+
+def test_a_dba_under_row_security_manages_one_tenant_and_is_told_the_view_needs_more(admin, server, dbname, tiny):
+    """A DBA without BYPASSRLS (a managed service's admin who installed agentmem: here a member of the
+    installing role, which holds its ownership but neither superuser nor BYPASSRLS, and of agentmem_owner): the functions for
+    one tenant read the tenant they name, whatever tenant the session had set; the view of every tenant
+    says plainly that it needs a role that sees them all (it used to raise AM001, 'set a tenant first',
+    and with one set it would have counted that tenant alone)."""
+    role = "agentmem_dba_" + uuid.uuid4().hex[:6]
+    admin.execute(f"create role {role} login")
+    admin.execute(f"grant {admin.info.user}, agentmem_owner to {role}")  # as a non-superuser installer is
+    tiny_messages(admin, "acme", 30)
+    tiny_messages(admin, "globex", 5, seed=1)
+    try:
+        with psycopg.connect(server.db_url(dbname, role), autocommit=True) as dba:
+            assert dba.execute("select rolbypassrls or rolsuper from pg_roles where rolname = current_user"
+                               ).fetchone() == (False,)
+            dba.execute("select agentmem.set_tenant(tenant_id => 'globex')")
+            name = dba.execute("select agentmem.create_tenant_index(tenant_id => 'acme', model => %s)",
+                               (TINY,)).fetchone()[0]
+            # acme's 30 rows, not globex's 5 nor none: its exact index was built and all 30 sampled
+            assert dba.execute("select sampled from agentmem.measure_tenant_index(tenant_id => 'acme', "
+                               "model => %s)", (TINY,)).fetchone() == (30,)
+            assert dba.execute("select agentmem.current_tenant()").fetchone() == ("globex",)  # put back
+            assert sqlstate_of(dba, "select * from agentmem.tenants_needing_index") == "AM041"
+            dba.execute("reset agentmem.tenant_id")
+            with pytest.raises(psycopg.Error) as info:
+                dba.execute("select * from agentmem.tenants_needing_index")
+            assert info.value.sqlstate == "AM041" and "BYPASSRLS" in info.value.diag.message_hint
+            assert dba.execute("select agentmem.drop_tenant_index(tenant_id => 'acme', model => %s)",
+                               (TINY,)).fetchone() == (True,)
+        assert name not in index_names(admin)
+    finally:
+        admin.execute(f"drop role {role}")
 
 
 def search_tiny(app, q, k=5, user="alice"):
