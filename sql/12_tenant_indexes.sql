@@ -464,6 +464,7 @@ volatile
 security invoker
 set search_path from current
 set "hnsw.iterative_scan" = 'relaxed_order'
+set "hnsw.ef_search" = 40
 set enable_sort = off
 as $$
 declare
@@ -473,11 +474,13 @@ declare
     v_far float8 := agentmem_private.escalate_distance();
     v_embedding vector;
     v_distance float8;
+    v_caller_tenant text;
 begin
     v_dim := agentmem_private.check_tenant_index_args(measure_tenant_index.tenant_id, v_model, 'message_embeddings');
-    -- Its sample is of this tenant, whoever runs it (as create_tenant_index);
-    -- the SET clause puts the caller's tenant back on return.
-    perform pg_catalog.set_config('agentmem.tenant_id', measure_tenant_index.tenant_id, true);
+    -- Its sample is of this tenant, whoever runs it; the caller's tenant is
+    -- given back before returning (as create_tenant_index).
+    v_caller_tenant := pg_catalog.current_setting('agentmem.tenant_id', true);
+    perform agentmem.set_tenant(tenant_id => measure_tenant_index.tenant_id, local => true);
     if not agentmem_private.has_tenant_index('message_embeddings', measure_tenant_index.tenant_id, v_model)
         or not agentmem_private.has_exact_index('message_embeddings', measure_tenant_index.tenant_id, v_model) then
         raise exception 'tenant % has no valid pair of own indexes of model % to measure',
@@ -526,6 +529,7 @@ begin
             first_pass, pg_catalog.to_char(pg_catalog.now(), 'YYYY-MM-DD'), far, sampled, v_far
         )
     );
+    perform pg_catalog.set_config('agentmem.tenant_id', coalesce(v_caller_tenant, ''), true);
     return next;
 end
 $$;
@@ -561,13 +565,17 @@ declare
     v_name text;
     v_exact text;
     v_rows bigint;
+    v_caller_tenant text;
 begin
     v_dim := agentmem_private.check_tenant_index_args(create_tenant_index.tenant_id, v_model, create_tenant_index.table_name);
     -- Its reads are of this tenant, whoever runs it: a DBA role under
     -- row-level security (no BYPASSRLS) counts the tenant's rows, not none
-    -- (AM001) nor another tenant's set before. The function's SET clause puts
-    -- the caller's tenant back on return.
-    perform pg_catalog.set_config('agentmem.tenant_id', create_tenant_index.tenant_id, true);
+    -- (AM001) nor those of another tenant set before. set_tenant also hands
+    -- it to the workers on Citus. The caller's tenant is given back before
+    -- returning. (A SET clause would do it, but a function's SET of a
+    -- placeholder setting needs a superuser to create the function.)
+    v_caller_tenant := pg_catalog.current_setting('agentmem.tenant_id', true);
+    perform agentmem.set_tenant(tenant_id => create_tenant_index.tenant_id, local => true);
     v_name := agentmem_private.tenant_index_name(create_tenant_index.table_name, create_tenant_index.tenant_id, v_model);
     if to_regclass(pg_catalog.format('agentmem.%I', v_name)) is not null
         and not agentmem_private.has_tenant_index(create_tenant_index.table_name, create_tenant_index.tenant_id, v_model) then
@@ -597,6 +605,7 @@ begin
             perform agentmem.measure_tenant_index(tenant_id => create_tenant_index.tenant_id, model => v_model);
         end if;
     end if;
+    perform pg_catalog.set_config('agentmem.tenant_id', coalesce(v_caller_tenant, ''), true);
     return v_name;
 end
 $$;

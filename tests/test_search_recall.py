@@ -295,13 +295,17 @@ def test_a_dba_under_row_security_manages_one_tenant_and_is_told_the_view_needs_
         with psycopg.connect(server.db_url(dbname, role), autocommit=True) as dba:
             assert dba.execute("select rolbypassrls or rolsuper from pg_roles where rolname = current_user"
                                ).fetchone() == (False,)
+            with dba.transaction():
+                dba.execute("select agentmem.set_tenant(tenant_id => 'globex', local => true)")
+                name = dba.execute("select agentmem.create_tenant_index(tenant_id => 'acme', model => %s)",
+                                   (TINY,)).fetchone()[0]
+                assert dba.execute("select agentmem.current_tenant()").fetchone() == ("globex",)  # given back
+                # acme's 30 rows, not globex's 5 nor none: its exact index was built and all 30 sampled
+                assert dba.execute("select sampled from agentmem.measure_tenant_index(tenant_id => 'acme', "
+                                   "model => %s)", (TINY,)).fetchone() == (30,)
+                assert dba.execute("select agentmem.current_tenant(), current_setting('hnsw.ef_search')"
+                                   ).fetchone() == ("globex", "40")
             dba.execute("select agentmem.set_tenant(tenant_id => 'globex')")
-            name = dba.execute("select agentmem.create_tenant_index(tenant_id => 'acme', model => %s)",
-                               (TINY,)).fetchone()[0]
-            # acme's 30 rows, not globex's 5 nor none: its exact index was built and all 30 sampled
-            assert dba.execute("select sampled from agentmem.measure_tenant_index(tenant_id => 'acme', "
-                               "model => %s)", (TINY,)).fetchone() == (30,)
-            assert dba.execute("select agentmem.current_tenant()").fetchone() == ("globex",)  # put back
             assert sqlstate_of(dba, "select * from agentmem.tenants_needing_index") == "AM041"
             dba.execute("reset agentmem.tenant_id")
             with pytest.raises(psycopg.Error) as info:
