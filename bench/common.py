@@ -8,6 +8,7 @@ loader that keeps the tables' invariants (the tests load through it too).
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shlex
@@ -40,6 +41,19 @@ def connect(url: str, tenant: str | None = None) -> psycopg.Connection:
     if tenant is not None:
         conn.execute("select agentmem.set_tenant(tenant_id => %s)", (tenant,))
     return conn
+
+
+def probe_start(doc: str | None, dbname: str) -> tuple[argparse.Namespace, str, str, float]:
+    """A probe's command line (--out FILE, --port P) and a fresh database on the bench server: the
+    parsed arguments, the admin and app URLs, and the perf_counter() it started at."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--port", type=int, default=int(os.environ.get("AGENTMEM_EMBEDDED_PORT", 55452)))
+    args = parser.parse_args()
+    started = time.perf_counter()
+    admin_url, app_url = fresh_database(start_server(args.port), dbname)
+    assert app_url is not None
+    return args, admin_url, app_url, started
 
 
 def fresh_database(server_url: str, dbname: str, *, app_role: str | None = APP_ROLE) -> tuple[str, str | None]:

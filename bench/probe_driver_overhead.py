@@ -17,7 +17,6 @@ A write is measured the same way (`store_message` into a conversation of the use
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import itertools
 import os
@@ -30,8 +29,7 @@ from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (Bulk, command, connect, fresh_database, p50_p95, start_server, unit_vectors,  # noqa: E402
-                    write_report)
+from common import Bulk, command, connect, p50_p95, probe_start, unit_vectors, write_report  # noqa: E402
 
 from agentmem._adapt import check_params  # noqa: E402
 from agentmem.client import SET_TENANT, Memory, row_factory, shape  # noqa: E402
@@ -67,12 +65,7 @@ class ExplicitMemory(Memory):
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--port", type=int, default=int(os.environ.get("AGENTMEM_EMBEDDED_PORT", 55452)))
-    args = parser.parse_args()
-    started = time.perf_counter()
-    admin_url, app_url = fresh_database(start_server(args.port), "agentmem_probe_driver")
+    args, admin_url, app_url, started = probe_start(__doc__, "agentmem_probe_driver")
     rng = np.random.default_rng(11)
     with connect(admin_url) as admin:
         bulk = Bulk(admin, model=MODEL, rng=rng)

@@ -15,7 +15,6 @@ Switching set-ups drops or builds the tenant's indexes between batches (not time
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import os
 import sys
@@ -25,8 +24,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import (Bulk, command, connect, fresh_database, p50_p95, start_server, unit_vectors,  # noqa: E402
-                    write_report)
+from common import Bulk, command, connect, p50_p95, probe_start, unit_vectors, write_report  # noqa: E402
 
 from agentmem.client import Memory  # noqa: E402
 
@@ -50,12 +48,7 @@ def set_up(admin, kind: str) -> None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--port", type=int, default=int(os.environ.get("AGENTMEM_EMBEDDED_PORT", 55452)))
-    args = parser.parse_args()
-    started = time.perf_counter()
-    admin_url, app_url = fresh_database(start_server(args.port), "agentmem_probe_write_cost")
+    args, admin_url, app_url, started = probe_start(__doc__, "agentmem_probe_write_cost")
     rng = np.random.default_rng(5)
     with connect(admin_url) as admin:
         bulk = Bulk(admin, model=MODEL, rng=rng)

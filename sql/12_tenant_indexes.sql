@@ -620,8 +620,8 @@ another expression, is dropped and rebuilt.
 A function runs in a transaction, so this is a plain CREATE INDEX: it blocks writes to the table for
 the length of the build (measured: README, "Tuning"). Fine for a tenant of some 10,000s of rows; for
 bigger ones run the CREATE INDEX CONCURRENTLY of agentmem.tenant_index_ddl from psql instead.
-It reads that tenant''s rows only, so it needs no BYPASSRLS: the role that owns the tables (the installer,
-or a member of agentmem_owner) may run it.
+It reads that tenant''s rows only, so the installer may run it without BYPASSRLS (a managed service''s
+admin, say); the current tenant is left as it was.
 Arguments and errors as for tenant_index_ddl. For the DBA; not granted to agentmem_app.';
 
 create or replace function agentmem.drop_tenant_index(
