@@ -281,11 +281,12 @@ def test_the_app_role_cannot_manage_tenant_indexes(app, admin, tiny, statement):
 
 
 def test_a_dba_under_row_security_manages_one_tenant_and_is_told_the_view_needs_more(admin, server, dbname, tiny):
-    """A DBA without BYPASSRLS (a managed service's admin who installed agentmem: here a member of the
-    installing role, which holds its ownership but neither superuser nor BYPASSRLS, and of agentmem_owner): the functions for
-    one tenant read the tenant they name, whatever tenant the session had set; the view of every tenant
-    says plainly that it needs a role that sees them all (it used to raise AM001, 'set a tenant first',
-    and with one set it would have counted that tenant alone)."""
+    """A DBA without BYPASSRLS (a managed service's admin who installed agentmem; here a member of the
+    installing role, which brings its ownership but neither superuser nor BYPASSRLS, and of
+    agentmem_owner): the functions for one tenant read the tenant they name, whatever tenant the
+    session had set, and give that one back; the view of every tenant says plainly that it needs a role
+    that sees them all (it used to raise AM001, 'set a tenant first', and with one set it would have
+    counted that tenant alone)."""
     role = "agentmem_dba_" + uuid.uuid4().hex[:6]
     admin.execute(f"create role {role} login")
     admin.execute(f"grant {admin.info.user}, agentmem_owner to {role}")  # as a non-superuser installer is
