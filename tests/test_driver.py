@@ -125,6 +125,28 @@ def test_driver_sends_set_tenant_and_the_call_as_one_transaction(driver, admin):
     assert admin.execute("select state from pg_stat_activity where pid = %s", (pid,)).fetchone()[0] == "idle"
 
 
+def test_driver_without_pipeline_mode_runs_each_call_in_a_transaction_of_its_own(driver, admin, monkeypatch):
+    """A libpq older than 14 has no pipeline mode: each call then runs in BEGIN ... COMMIT on the pool's
+    autocommit connection, with the same guarantees."""
+    from agentmem import client
+    monkeypatch.setattr(client, "PIPELINE", False)
+    call = driver(max_size=1)
+    cid = call("start_conversation", "alice")
+    assert admin.execute("select tenant_id from agentmem.conversations where conversation_id = %s",
+                         (cid,)).fetchone()[0] == "acme"
+    with pytest.raises(agentmem.InvalidTenant):
+        call.for_tenant("acme ")("start_conversation", "bob")
+    assert count(admin, "conversations") == 1
+    # the one pooled connection carries no tenant out of the call, and no open transaction
+    pid = call.resolve(call.mem.run(Sql("select pg_backend_pid()", fetch="scalar")))
+    assert admin.execute("select state from pg_stat_activity where pid = %s", (pid,)).fetchone()[0] == "idle"
+    if call.kind == "sync":
+        with call.mem.pool.connection() as conn:
+            with pytest.raises(psycopg.Error) as info:
+                conn.execute("select agentmem.current_tenant()")
+            assert info.value.sqlstate == "AM001"
+
+
 def test_driver_checks_out_a_quiet_connection_without_a_round_trip_and_replaces_an_ended_one(driver, admin):
     call = driver(max_size=1)
     pid = call.resolve(call.mem.run(Sql("select pg_backend_pid() as marker_of_the_last_call", fetch="scalar")))

@@ -15,7 +15,8 @@ A client is three things, each in its own module:
   round trip, where BEGIN, set_tenant, the call and COMMIT were four (with the
   pool's check, five): 0.5 to 0.7 ms less per call (bench/probe_driver_overhead.py).
   If set_tenant fails, the call is not run. Pass ``conn=`` to run a call inside
-  a transaction of your own (a savepoint is used).
+  a transaction of your own (a savepoint is used). With a libpq older than 14
+  (no pipeline mode) each call runs in a transaction of its own instead.
 
 The DBA's operations (retention runs and schedules, default policies, models,
 grants, text search configuration, tenants' own indexes) are not here: they
@@ -40,6 +41,8 @@ from .conveniences import AsyncConveniences, Conveniences
 from .errors import InvalidTenant, translate
 
 SET_TENANT = "select agentmem.set_tenant(tenant_id => %s, local => true)"
+# Pipeline mode needs libpq 14 or newer (psycopg[binary] bundles one); without it, BEGIN ... COMMIT.
+PIPELINE = psycopg.Pipeline.is_supported()
 
 
 def _has_input(conn: Any) -> bool:
@@ -144,7 +147,7 @@ class Memory(Conveniences, _Tenant):
         """Run one literal statement for this client's tenant (in conn's transaction when given)."""
         check_params(stmt.params)
         try:
-            if conn is None:
+            if conn is None and PIPELINE:
                 with self.pool.connection() as c, c.cursor(row_factory=row_factory(stmt.row)) as cur:
                     with c.pipeline():
                         c.execute(SET_TENANT, (self.tenant,))
@@ -208,7 +211,7 @@ class AsyncMemory(AsyncConveniences, _Tenant):
         """Run one literal statement for this client's tenant (in conn's transaction when given)."""
         check_params(stmt.params)
         try:
-            if conn is None:
+            if conn is None and PIPELINE:
                 async with self.pool.connection() as c, c.cursor(row_factory=row_factory(stmt.row)) as cur:
                     async with c.pipeline():
                         await c.execute(SET_TENANT, (self.tenant,))
