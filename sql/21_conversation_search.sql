@@ -77,13 +77,14 @@ begin
     -- searches all of it, share 1: no count. Counting was a third of such a
     -- user's search in the server (0.75 of 2.4 ms for 30,000 rows, 100k
     -- clustered 384-d, timed in a loop).
-    -- Anyone else is counted through the B-tree on (tenant, user, model) to
-    -- the exact-scan limit (a static statement, kept prepared by PL/pgSQL, as
-    -- the exact scan below: the B-tree serves them whatever the values), and
-    -- past it on to count_max_rows (8 times the limit): the share of the index
-    -- the search filters, for hnsw.ef_search. So is a lone user whose index
-    -- counts no more rows than the limit (an index not yet analysed since its
-    -- tenant grew must not send a big user to the exact scan).
+    -- Anyone else is counted, once, through the B-tree on (tenant, user,
+    -- model) (a static statement, kept prepared by PL/pgSQL, as the exact scan
+    -- below: the B-tree serves them whatever the values), up to count_max_rows
+    -- (8 times the exact-scan limit): whether to scan exactly, and past the
+    -- limit the share of the index the search filters, for hnsw.ef_search. A
+    -- lone user whose index counts no more rows than the limit is counted too,
+    -- to the limit only (an index not yet analysed since its tenant grew must
+    -- not send a big user to the exact scan).
     v_own := agentmem_private.has_tenant_index('message_embeddings', p_tenant, p_model);
     v_alone := v_own and p_conversation_id is null and not agentmem_private.has_other_users(p_tenant, p_user_id);
     if v_alone then
@@ -91,13 +92,13 @@ begin
             agentmem_private.tenant_index_name('message_embeddings', p_tenant, p_model));
     end if;
     if not v_alone or v_rows <= v_exact_max then
-        v_rows := agentmem_private.count_user_rows(p_tenant, p_user_id, p_model, p_conversation_id, v_exact_max + 1);
-        if v_rows > v_exact_max and not v_alone then
-            v_rows := agentmem_private.count_user_rows(
-                p_tenant, p_user_id, p_model, p_conversation_id,
-                greatest(v_exact_max, agentmem_private.count_max_rows(p_dim)) + 1
-            );
-        end if;
+        v_rows := agentmem_private.count_user_rows(
+            p_tenant, p_user_id, p_model, p_conversation_id,
+            case
+                when v_alone then v_exact_max
+                else greatest(v_exact_max, agentmem_private.count_max_rows(p_dim))
+            end + 1
+        );
     end if;
 
     if v_rows > v_exact_max then
