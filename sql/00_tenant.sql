@@ -158,7 +158,7 @@ $$;
 comment on function agentmem_private.bypasses_rls() is
 'Internal: whether the current role sees every tenant''s rows (superuser or BYPASSRLS).';
 
-create or replace function agentmem_private.check_sees_every_tenant(p_what text)
+create or replace function agentmem_private.check_sees_every_tenant(p_what text, p_why text, p_hint text)
 returns boolean
 language plpgsql
 stable
@@ -167,21 +167,20 @@ set search_path from current
 as $$
 begin
     -- A role under row-level security sees the current tenant's rows or none
-    -- (AM001): a DBA's view of every tenant would be that one tenant, or an
-    -- error telling them to set one. Said plainly instead.
+    -- (AM001): what works across tenants would see one tenant, or fail
+    -- telling the DBA to set one. Said plainly instead.
     if not agentmem_private.bypasses_rls() then
         raise exception '% must run as a role that sees every tenant', p_what
         using
             errcode = 'AM041',
-            detail = pg_catalog.format(
-                'Role %s is subject to row-level security, so it would see one tenant''s rows at most.', current_user
-            ),
-            hint = 'Run it as a superuser or a role with BYPASSRLS (the installer, usually).';
+            detail = pg_catalog.format('Role %s is subject to row-level security; %s.', current_user, p_why),
+            hint = p_hint;
     end if;
     return true;
 end
 $$;
 
-comment on function agentmem_private.check_sees_every_tenant(text) is
+comment on function agentmem_private.check_sees_every_tenant(text, text, text) is
 'Internal: true when the current role sees every tenant''s rows (agentmem_private.bypasses_rls); raises
-AM041 naming p_what otherwise. For what reads across tenants, e.g. agentmem.tenants_needing_index.';
+AM041 otherwise, naming p_what, with p_why in its detail and p_hint as its hint. For what works across
+tenants: agentmem.apply_retention, agentmem.tenants_needing_index.';

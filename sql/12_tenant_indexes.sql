@@ -671,7 +671,10 @@ begin
     -- Checked before the counts are planned: for a role under row-level
     -- security the planner already evaluates current_tenant() (AM001 when no
     -- tenant is set), and with one set the counts would be that tenant's.
-    perform agentmem_private.check_sees_every_tenant('agentmem.tenants_needing_index');
+    perform agentmem_private.check_sees_every_tenant(
+        'agentmem.tenants_needing_index', 'it would count one tenant''s rows at most',
+        'Run it as a superuser or a role with BYPASSRLS (the installer, usually).'
+    );
     return query
     select
         'message_embeddings'::text,

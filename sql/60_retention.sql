@@ -272,13 +272,10 @@ declare
     v_row agentmem.job_runs;
 begin
     perform agentmem_private.check_range('batch_size', apply_retention.batch_size, 1, 1000000);
-    if not agentmem_private.bypasses_rls() then
-        raise exception 'agentmem.apply_retention must run as a role that sees every tenant'
-        using
-            errcode = 'AM041',
-            detail = pg_catalog.format('Role %s is subject to row-level security; retention deletes across tenants.', current_user),
-            hint = 'Run it (or schedule it with agentmem.schedule_retention) as a superuser or a role with BYPASSRLS.';
-    end if;
+    perform agentmem_private.check_sees_every_tenant(
+        'agentmem.apply_retention', 'retention deletes across tenants',
+        'Run it (or schedule it with agentmem.schedule_retention) as a superuser or a role with BYPASSRLS.'
+    );
     -- Safe to run too often: a second concurrent run returns at once.
     if not pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtextextended('agentmem.apply_retention', 5)) then
         v_row.job := 'retention';
