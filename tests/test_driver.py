@@ -87,24 +87,30 @@ def test_sync_methods_return_values_and_async_methods_return_awaitables(app_url)
 
 # -- the tenant, per transaction ---------------------------------------------------------------
 
+def pooled_tenant_sqlstate(call) -> str:
+    """The SQLSTATE of current_tenant() on a connection taken bare from the client's pool: AM001 when
+    no call left a tenant on it."""
+    if call.kind == "sync":
+        with call.mem.pool.connection() as conn:
+            with pytest.raises(psycopg.Error) as info:
+                conn.execute("select agentmem.current_tenant()")
+            return info.value.sqlstate
+
+    async def bare():
+        async with call.mem.pool.connection() as conn:
+            with pytest.raises(psycopg.Error) as info:
+                await conn.execute("select agentmem.current_tenant()")
+            return info.value.sqlstate
+    return call.resolve(bare())
+
+
 def test_driver_sets_the_tenant_per_transaction_never_leaking_it(driver):
     call = driver(max_size=1)
     assert call("current_tenant") == "acme"
     other = call.for_tenant("globex")
     assert other("current_tenant") == "globex"
     # the single pooled connection carries no tenant between calls
-    if call.kind == "sync":
-        with call.mem.pool.connection() as conn:
-            with pytest.raises(psycopg.Error) as info:
-                conn.execute("select agentmem.current_tenant()")
-            assert info.value.sqlstate == "AM001"
-    else:
-        async def bare():
-            async with call.mem.pool.connection() as conn:
-                with pytest.raises(psycopg.Error) as info:
-                    await conn.execute("select agentmem.current_tenant()")
-                return info.value.sqlstate
-        assert call.resolve(bare()) == "AM001"
+    assert pooled_tenant_sqlstate(call) == "AM001"
     with pytest.raises(agentmem.InvalidTenant):
         call.mem.for_tenant("")
 
@@ -140,11 +146,7 @@ def test_driver_without_pipeline_mode_runs_each_call_in_a_transaction_of_its_own
     # the one pooled connection carries no tenant out of the call, and no open transaction
     pid = call.resolve(call.mem.run(Sql("select pg_backend_pid()", fetch="scalar")))
     assert admin.execute("select state from pg_stat_activity where pid = %s", (pid,)).fetchone()[0] == "idle"
-    if call.kind == "sync":
-        with call.mem.pool.connection() as conn:
-            with pytest.raises(psycopg.Error) as info:
-                conn.execute("select agentmem.current_tenant()")
-            assert info.value.sqlstate == "AM001"
+    assert pooled_tenant_sqlstate(call) == "AM001"
 
 
 def test_driver_checks_out_a_quiet_connection_without_a_round_trip_and_replaces_an_ended_one(driver, admin):
