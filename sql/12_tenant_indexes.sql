@@ -707,6 +707,23 @@ comment on function agentmem_private.tenant_sizes() is
 cache_entries), for agentmem.tenants_needing_index; AM041 for a role that does not see every tenant
 (agentmem_private.check_sees_every_tenant).';
 
+create or replace function agentmem_private.tenant_index_min_rows(p_dim int)
+returns bigint
+language sql
+stable
+security invoker
+set search_path from current
+as $$
+    select coalesce(
+        nullif(pg_catalog.current_setting('agentmem.tenant_index_min_rows', true), '')::bigint,
+        agentmem_private.exact_search_max_rows(p_dim)
+    )
+$$;
+
+comment on function agentmem_private.tenant_index_min_rows(int) is
+'Internal: the rows of one table and model past which a tenant should have its own indexes: the setting
+agentmem.tenant_index_min_rows when set, else agentmem.exact_search_max_rows (a search scans fewer exactly).';
+
 create or replace view agentmem.tenants_needing_index
 with (security_invoker = true) as
 with
@@ -742,10 +759,7 @@ from sizes as s
 inner join agentmem.models as m on s.model = m.model
 cross join (values ('hnsw'), ('exact'), ('measure')) as k (kind)
 where
-    s.row_count > coalesce(
-        nullif(pg_catalog.current_setting('agentmem.tenant_index_min_rows', true), '')::bigint,
-        agentmem_private.exact_search_max_rows(m.dimension)
-    )
+    s.row_count > agentmem_private.tenant_index_min_rows(m.dimension)
     and case k.kind
         when 'hnsw' then not agentmem_private.has_tenant_index(s.table_name, s.tenant_id, s.model)
         when 'exact'
@@ -772,3 +786,125 @@ agentmem.exact_index_max_rows rows also ''exact''), with the CREATE INDEX CONCUR
 the call of agentmem.measure_tenant_index to run.
 Counts every row: a scan of the three embedding tables, meant for the DBA now and then, as a role that
 sees every tenant (a superuser or BYPASSRLS; AM041 for any other).';
+
+create or replace function agentmem_private.tenant_index_list()
+returns table (
+    table_name text,
+    tenant_id text,
+    model text,
+    index_kind text,
+    index_name text,
+    is_valid boolean,
+    size_bytes bigint,
+    first_pass text,
+    tenant_rows bigint,
+    needed boolean,
+    drop_statement text
+)
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+declare
+    v_caller_tenant text := pg_catalog.current_setting('agentmem.tenant_id', true);
+    v_distributed boolean := agentmem.is_distributed();
+    v_index record;
+    v_match text[];
+    v_dim int;
+begin
+    -- A tenant's own index is found by its deterministic name and read back
+    -- from its predicate (where tenant_id = T and model = M, as tenant_index_ddl
+    -- writes it); an index whose predicate does not give back its own name is
+    -- not one of them (a DBA's own partial index, say) and is left out.
+    for v_index in
+        select
+            t.relname::text as table_name,
+            c.relname::text as index_name,
+            c.oid as index_oid,
+            i.indisvalid and i.indisready as is_valid,
+            pg_catalog.pg_get_expr(i.indpred, i.indrelid) as predicate
+        from pg_catalog.pg_index as i
+        inner join pg_catalog.pg_class as c on i.indexrelid = c.oid
+        inner join pg_catalog.pg_class as t on i.indrelid = t.oid
+        where
+            c.relnamespace = 'agentmem'::regnamespace
+            and t.relname in ('message_embeddings', 'facts', 'cache_entries')
+            and c.relname ~ '_t[0-9a-f]{16}_(hnsw|exact)$'
+        order by 1, 2
+    loop
+        v_match := pg_catalog.regexp_match(
+            v_index.predicate,
+            '^\(\(tenant_id = ''((?:[^'']|'''')*)''::text\) AND \(model = ''((?:[^'']|'''')*)''::text\)\)$'
+        );
+        continue when v_match is null;
+        table_name := v_index.table_name;
+        tenant_id := pg_catalog.replace(v_match[1], '''''', '''');
+        model := pg_catalog.replace(v_match[2], '''''', '''');
+        index_kind := case when v_index.index_name like '%\_hnsw' then 'hnsw' else 'exact' end;
+        continue when v_index.index_name <> case index_kind
+            when 'hnsw' then agentmem_private.tenant_index_name(table_name, tenant_id, model)
+            else agentmem_private.exact_index_name(table_name, tenant_id, model)
+        end;
+        index_name := v_index.index_name;
+        is_valid := v_index.is_valid;
+        -- on Citus the coordinator's index is empty: its shards hold the rows
+        size_bytes := case when not v_distributed then pg_catalog.pg_relation_size(v_index.index_oid) end;
+        first_pass := case
+            when index_kind = 'exact' then agentmem_private.exact_index_first_pass(table_name, tenant_id, model)
+        end;
+        -- The tenant's rows of the table and model, whoever runs it: a DBA under
+        -- row-level security counts them with the tenant set (as
+        -- create_tenant_index); the caller's tenant is given back at the end.
+        perform agentmem.set_tenant(tenant_id => tenant_id, local => true);
+        execute pg_catalog.format(
+            'select count(*) from agentmem.%I as e where e.tenant_id = $1 and e.model = $2', table_name
+        )
+        into tenant_rows
+        using tenant_id, model;
+        select m.dimension into v_dim from agentmem.models as m where m.model = tenant_index_list.model;
+        needed := is_valid and v_dim is not null
+            and tenant_rows > agentmem_private.tenant_index_min_rows(v_dim)
+            and (index_kind = 'hnsw' or tenant_rows <= agentmem_private.exact_index_max_rows(v_dim));
+        drop_statement := case
+            when not needed then pg_catalog.format('drop index concurrently if exists agentmem.%I', index_name)
+        end;
+        return next;
+    end loop;
+    perform pg_catalog.set_config('agentmem.tenant_id', coalesce(v_caller_tenant, ''), true);
+end
+$$;
+
+comment on function agentmem_private.tenant_index_list() is
+'Internal: every tenant''s own index, for agentmem.tenant_indexes, with the tenant''s rows counted under
+its own tenant (so that a DBA without BYPASSRLS counts them too).';
+
+create or replace view agentmem.tenant_indexes
+with (security_invoker = true) as
+select
+    l.table_name,
+    l.tenant_id,
+    l.model,
+    l.index_kind,
+    l.index_name,
+    l.is_valid,
+    l.size_bytes,
+    l.first_pass,
+    l.tenant_rows,
+    l.needed,
+    l.drop_statement
+from agentmem_private.tenant_index_list() as l
+order by l.needed asc, l.tenant_rows desc, l.table_name asc, l.tenant_id asc, l.model asc, l.index_kind asc;
+
+comment on view agentmem.tenant_indexes is
+'Every tenant''s own index (built by agentmem.create_tenant_index or by the statements of
+agentmem.tenants_needing_index), what it costs and whether searches still use it, those to drop first.
+Each row: table_name, tenant_id, model; index_kind ''hnsw'' or ''exact''; index_name; is_valid (false:
+left by a failed CREATE INDEX CONCURRENTLY, ignored by searches); size_bytes (NULL on Citus, whose
+shards hold it); first_pass (an exact index''s, as agentmem.measure_tenant_index recorded it);
+tenant_rows (the tenant''s rows of that table and model now); needed (valid, and the tenant still past
+agentmem.tenant_index_min_rows, an exact index also within agentmem.exact_index_max_rows: else searches
+ignore it); drop_statement (when not needed: the DROP INDEX CONCURRENTLY to run from psql).
+An index no search uses still costs every write to its table (README, "Tuning"): an erased tenant''s,
+say, or one whose tenant retention shrank. Counts each listed tenant''s rows under that tenant (no
+BYPASSRLS needed). For the DBA; not granted to agentmem_app.';

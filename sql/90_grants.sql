@@ -52,7 +52,8 @@ grant select, insert on agentmem.erasure_log to agentmem_owner;
 revoke all on agentmem.models, agentmem.cache_intents, agentmem.text_search_settings from agentmem_owner;
 grant select on agentmem.models, agentmem.cache_intents, agentmem.text_search_settings to agentmem_owner;
 grant usage, select on all sequences in schema agentmem to agentmem_owner;
-revoke all on agentmem.retention_health, agentmem.tenants_needing_index from agentmem_owner;
+revoke all on agentmem.retention_health, agentmem.tenants_needing_index, agentmem.tenant_indexes
+from agentmem_owner;
 
 -- Functions: the API to both roles, internals to the owner only, then the
 -- DBA's functions taken back from both.

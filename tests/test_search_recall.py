@@ -246,6 +246,54 @@ def test_the_view_lists_a_tenant_built_by_hand_until_it_is_measured(admin, tiny)
     assert admin.execute("select count(*) from agentmem.tenants_needing_index").fetchone() == (0,)
 
 
+def test_the_tenant_indexes_view_says_what_each_costs_and_which_to_drop(admin, app, tiny):
+    tiny_messages(admin, "acme", 30)
+    tiny_messages(admin, "o'brien", 30, seed=3)
+    admin.execute("set agentmem.tenant_index_min_rows = 10")
+    names = {}
+    for tenant in ("acme", "o'brien"):
+        hnsw = admin.execute("select agentmem.create_tenant_index(tenant_id => %s, model => %s)",
+                             (tenant, TINY)).fetchone()[0]
+        names[tenant] = (hnsw, hnsw.removesuffix("_hnsw") + "_exact")
+    # a DBA's own partial index under a name of the same shape is not a tenant's index
+    admin.execute("create index message_embeddings_t0123456789abcdef_hnsw on agentmem.message_embeddings "
+                  "(tenant_id) where tenant_id = 'acme'")
+    listing = "select tenant_id, index_kind, index_name, is_valid, tenant_rows, needed, drop_statement, " \
+              "first_pass, size_bytes > 0, table_name, model from agentmem.tenant_indexes"
+    rows = admin.execute(listing).fetchall()
+    assert [r[:7] for r in rows] == [
+        (t, kind, names[t][kind == "exact"], True, 30, True, None)
+        for t in ("acme", "o'brien") for kind in ("exact", "hnsw")]
+    assert [r[7] is None for r in rows] == [False, True, False, True]  # an exact index's first pass
+    assert all(r[8] and r[9:] == ("message_embeddings", TINY) for r in rows)
+
+    # o'brien's one user forgotten: its indexes are empty, no search uses them, and they come first
+    app.execute("select agentmem.set_tenant(tenant_id => %s)", ("o'brien",))
+    app.execute("select * from agentmem.forget_user(user_id => 'alice')")
+    # acme shrinks past what its exact index may hold (searches ignore it), and its HNSW index is
+    # left invalid, as by a failed CREATE INDEX CONCURRENTLY
+    admin.execute("set agentmem.exact_index_max_rows = 29")
+    rows = admin.execute(listing).fetchall()
+    assert [r[:6] for r in rows] == [
+        ("acme", "exact", names["acme"][1], True, 30, False),
+        ("o'brien", "exact", names["o'brien"][1], True, 0, False),
+        ("o'brien", "hnsw", names["o'brien"][0], True, 0, False),
+        ("acme", "hnsw", names["acme"][0], True, 30, True)]
+    admin.execute("update pg_index set indisvalid = false where indexrelid = %s::regclass",
+                  (f"agentmem.{names['acme'][0]}",))
+    assert admin.execute("select is_valid, needed from agentmem.tenant_indexes where tenant_id = 'acme' "
+                         "and index_kind = 'hnsw'").fetchone() == (False, False)
+    drops = [r[0] for r in admin.execute("select drop_statement from agentmem.tenant_indexes")]
+    assert drops == [f"drop index concurrently if exists agentmem.{n}" for n in
+                     (names["acme"][1], names["acme"][0], names["o'brien"][1], names["o'brien"][0])]
+    for statement in drops:  # as the DBA runs them from psql: outside a transaction
+        admin.execute(statement)
+    assert admin.execute("select count(*) from agentmem.tenant_indexes").fetchone() == (0,)
+    left = index_names(admin)
+    assert not left & {n for pair in names.values() for n in pair}
+    assert "message_embeddings_t0123456789abcdef_hnsw" in left  # the DBA's own index is not touched
+
+
 @pytest.mark.parametrize("call, code", [
     ("create_tenant_index(tenant_id => 'acme', model => 'no-such-model')", "AM011"),
     ("create_tenant_index(tenant_id => '', model => 'tiny-recall')", "AM002"),
@@ -273,6 +321,7 @@ def test_tenant_index_functions_refuse_bad_arguments_and_build_nothing(admin, ti
     "select agentmem.tenant_index_ddl(tenant_id => 'acme', model => 'tiny-recall')",
     "select * from agentmem.measure_tenant_index(tenant_id => 'acme', model => 'tiny-recall')",
     "select * from agentmem.tenants_needing_index",
+    "select * from agentmem.tenant_indexes",
 ])
 def test_the_app_role_cannot_manage_tenant_indexes(app, admin, tiny, statement):
     before = index_names(admin)
@@ -306,6 +355,11 @@ def test_a_dba_under_row_security_manages_one_tenant_and_is_told_the_view_needs_
                                    "model => %s)", (TINY,)).fetchone() == (30,)
                 assert dba.execute("select agentmem.current_tenant(), current_setting('hnsw.ef_search')"
                                    ).fetchone() == ("globex", "40")
+                # the view of the tenants' indexes counts acme's rows under acme, and gives globex back
+                assert dba.execute("select tenant_id, index_kind, tenant_rows from agentmem.tenant_indexes "
+                                   "where needed is not null").fetchall() == [("acme", "exact", 30),
+                                                                              ("acme", "hnsw", 30)]
+                assert dba.execute("select agentmem.current_tenant()").fetchone() == ("globex",)
             dba.execute("select agentmem.set_tenant(tenant_id => 'globex')")
             assert sqlstate_of(dba, "select * from agentmem.tenants_needing_index") == "AM041"
             dba.execute("reset agentmem.tenant_id")
