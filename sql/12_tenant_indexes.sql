@@ -812,6 +812,7 @@ declare
     v_index record;
     v_match text[];
     v_dim int;
+    v_counted text[];
 begin
     -- A tenant's own index is found by its deterministic name and read back
     -- from its predicate (where tenant_id = T and model = M, as tenant_index_ddl
@@ -856,13 +857,17 @@ begin
         -- The tenant's rows of the table and model, whoever runs it: a DBA under
         -- row-level security counts them with the tenant set (as
         -- create_tenant_index); the caller's tenant is given back at the end.
-        perform agentmem.set_tenant(tenant_id => tenant_id, local => true);
-        execute pg_catalog.format(
-            'select count(*) from agentmem.%I as e where e.tenant_id = $1 and e.model = $2', table_name
-        )
-        into tenant_rows
-        using tenant_id, model;
-        select m.dimension into v_dim from agentmem.models as m where m.model = tenant_index_list.model;
+        -- Counted once for a tenant's two indexes (their names sort together).
+        if v_counted is distinct from array[table_name, tenant_id, model] then
+            perform agentmem.set_tenant(tenant_id => tenant_id, local => true);
+            execute pg_catalog.format(
+                'select count(*) from agentmem.%I as e where e.tenant_id = $1 and e.model = $2', table_name
+            )
+            into tenant_rows
+            using tenant_id, model;
+            v_counted := array[table_name, tenant_id, model];
+            select m.dimension into v_dim from agentmem.models as m where m.model = tenant_index_list.model;
+        end if;
         needed := is_valid and v_dim is not null
             and tenant_rows > agentmem_private.tenant_index_min_rows(v_dim)
             and (index_kind = 'hnsw' or tenant_rows <= agentmem_private.exact_index_max_rows(v_dim));
