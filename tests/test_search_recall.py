@@ -272,8 +272,7 @@ def test_the_tenant_indexes_view_says_what_each_costs_and_which_to_drop(admin, a
     # o'brien's one user forgotten: its indexes are empty, no search uses them, and they come first
     app.execute("select agentmem.set_tenant(tenant_id => %s)", ("o'brien",))
     app.execute("select * from agentmem.forget_user(user_id => 'alice')")
-    # acme shrinks past what its exact index may hold (searches ignore it), and its HNSW index is
-    # left invalid, as by a failed CREATE INDEX CONCURRENTLY
+    # acme's 30 rows are past exact_index_max_rows once it is lowered: searches ignore its exact index
     admin.execute("set agentmem.exact_index_max_rows = 29")
     rows = admin.execute(listing).fetchall()
     assert [r[:6] for r in rows] == [
@@ -281,6 +280,7 @@ def test_the_tenant_indexes_view_says_what_each_costs_and_which_to_drop(admin, a
         ("o'brien", "exact", names["o'brien"][1], True, 0, False),
         ("o'brien", "hnsw", names["o'brien"][0], True, 0, False),
         ("acme", "hnsw", names["acme"][0], True, 30, True)]
+    # acme's HNSW index left invalid, as by a failed CREATE INDEX CONCURRENTLY
     admin.execute("update pg_index set indisvalid = false where indexrelid = %s::regclass",
                   (f"agentmem.{names['acme'][0]}",))
     assert admin.execute("select is_valid, needed from agentmem.tenant_indexes where tenant_id = 'acme' "
