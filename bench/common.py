@@ -97,6 +97,18 @@ def copy_into_postgresstore(admin: psycopg.Connection, prefixes, keys, texts, ve
     return {"copy_s": t1 - t0, "index_s": t2 - t1, "vacuum_s": time.perf_counter() - t2}
 
 
+def load_interleaved(admin: psycopg.Connection, owners, rng, model: str, dim: int) -> None:
+    """Messages of random unit vectors, owners[i] = (tenant, user) of message i, loaded in a random order
+    so that every tenant's rows are scattered among the others' in the heap, as they arrive; the model's
+    shared HNSW index built after the COPY, then VACUUM (ANALYZE) (the visibility map, for index-only
+    counts)."""
+    bulk = Bulk(admin, model=model, rng=rng)
+    with bulk.hnsw_dropped(tables=("message_embeddings",)):
+        order = rng.permutation(len(owners))
+        bulk.load_messages([owners[i] for i in order], unit_vectors(rng, len(owners), dim))
+    admin.execute("vacuum (analyze) agentmem.messages, agentmem.message_embeddings")
+
+
 def percentile(xs, p: float) -> float:
     """The p-th percentile (nearest rank) of xs."""
     xs = sorted(xs)

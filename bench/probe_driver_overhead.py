@@ -29,7 +29,7 @@ from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Bulk, command, connect, p50_p95, probe_start, unit_vectors, write_report  # noqa: E402
+from common import command, connect, load_interleaved, p50_p95, probe_start, unit_vectors, write_report  # noqa: E402
 
 from agentmem._adapt import check_params  # noqa: E402
 from agentmem.client import SET_TENANT, Memory, row_factory, shape  # noqa: E402
@@ -67,15 +67,11 @@ class ExplicitMemory(Memory):
 def main() -> int:
     args, admin_url, app_url, started = probe_start(__doc__, "agentmem_probe_driver")
     rng = np.random.default_rng(11)
+    owners = [(f"s{i % 100}", "user") for i in range(OTHERS)]
+    for user, n in USERS.items():
+        owners += [(user, "user")] * n
     with connect(admin_url) as admin:
-        bulk = Bulk(admin, model=MODEL, rng=rng)
-        with bulk.hnsw_dropped(tables=("message_embeddings",)):
-            owners = [(f"s{i % 100}", "user") for i in range(OTHERS)]
-            for user, n in USERS.items():
-                owners += [(user, "user")] * n
-            order = rng.permutation(len(owners))  # a user's rows scattered among the others', as they arrive
-            bulk.load_messages([owners[i] for i in order], unit_vectors(rng, len(owners), DIM))
-        admin.execute("vacuum (analyze) agentmem.messages, agentmem.message_embeddings")
+        load_interleaved(admin, owners, rng, MODEL, DIM)
 
     times: dict[tuple[str, str, str], list[float]] = {}
     bare = connect(app_url)

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import Bulk, command, connect, p50_p95, probe_start, unit_vectors, write_report  # noqa: E402
+from common import command, connect, load_interleaved, p50_p95, probe_start, unit_vectors, write_report  # noqa: E402
 
 from agentmem.client import Memory  # noqa: E402
 
@@ -54,12 +54,8 @@ def main() -> int:
     rng = np.random.default_rng(23)
     owners = [("big", "user")] * BIG + [(f"s{i % SMALL}", "user") for i in range(SMALL * SMALL_ROWS)]
     owners += [(f"i{i % STEPS[2]:03d}", "user") for i in range(STEPS[2] * INDEXED_ROWS)]
-    order = rng.permutation(len(owners))  # every tenant's rows interleaved, as they arrive
     with connect(admin_url) as admin:
-        bulk = Bulk(admin, model=MODEL, rng=rng)
-        with bulk.hnsw_dropped(tables=("message_embeddings",)):
-            bulk.load_messages([owners[i] for i in order], unit_vectors(rng, len(owners), DIM))
-        admin.execute("vacuum (analyze) agentmem.messages, agentmem.message_embeddings")
+        load_interleaved(admin, owners, rng, MODEL, DIM)
         admin.execute("select agentmem.create_tenant_index(tenant_id => 'big', model => %s)", (MODEL,))
         queries = unit_vectors(rng, QUERIES, DIM)
         writes = unit_vectors(rng, QUERIES * len(STEPS), DIM)
