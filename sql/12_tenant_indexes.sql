@@ -311,8 +311,8 @@ security invoker
 set search_path from current
 as $$
     -- A read of the whole exact index costs about rows x dimension; for
-    -- 30,000 rows of 768 dimensions it was 0.75 times a full HNSW pass
-    -- (ef_search 750) measured beside it (README, "Tuning"). The default
+    -- 30,000 rows of 768 dimensions it was 0.64 to 0.75 times a full HNSW
+    -- pass (ef_search 750) measured beside it, in two runs (README, "Tuning"). The default
     -- keeps it about there: 31,250 rows at 768 dimensions, 62,500 at 384.
     select coalesce(
         nullif(pg_catalog.current_setting('agentmem.exact_index_max_rows', true), '')::bigint,
