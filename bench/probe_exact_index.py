@@ -51,9 +51,9 @@ def vectors(kind: str, dim: int, rng: np.random.Generator) -> np.ndarray:
     return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
-def floor(conn: psycopg.Connection, t: str, dim: int, members: np.ndarray, v: np.ndarray, ids: list) -> dict:
+def floor(conn: psycopg.Connection, t: str, dim: int, members: np.ndarray, v: np.ndarray) -> dict:
     """What no index can go under: the tenant's normalised halfvecs alone in a table of their own, read
-    whole, with and without computing each one's distance, and the 10 nearest by a plain top-N sort
+    whole, with and without computing each one's distance, and the 30 nearest by a plain top-N sort
     (serial, and with two parallel workers), each query all ways back to back beside the exact index."""
     norm = f"l2_normalize(embedding::vector({dim}))::halfvec({dim})"
     conn.execute(f'create table "floor {t}" (id uuid, v halfvec({dim}))')
@@ -181,7 +181,7 @@ def run(server_url: str, kind: str, dim: int) -> dict:
                     rec[w].append(len(got & truth) / K)
         out["tenants"][t] = {"rows": n, "ways": {w: (float(np.percentile(lat[w], 50)), float(np.percentile(lat[w], 95)),
                                                       float(np.mean(rec[w]))) for w in ways},
-                             "floor": floor(conn, t, dim, members, v, ids)}
+                             "floor": floor(conn, t, dim, members, v)}
         print(kind, t, out["tenants"][t], flush=True)
     conn.close()
     with psycopg.connect(server_url, autocommit=True) as c:
