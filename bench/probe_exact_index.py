@@ -51,6 +51,12 @@ def vectors(kind: str, dim: int, rng: np.random.Generator) -> np.ndarray:
     return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
+def query_near(v: np.ndarray, members: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """A query: one of the tenant's vectors, chosen at random, plus a little noise, normalised."""
+    q = v[rng.choice(members)] + rng.standard_normal(v.shape[1]).astype(np.float32) * 0.02
+    return q / np.linalg.norm(q)
+
+
 def floor(conn: psycopg.Connection, t: str, dim: int, members: np.ndarray, v: np.ndarray) -> dict:
     """What no index can go under: the tenant's normalised halfvecs alone in a table of their own, read
     whole, with and without computing each one's distance, and the 30 nearest by a plain top-N sort
@@ -76,8 +82,7 @@ def floor(conn: psycopg.Connection, t: str, dim: int, members: np.ndarray, v: np
     plans: dict = {}
     qrng = np.random.default_rng(11)
     for j in range(QUERIES + 3):
-        q = v[qrng.choice(members)] + qrng.standard_normal(dim).astype(np.float32) * 0.02
-        q /= np.linalg.norm(q)
+        q = query_near(v, members, qrng)
         for w in (list(ways) if j % 2 == 0 else list(reversed(ways))):
             sql, sort, workers = ways[w]
             conn.execute("begin")
@@ -155,8 +160,7 @@ def run(server_url: str, kind: str, dim: int) -> dict:
         rec: dict = {w: [] for w in ways}
         qrng = np.random.default_rng(7)
         for j in range(QUERIES + 3):
-            q = v[qrng.choice(members)] + qrng.standard_normal(dim).astype(np.float32) * 0.02
-            q /= np.linalg.norm(q)
+            q = query_near(v, members, qrng)
             truth = {ids[i] for i in members[np.argsort(-(v[members] @ q))[:K]]}
             for w in (list(ways) if j % 2 == 0 else list(reversed(ways))):
                 index, expr, ef = ways[w]
