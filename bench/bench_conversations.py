@@ -1,6 +1,6 @@
 """Conversation memory benchmark: agentmem vs LangGraph's PostgresStore on the same server and vectors.
 
-    .venv/bin/pip install 'agentmem[bench]'      # langgraph-checkpoint-postgres
+    .venv/bin/pip install 'pg-agentmem[bench]'      # langgraph-checkpoint-postgres
     .venv/bin/python bench/bench_conversations.py --out bench/results/conversations.md [--quick]
 
 Measures, at 10k and 100k messages (--quick: 10k only) spread over 1,000 tenants where one
@@ -309,7 +309,7 @@ def main() -> int:
         import langgraph.store.postgres  # noqa: F401
     except ImportError:
         raise SystemExit("bench_conversations needs langgraph-checkpoint-postgres: "
-                         "pip install 'agentmem[bench]' (or pip install langgraph-checkpoint-postgres)")
+                         "pip install 'pg-agentmem[bench]' (or pip install langgraph-checkpoint-postgres)")
     server_url = args.database_url or start_server(args.port)
     started = time.perf_counter()
     results = [run_size(server_url, 10_000, 1_000, 100)]
