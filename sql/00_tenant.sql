@@ -136,13 +136,28 @@ begin
             detail = 'Superusers and BYPASSRLS roles would see every tenant''s rows.',
             hint = 'Use an ordinary login role for the application.';
     end if;
-    execute pg_catalog.format('grant agentmem_app to %I', role_name);
+    begin
+        execute pg_catalog.format('grant agentmem_app to %I', role_name);
+    exception when insufficient_privilege then
+        raise exception 'role % may not grant agentmem_app to %', current_user, role_name
+        using
+            errcode = 'AM041',
+            detail = sqlerrm,
+            hint = 'Ask a superuser to run "'
+            || case
+                when pg_catalog.current_setting('server_version_num')::int >= 160000
+                    then 'grant agentmem_app to ' || pg_catalog.quote_ident(current_user) || ' with admin option;'
+                else 'alter role ' || pg_catalog.quote_ident(current_user) || ' createrole;'
+            end
+            || '", then grant again.';
+    end;
 end
 $$;
 
 comment on function agentmem.grant_app_role(text) is
 'Make an existing login role an agentmem application role (member of agentmem_app).
-Refuses superusers and BYPASSRLS roles, which row-level security would not confine.
+Refuses superusers and BYPASSRLS roles, which row-level security would not confine (AM020), and
+says which statement a superuser runs when the caller may not grant agentmem_app (AM041).
 For the DBA; not executable by the application role.';
 
 create or replace function agentmem_private.bypasses_rls()

@@ -222,14 +222,15 @@ when the configuration is already the current one. AM020 for NULL. Needs to own 
 -- this database when it runs as a superuser (only a superuser may), and the
 -- text branch takes the GIN index. Otherwise the text branch still works,
 -- reading the user's own rows through (tenant_id, user_id) and testing each,
--- and this NOTICE tells the DBA the statement to run.
+-- and this WARNING tells the DBA the statement to run (a warning, so that
+-- both installers show it: the psql script hides mere notices).
 do $leakproof$
 begin
     if (select not p.proleakproof from pg_catalog.pg_proc as p where p.oid = 'pg_catalog.ts_match_vq'::regproc) then
         if (select r.rolsuper from pg_catalog.pg_roles as r where r.rolname = current_user) then
             alter function pg_catalog.ts_match_vq(tsvector, tsquery) leakproof;
         else
-            raise notice 'full-text search will not use its GIN index under row-level security until a superuser runs: %',
+            raise warning 'full-text search will not use its GIN index under row-level security until a superuser runs: %',
                 'alter function pg_catalog.ts_match_vq(tsvector, tsquery) leakproof;'
             using hint = 'See README, "Searching by words, and hybrid search".';
         end if;

@@ -69,6 +69,74 @@ begin
 end
 $preflight$;
 
+-- A DBA who is not a superuser: what the roles need, checked before anything is created, each
+-- refusal an AM041 naming the one statement a superuser runs (README, "Installing and upgrading").
+do $dba$
+declare
+    v_me text := pg_catalog.quote_ident(current_user);
+    v_createrole boolean;
+    v_pg16 boolean := current_setting('server_version_num')::int >= 160000;
+    v_app boolean := exists (select from pg_catalog.pg_roles where rolname = 'agentmem_app');
+    v_owner boolean := exists (select from pg_catalog.pg_roles where rolname = 'agentmem_owner');
+    v_first boolean := true;  -- migration 0001 (which comments on agentmem_app) still to run here
+    v_member boolean;
+begin
+    if (select r.rolsuper from pg_catalog.pg_roles as r where r.rolname = current_user) then
+        return;
+    end if;
+    select r.rolcreaterole into v_createrole from pg_catalog.pg_roles as r where r.rolname = current_user;
+    if pg_catalog.to_regclass('agentmem.schema_migrations') is not null then
+        execute 'select not exists (select from agentmem.schema_migrations where version = 1)' into v_first;
+    end if;
+    if pg_catalog.to_regnamespace('agentmem') is null
+       and not pg_catalog.has_database_privilege(current_database(), 'create') then
+        raise exception 'role % may not create the schema agentmem in database %', current_user, current_database()
+            using errcode = 'AM041',
+                  detail = 'Installing creates the schemas agentmem and agentmem_private.',
+                  hint = 'Ask a superuser (or the database''s owner) to run "grant create on database '
+                         || pg_catalog.quote_ident(current_database()) || ' to ' || v_me || ';", then migrate again.';
+    end if;
+    if not (v_app and v_owner) and not v_createrole then
+        raise exception 'role % needs CREATEROLE to install agentmem', current_user
+            using errcode = 'AM041',
+                  detail = 'The roles agentmem_app and agentmem_owner do not exist yet in this cluster.',
+                  hint = 'Ask a superuser to run "alter role ' || v_me || ' createrole;", then migrate again.';
+    end if;
+    if not v_pg16 then
+        -- PostgreSQL 15: CREATEROLE comments on agentmem_app (migration 0001) and grants the
+        -- membership of agentmem_owner that re-owning the API's functions needs.
+        v_member := v_owner and pg_catalog.pg_has_role(current_user, 'agentmem_owner', 'member');
+        if not v_createrole and ((v_app and v_first) or (v_owner and not v_member)) then
+            raise exception 'role % needs CREATEROLE to install agentmem here', current_user
+                using errcode = 'AM041',
+                      detail = 'On PostgreSQL 15 managing agentmem_app and agentmem_owner, which exist already, '
+                               || 'needs CREATEROLE.',
+                      hint = 'Ask a superuser to run "alter role ' || v_me || ' createrole;", then migrate again.';
+        end if;
+    else
+        -- PostgreSQL 16 and later: CREATEROLE manages only the roles one holds ADMIN OPTION on (those
+        -- one created). Migration 0001 comments on agentmem_app and grant_app_role grants it: ADMIN
+        -- OPTION on agentmem_app. Re-owning the API's functions: SET on agentmem_owner, or ADMIN
+        -- OPTION on it to grant that to oneself.
+        v_member := v_owner and pg_catalog.pg_has_role(current_user, 'agentmem_owner', 'set');
+        if (v_app and v_first and not pg_catalog.pg_has_role(current_user, 'agentmem_app', 'member with admin option'))
+           or (v_owner and not v_member
+               and not pg_catalog.pg_has_role(current_user, 'agentmem_owner', 'member with admin option')) then
+            raise exception 'role % may not manage the roles agentmem_app and agentmem_owner, which another role created',
+                current_user
+                using errcode = 'AM041',
+                      detail = 'On PostgreSQL 16 and later CREATEROLE manages only the roles one created or holds '
+                               || 'ADMIN OPTION on; another database''s install created these.',
+                      hint = 'Ask a superuser to run "grant agentmem_app, agentmem_owner to ' || v_me
+                             || ' with admin option;", then migrate again.';
+        end if;
+    end if;
+    if v_owner and not v_member then
+        execute pg_catalog.format('grant agentmem_owner to %I', current_user);
+    end if;
+end
+$dba$;
+
 create schema if not exists agentmem;
 comment on schema agentmem is 'agentmem: memory and answer caching for LLM agents. The API is the functions; tables are private.';
 
@@ -185,6 +253,15 @@ class Migrator:
     def __init__(self, conninfo: str, source: Source | None = None):
         self.conninfo = conninfo
         self.source = source or Source.load()
+        # What the last migrate() said the DBA must act on (the SQL's WARNINGs: a missing pg_cron,
+        # the LEAKPROOF mark only a superuser can make), each "message" or "message\nHINT: hint".
+        self.warnings: list[str] = []
+
+    def _warning(self, diag: psycopg.errors.Diagnostic) -> None:
+        if diag.severity_nonlocalized == "WARNING" and diag.message_primary:
+            text = diag.message_primary + (f"\nHINT: {diag.message_hint}" if diag.message_hint else "")
+            if text not in self.warnings:
+                self.warnings.append(text)
 
     def _connect(self) -> psycopg.Connection:
         return psycopg.connect(self.conninfo, autocommit=True)
@@ -197,6 +274,14 @@ class Migrator:
             "select version, name, sha256, applied_at, applied_by_version "
             "from agentmem.schema_migrations order by version").fetchall()
         return {r[0]: r for r in rows}
+
+    def installed(self) -> bool:
+        """Whether agentmem's ledger exists in the database (an install has at least begun)."""
+        try:
+            with self._connect() as conn:
+                return conn.execute("select to_regclass('agentmem.schema_migrations') is not null").fetchone()[0]
+        except psycopg.Error as exc:
+            raise translate(exc) from exc
 
     def status(self) -> list[MigrationStatus]:
         with self._connect() as conn:
@@ -271,8 +356,10 @@ class Migrator:
     def migrate(self) -> list[str]:
         """Apply pending migrations, then every definition file. Returns the applied names."""
         applied: list[str] = []
+        self.warnings = []
         try:
             with self._connect() as conn:
+                conn.add_notice_handler(self._warning)
                 conn.execute("select pg_advisory_lock(%s)", (LOCK_KEY,))
                 try:
                     with conn.transaction():
