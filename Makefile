@@ -1,18 +1,35 @@
-# agentmem: `make demo` and `make test` work on a fresh clone with no manual step.
+# agentmem: `make demo`, `make psql` and `make test` work on a fresh clone with no manual step.
+# A bare `make` lists the targets.
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 BIN    := $(VENV)/bin
 DATA   ?= .pgdata/embedded
-# The embedded server of `make demo`/`make migrate`; override to use your own.
-AGENTMEM_DATABASE_URL ?= $(shell $(BIN)/agentmem dev-server url 2>/dev/null)
+# The database of `make migrate` / `make status`: AGENTMEM_DATABASE_URL when set, else the database
+# agentmem of the embedded dev server (started if needed).
+DB_URL = $(if $(AGENTMEM_DATABASE_URL),$(AGENTMEM_DATABASE_URL),$$($(BIN)/agentmem dev-server start --data-dir $(DATA) 2>/dev/null))
 
-.PHONY: venv demo test test-pg15 pg15 citus test-citus lint migrate status psql-script docs bench clean
-.DEFAULT_GOAL := test
+.PHONY: help venv demo psql test test-pg15 pg15 citus test-citus lint migrate status psql-script docs bench clean
+.DEFAULT_GOAL := help
+
+help:
+	@echo "make demo         a narrated tour: venv, embedded PostgreSQL 18 + pgvector (.pgdata/), migrate"
+	@echo "make psql         psql on the dev server's database agentmem, migrated, as an application login (tenant acme)"
+	@echo "make test         the whole suite on the embedded server (test-pg15, test-citus: the other two servers)"
+	@echo "make lint         sqlfluff on the SQL, mypy on the clients"
+	@echo "make migrate      install or upgrade agentmem (AGENTMEM_DATABASE_URL, default the dev server)"
+	@echo "make status       its migrations, applied and pending"
+	@echo "make psql-script  build/agentmem-install.psql, the psql-only installer"
+	@echo "make docs         docs/api.md from the catalogue"
+	@echo "make bench        the benchmarks (BENCH_ARGS=--quick for less)"
+	@echo "make venv         only the virtualenv .venv (then . .venv/bin/activate puts agentmem on PATH)"
+	@echo "make clean        stop the dev server and delete .pgdata/"
 
 $(VENV)/.installed: python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+	@# the distribution is pg-agentmem (PyPI's agentmem is another project): drop a venv's older install
+	-@$(BIN)/pip uninstall -q -y agentmem >/dev/null 2>&1
 	$(BIN)/pip install -q hatchling -e './python[dev]'
 	touch $@
 
@@ -21,6 +38,11 @@ venv: $(VENV)/.installed
 demo: venv
 	$(BIN)/agentmem dev-server start --data-dir $(DATA) >/dev/null
 	$(BIN)/agentmem demo --database-url "$$($(BIN)/agentmem dev-server url)"
+
+# From nothing to a psql prompt: the dev server started, database agentmem migrated, an application
+# login, tenant acme (agentmem psql --help).
+psql: venv
+	$(BIN)/agentmem psql --data-dir $(DATA)
 
 test: venv
 	$(BIN)/pytest -q tests
@@ -48,10 +70,10 @@ lint: venv
 	MYPYPATH=python $(BIN)/mypy --follow-imports=silent tests/typecheck_clients.py
 
 migrate: venv
-	$(BIN)/agentmem migrate --database-url "$(AGENTMEM_DATABASE_URL)"
+	$(BIN)/agentmem migrate --database-url "$(DB_URL)"
 
 status: venv
-	$(BIN)/agentmem status --database-url "$(AGENTMEM_DATABASE_URL)"
+	$(BIN)/agentmem status --database-url "$(DB_URL)"
 
 # The psql-only install/upgrade script, generated (not kept among the sources).
 psql-script: venv

@@ -154,6 +154,12 @@ def test_badly_named_or_gapped_migrations_are_refused(checkout):
 
 
 def test_status_lists_pending_then_applied(empty_db, capsys):
+    # a database without agentmem: said so (exit code 3), not ten migrations pending as if an install failed
+    assert cli(["status", "--database-url", empty_db]) == 3
+    out = capsys.readouterr().out
+    assert "agentmem is not installed in database" in out and "agentmem migrate --database-url" in out
+    assert "pending" not in out
+    m.Migrator(empty_db, m.Source(ROOT, m.Source.load(ROOT).migrations[:2], ())).migrate()
     assert cli(["status", "--database-url", empty_db]) == 0
     assert "pending" in capsys.readouterr().out
     assert cli(["migrate", "--database-url", empty_db]) == 0
@@ -207,13 +213,14 @@ def test_a_non_superuser_dba_installs_once_made_a_member_of_agentmem_owner(empty
         version = conn.info.server_version
     try:
         if version >= 160000:  # CREATEROLE no longer grants membership in roles it did not create
-            with pytest.raises(m.MigrationError) as info:
+            with pytest.raises(agentmem.InsufficientPrivilege) as info:
                 m.Migrator(dba_url).migrate()
-            assert info.value.sqlstate == "AM041" and f"grant agentmem_owner to {role}" in info.value.hint
-            with psycopg.connect(empty_db) as conn:  # the failed migration left nothing behind
-                assert conn.execute("select to_regnamespace('agentmem_private')").fetchone()[0] is None
+            statement = f"grant agentmem_app, agentmem_owner to {role} with admin option;"
+            assert info.value.sqlstate == "AM041" and statement in info.value.hint
+            with psycopg.connect(empty_db) as conn:  # refused before anything was made
+                assert conn.execute("select to_regnamespace('agentmem')").fetchone()[0] is None
             with psycopg.connect(empty_db, autocommit=True) as conn:
-                conn.execute(f"grant agentmem_owner to {role}")
+                conn.execute(statement)
         m.Migrator(dba_url).migrate()
         with psycopg.connect(dba_url, autocommit=True) as conn:
             owners = conn.execute("select distinct pg_get_userbyid(proowner) from pg_proc "
@@ -308,7 +315,7 @@ def test_wheel_ships_the_sql_from_the_checkout(tmp_path):
     import zipfile
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
                     "-w", str(tmp_path), str(ROOT / "python")], check=True, capture_output=True)
-    wheel = next(tmp_path.glob("agentmem-*.whl"))
+    wheel = next(tmp_path.glob("pg_agentmem-*.whl"))  # the distribution pg-agentmem
     names = set(zipfile.ZipFile(wheel).namelist())
     source = m.Source.load(ROOT)
     for f in source.migrations:

@@ -1,4 +1,4 @@
-"""The ``agentmem`` command: migrate, status, distribute, psql-script, docs, dev-server, cache-report, demo."""
+"""The ``agentmem`` command: migrate, status, distribute, psql-script, docs, dev-server, psql, embed, cache-report, demo."""
 
 from __future__ import annotations
 
@@ -42,9 +42,32 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("docs", help="write the API reference (docs/api.md) from a migrated database's catalogue")
     p.add_argument("--database-url")
     p.add_argument("-o", "--output", type=Path)
-    p = sub.add_parser("dev-server", help="a local embedded PostgreSQL 18 + pgvector for demos and tests")
+    p = sub.add_parser("dev-server", help="a local embedded PostgreSQL 18 + pgvector for demos and tests "
+                       "(start and url print the URL of its database agentmem)")
     p.add_argument("action", choices=["start", "stop", "url"])
     p.add_argument("--data-dir", type=Path, default=Path(".pgdata/embedded"))
+    p = sub.add_parser("psql", help="psql on a migrated database as an application login with a tenant set "
+                       "(default: the dev server, started if needed, database agentmem)")
+    p.add_argument("--data-dir", type=Path, default=Path(".pgdata/embedded"))
+    p.add_argument("--database-url", help="a database of your own server to use instead of the dev server's, "
+                   "as a role that may install agentmem there (it is migrated, the login made there)")
+    p.add_argument("--tenant", default="acme", help="the session's tenant (default acme)")
+    p.add_argument("--login", default="agentmem_app_user", help="the application login (created if missing)")
+    p.add_argument("--psql", dest="psql_bin", help="the psql program (default: the dev server's own)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no banner")
+    p.add_argument("psql_args", nargs=argparse.REMAINDER, help="after --: passed to psql (e.g. -- -f file.sql)")
+    p = sub.add_parser("embed", help="print a text's embedding as a vector literal, for psql: "
+                       "\\set vec `agentmem embed --model nomic-embed-text 'text'`")
+    p.add_argument("text")
+    p.add_argument("--model", default="nomic-embed-text", help="a model registered in agentmem.models "
+                   "(default nomic-embed-text)")
+    p.add_argument("--query", action="store_true", help="embed a search query (the model's query prefix); "
+                   "default: a document to store")
+    p.add_argument("--database-url", help="where the model's prefixes and dimension are read "
+                   "(default $AGENTMEM_DATABASE_URL, which agentmem psql sets)")
+    p.add_argument("--ollama-host", help="default $OLLAMA_HOST, else http://127.0.0.1:11434")
+    p.add_argument("--offline", action="store_true",
+                   help="the offline lexical embedder (shared words, not meaning) even if Ollama answers")
     p = sub.add_parser("cache-report", help="answer cache: hits, wrong hits and net value per threshold")
     p.add_argument("--database-url")
     p.add_argument("--tenant", required=True)
@@ -63,6 +86,8 @@ def main(argv: list[str] | None = None) -> int:
                 applied = migrator.migrate()
                 print(f"applied {len(applied)} migration(s)" + (": " + ", ".join(applied) if applied else "")
                       + f"; definitions re-applied ({len(migrator.source.definitions)} files)")
+                for warning in migrator.warnings:  # what the DBA must act on
+                    print(f"agentmem: WARNING: {warning}", file=sys.stderr)
                 for role in args.grant_app_role:
                     migrator.grant_app_role(role)
                     print(f"role {role} may now use agentmem as an application role")
@@ -73,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"distributed: {migrator.distributed()}; {len(rows)} change(s)"
                       + ("" if rows else ", already distributed"))
             else:
+                if not migrator.installed():
+                    print(_not_installed(migrator.conninfo, len(migrator.source.migrations)))
+                    return 3
                 print(format_status(migrator.status()))
                 print(f"distributed: {migrator.distributed()}")
         elif args.command == "psql-script":
@@ -94,13 +122,22 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 sys.stdout.write(text)
         elif args.command == "dev-server":
-            from . import devserver
+            from . import devserver, shell
             if args.action == "start":
-                print(devserver.start(args.data_dir))
+                return shell.dev_server_start(args.data_dir)
             elif args.action == "stop":
                 devserver.stop(args.data_dir)
             else:
-                print(devserver.url())
+                print(shell.dev_server_url())
+        elif args.command == "psql":
+            from . import shell
+            return shell.psql(args.data_dir, args.database_url, args.tenant, args.login, args.psql_bin,
+                              args.psql_args, args.quiet)
+        elif args.command == "embed":
+            from . import shell
+            return shell.embed(args.text, args.model, args.query,
+                               args.database_url or os.environ.get("AGENTMEM_DATABASE_URL"),
+                               args.offline, args.ollama_host)
         elif args.command == "cache-report":
             return _cache_report(args)
         elif args.command == "demo":
@@ -110,6 +147,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"agentmem: error [{exc.sqlstate or '-'}]: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _not_installed(url: str, migrations: int) -> str:
+    """What `status` says of a database without agentmem (exit code 3): not a failed install."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+    params = conninfo_to_dict(url)
+    shown = url if "password" not in params and ":" not in url.split("@")[0].split("//")[-1] else \
+        make_conninfo(**{k: v for k, v in params.items() if k != "password"})
+    return (f"agentmem is not installed in database {params.get('dbname', '(default)')}: it has no "
+            f"agentmem.schema_migrations. Nothing failed; there is nothing here yet.\n"
+            f"Install it ({migrations} migrations): agentmem migrate --database-url '{shown}'")
 
 
 def _fmt(value) -> str:
@@ -133,7 +181,7 @@ def _cache_report(args: argparse.Namespace) -> int:
             matplotlib.use("Agg")
             import matplotlib.pyplot as plt
         except ImportError:
-            print("agentmem: --png needs matplotlib: pip install matplotlib (or agentmem[bench])", file=sys.stderr)
+            print("agentmem: --png needs matplotlib: pip install matplotlib (or pip install 'pg-agentmem[bench]')", file=sys.stderr)
             return 2
         points = [(r.threshold, float(r.net_value_per_1000)) for r in rows if r.net_value_per_1000 is not None]
         if not points:

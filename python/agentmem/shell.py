@@ -1,0 +1,171 @@
+"""What a person at a terminal runs: ``agentmem psql`` and ``agentmem embed``.
+
+``agentmem psql`` gets from nothing to a psql prompt on a migrated database: it starts the embedded
+dev server if needed (or takes ``--database-url`` of a server you administer), creates the database
+``agentmem`` there, migrates it, makes an application login and opens the server's own psql as that
+login with a tenant set. The psql session finds ``agentmem`` on its PATH, so that
+``\\set vec `agentmem embed --model nomic-embed-text 'some text'``` works in it.
+
+``agentmem embed`` prints the embedding of a text as a vector literal. It embeds with Ollama
+(``OLLAMA_HOST``); where no Ollama answers it says so on stderr and prints the offline lexical
+embedding (shared words, not meaning) in the model's registered dimension instead.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import numpy as np
+import psycopg
+
+DATABASE = "agentmem"          # the dev server's database that has agentmem
+APP_LOGIN = "agentmem_app_user"  # the application login, as in docker-compose.yml
+TENANT = "acme"
+
+
+def with_database(url: str, dbname: str, user: str | None = None) -> str:
+    """The same server's URL for another database (and login)."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if user:
+        netloc = user + "@" + netloc.split("@", 1)[-1]
+    return urlunsplit((parts.scheme, netloc, "/" + dbname, parts.query, parts.fragment))
+
+
+def ensure_database(server_url: str, dbname: str = DATABASE) -> str:
+    """Create the database if it does not exist; its URL (same login)."""
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        if conn.execute("select from pg_catalog.pg_database where datname = %s", (dbname,)).fetchone() is None:
+            try:
+                conn.execute(psycopg.sql.SQL("create database {}").format(psycopg.sql.Identifier(dbname)))
+            except psycopg.errors.DuplicateDatabase:  # made meanwhile by another start
+                pass
+    return with_database(server_url, dbname)
+
+
+def installed(url: str) -> bool:
+    """Whether agentmem's ledger exists in this database."""
+    with psycopg.connect(url) as conn:
+        return conn.execute("select pg_catalog.to_regclass('agentmem.schema_migrations') is not null").fetchone()[0]
+
+
+def dev_server_start(data_dir: Path) -> int:
+    """`agentmem dev-server start`: the URL of the dev server's database agentmem on stdout;
+    on stderr, what to run next when agentmem is not installed there yet."""
+    from . import devserver
+    url = ensure_database(devserver.start(data_dir))
+    print(url)
+    if not installed(url):
+        print(f"agentmem is not installed in database {DATABASE} yet. Next: agentmem migrate --database-url {url}\n"
+              "  or: agentmem psql (migrates it, then opens psql there as an application login)", file=sys.stderr)
+    return 0
+
+
+def dev_server_url() -> str:
+    from . import devserver
+    return devserver.url(dbname=DATABASE)
+
+
+def prepare(admin_url: str, login: str = APP_LOGIN) -> str:
+    """Migrate the database, create the login (no password, no superuser) if it is missing and make it
+    an application role. Returns the login's URL."""
+    from .migrate import Migrator, Source
+    migrator = Migrator(admin_url, Source.load())
+    migrator.migrate()
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        if conn.execute("select from pg_catalog.pg_roles where rolname = %s", (login,)).fetchone() is None:
+            try:
+                conn.execute(psycopg.sql.SQL("create role {} login").format(psycopg.sql.Identifier(login)))
+            except psycopg.errors.DuplicateObject:
+                pass
+    migrator.grant_app_role(login)
+    return with_database(admin_url, urlsplit(admin_url).path.lstrip("/") or DATABASE, login)
+
+
+def psql(data_dir: Path, database_url: str | None, tenant: str, login: str, psql_bin: str | None,
+         psql_args: list[str], quiet: bool = False) -> int:
+    """`agentmem psql`: prepare, then replace this process with psql as the application login."""
+    from . import devserver
+    if database_url:
+        admin_url = database_url
+        where = "your server"
+    else:
+        admin_url = ensure_database(devserver.start(data_dir))
+        where = "the dev server"
+        psql_bin = psql_bin or devserver.bin_path("psql")
+    app_url = prepare(admin_url, login)
+    psql_bin = psql_bin or shutil.which("psql") or devserver.bin_path("psql")
+    if psql_args[:1] == ["--"]:
+        psql_args = psql_args[1:]
+    env = dict(os.environ)
+    # The tenant for the whole session (agentmem.set_tenant(tenant_id => ...) changes it); the
+    # agentmem command on PATH for psql's backquotes, reading models from this database.
+    env["PGOPTIONS"] = (env.get("PGOPTIONS", "") + f" -c agentmem.tenant_id={tenant}").strip()
+    env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
+    env["AGENTMEM_DATABASE_URL"] = app_url
+    if not quiet:
+        print(f"agentmem psql: database {urlsplit(app_url).path.lstrip('/')} on {where}, migrated; connected as "
+              f"the application login {login}, tenant '{tenant}'.\n"
+              f"  \\df+ agentmem.*  lists the API; the README's \"Thirty seconds in psql\" runs as pasted.\n"
+              f"  The same session from elsewhere: PGOPTIONS='-c agentmem.tenant_id={tenant}' psql {app_url}",
+              file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    args = [psql_bin, app_url, *psql_args]
+    os.execvpe(psql_bin, args, env)
+    return 0  # pragma: no cover - exec does not return
+
+
+def vector_literal(values) -> str:
+    """pgvector's text form, each component the shortest text that reads back as the same float32."""
+    return "[" + ",".join(str(np.float32(v)).removesuffix(".0") for v in values) + "]"
+
+
+def embed(text: str, model: str, query: bool, database_url: str | None, offline: bool, host: str | None) -> int:
+    """`agentmem embed`: the vector literal on stdout; what was used, when not Ollama, on stderr."""
+    from .errors import EmbedderError
+    from .lexical import lexical_embedding
+    dimension = prefix = None
+    if database_url:
+        with psycopg.connect(database_url) as conn:
+            try:
+                row = conn.execute("select dimension, document_prefix, query_prefix "
+                                   "from agentmem.get_model(model => %s)", (model,)).fetchone()
+            except psycopg.Error as exc:
+                from .errors import translate
+                raise translate(exc) from exc
+        dimension, prefix = row[0], (row[2] if query else row[1]) or ""
+    where = host or os.environ.get("OLLAMA_HOST") or "http://127.0.0.1:11434"
+    reason = "--offline was given" if offline else None
+    if not offline:
+        import httpx
+
+        from .embed import OllamaEmbedder
+        embedder = OllamaEmbedder(model=model, host=host, document_prefix=prefix if prefix is not None else "",
+                                  query_prefix=prefix if prefix is not None else "", use_cache=False, timeout=30.0)
+        try:
+            vector = embedder.embed_queries([text])[0] if query else embedder.embed_documents([text])[0]
+        except EmbedderError as exc:
+            if not isinstance(exc.__cause__, (ConnectionError, OSError, httpx.ConnectError, httpx.ConnectTimeout)):
+                raise
+            reason = f"no Ollama answered at {where}"
+        else:
+            if dimension is not None and len(vector) != dimension:
+                print(f"agentmem embed: warning: Ollama's {model} gave {len(vector)} dimensions; "
+                      f"agentmem.models registers {dimension}", file=sys.stderr)
+            print(vector_literal(vector))
+            return 0
+    if dimension is None:
+        print(f"agentmem embed: {reason}, and without a database (--database-url or $AGENTMEM_DATABASE_URL) "
+              f"the dimension of {model} for the offline embedder is unknown", file=sys.stderr)
+        return 2
+    print(f"agentmem embed: {reason}: printed the OFFLINE LEXICAL embedding (shared words, not meaning) in "
+          f"{model}'s {dimension} dimensions, for trying agentmem only (real ones: ollama pull {model})",
+          file=sys.stderr)
+    # Without the model's prefixes, as the demo's offline embedder: they are words to it.
+    print(vector_literal(lexical_embedding(text, dimension)))
+    return 0
