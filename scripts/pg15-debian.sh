@@ -13,6 +13,8 @@ PKGS=(postgresql-15 postgresql-15-cron postgresql-server-dev-15 build-essential 
 SRC_LIST=/etc/apt/sources.list.d/agentmem-trixie-src.sources
 BUILD_DIR=/var/tmp/agentmem-pgvector-build
 VECTOR_CONTROL=/usr/share/postgresql/15/extension/vector.control
+# The settings docker-compose.yml's server runs with: this server starts with the same file.
+SETTINGS=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/agentmem-postgresql.conf
 
 die() { echo "pg15-debian.sh: ERROR: $*" >&2; exit 1; }
 log() { echo "pg15-debian.sh: $*" >&2; }
@@ -88,13 +90,15 @@ cmd_start() {
     echo "include_if_exists = 'agentmem.conf'" | as_pg tee -a "$DATA/postgresql.conf" >/dev/null
   fi
   # Rewritten on every start so port/socket changes apply; -A trust already covers local + 127.0.0.1/::1.
+  # First the deployment's settings (the file compose mounts), then what belongs to this throwaway
+  # test server only.
+  [[ -r $SETTINGS ]] || die "missing $SETTINGS (the server settings shared with docker-compose.yml)"
+  as_pg tee "$DATA/agentmem-postgresql.conf" <"$SETTINGS" >/dev/null
   as_pg tee "$DATA/agentmem.conf" >/dev/null <<EOF
+include = 'agentmem-postgresql.conf'
 listen_addresses = '127.0.0.1'
 port = $PORT
 unix_socket_directories = '$BASE'
-max_connections = 200
-shared_preload_libraries = 'pg_cron'
-cron.database_name = 'postgres'
 fsync = off
 synchronous_commit = off
 full_page_writes = off
