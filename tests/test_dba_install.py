@@ -1,0 +1,189 @@
+"""A DBA who is not a superuser (CREATEROLE, owner of the database) installs agentmem into a second
+database of a cluster whose roles another install created (this server's template install), following
+the README's words: each refusal is AM041 naming the one statement a superuser runs, that statement
+is enough, and what the DBA must act on (LEAKPROOF, pg_cron) is a warning both installers show.
+On PostgreSQL 15 (debian15) and 18 (embedded)."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import uuid
+
+import psycopg
+import pytest
+
+import agentmem
+from agentmem import migrate as m
+from conftest import ROOT
+
+LEAKPROOF = "alter function pg_catalog.ts_match_vq(tsvector, tsquery) leakproof;"
+
+
+def readme_superuser_statements(role: str, server_version: int) -> list[str]:
+    """The README's block for the superuser, that_dba being the DBA, read as its comments say."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Installing and upgrading"):]
+    block = re.search(r"```sql\n(.*?)```", section, re.S).group(1)
+    statements, pg16_only = [], False
+    for line in block.splitlines():
+        if line.startswith("--"):
+            pg16_only = pg16_only or "PostgreSQL 16 and later" in line
+            continue
+        if line.strip():
+            if pg16_only and server_version < 160000:
+                continue
+            statements.append(line.replace("that_dba", role))
+    return statements
+
+
+def statement_of(hint: str) -> str:
+    """The one statement a refusal's hint names ('Ask a superuser to run "...", then ...')."""
+    found = re.findall(r'run "([^"]+)"', hint)
+    assert len(found) == 1, hint
+    return found[0]
+
+
+@pytest.fixture
+def dba_database(server):
+    """A DBA role (LOGIN CREATEROLE, no superuser) owning a new, empty database; the roles
+    agentmem_app and agentmem_owner already exist, made by the template's install."""
+    role = "agentmem_dba_" + uuid.uuid4().hex[:8]
+    name = "agentmem_dbadb_" + uuid.uuid4().hex[:8]
+    with psycopg.connect(server.url, autocommit=True) as conn:
+        assert conn.execute("select count(*) from pg_roles where rolname in ('agentmem_app', 'agentmem_owner')"
+                            ).fetchone() == (2,)
+        conn.execute(f"create role {role} login createrole")
+        conn.execute(f"create database {name} owner {role}")
+        version = conn.info.server_version
+    yield role, name, version
+    with psycopg.connect(server.url, autocommit=True) as conn:
+        conn.execute(f"drop database if exists {name} with (force)")
+        # the DBA's application login first: the DBA granted it its membership
+        for login, in conn.execute("select rolname from pg_roles where rolname like %s "
+                                   "order by length(rolname) desc", (role + "%",)).fetchall():
+            conn.execute(f"drop role {login}")
+
+
+class Installer:
+    """One install attempt as the DBA, by one of the two paths: (sqlstate, hint, warnings)."""
+
+    def __init__(self, server, url: str, path: str, tmp_path):
+        self.server, self.url, self.path = server, url, path
+        self.script = tmp_path / "agentmem-install.psql"
+        self.script.write_text(m.render_psql(m.Source.load(ROOT)))
+
+    def __call__(self) -> tuple[str | None, str | None, list[str]]:
+        if self.path == "python":
+            migrator = m.Migrator(self.url, m.Source.load(ROOT))
+            try:
+                migrator.migrate()
+            except agentmem.AgentmemError as exc:
+                return exc.sqlstate, exc.hint, migrator.warnings
+            return None, None, migrator.warnings
+        run = subprocess.run([self.server.bin("psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-v", "VERBOSITY=verbose",
+                              "-d", self.url, "-f", str(self.script)], capture_output=True, text=True, timeout=300)
+        warnings = re.findall(r"WARNING:  (?:01000: )?(.*)", run.stderr)
+        if run.returncode == 0:
+            assert "ERROR" not in run.stderr
+            return None, None, warnings
+        error = re.search(r"ERROR:  (\w{5}): (.*)", run.stderr)
+        hint = re.search(r"HINT:  (.*)", run.stderr[run.stderr.index("ERROR:"):])
+        return error.group(1), hint.group(1) if hint else None, warnings
+
+
+def superuser(server, dbname: str, statement: str) -> None:
+    with psycopg.connect(server.db_url(dbname), autocommit=True) as conn:
+        conn.execute(statement)
+
+
+def nothing_installed(server, dbname: str) -> bool:
+    with psycopg.connect(server.db_url(dbname)) as conn:
+        return conn.execute("select to_regnamespace('agentmem') is null and to_regnamespace('agentmem_private') is null"
+                            ).fetchone()[0]
+
+
+@pytest.mark.parametrize("path", ["python", "psql"])
+def test_a_non_superuser_dba_installs_into_a_second_database_refused_step_by_step(server, dba_database, path,
+                                                                                 tmp_path):
+    role, name, version = dba_database
+    install = Installer(server, server.db_url(name, role), path, tmp_path)
+    readme = readme_superuser_statements(role, version)
+    # 1. pgvector is not a trusted extension: refused before anything is made
+    sqlstate, hint, _ = install()
+    assert sqlstate == "AM041", hint
+    assert statement_of(hint) == "create extension vector;"
+    assert nothing_installed(server, name)
+    superuser(server, name, statement_of(hint))
+    # 2. PostgreSQL 16 and later: the roles another install made are not this DBA's to manage
+    if version >= 160000:
+        sqlstate, hint, _ = install()
+        assert sqlstate == "AM041", hint
+        statement = statement_of(hint)
+        assert statement == f"grant agentmem_app, agentmem_owner to {role} with admin option;"
+        assert statement in readme, "the refusal names the README's statement"
+        assert nothing_installed(server, name)
+        superuser(server, name, statement)
+    # 3. installed; the LEAKPROOF mark only a superuser makes is a warning naming its statement
+    sqlstate, hint, warnings = install()
+    assert sqlstate is None, hint
+    leak = [w for w in warnings if "full-text search will not use its GIN index" in w]
+    assert leak and LEAKPROOF in leak[0] and LEAKPROOF in readme
+    # pg_cron: on a server without it, said; where it is loaded, its settings are hidden from a role
+    # that is not a superuser, which is then told nothing
+    assert any("pg_cron is not loaded" in w for w in warnings) == (server.name != "debian15")
+    with psycopg.connect(server.db_url(name, role)) as conn:
+        owners = conn.execute("select distinct pg_get_userbyid(proowner) from pg_proc "
+                              "where pronamespace = 'agentmem'::regnamespace and prosecdef").fetchall()
+        assert owners == [("agentmem_owner",)]
+    # 4. the DBA makes the application's login, as the README says
+    with psycopg.connect(server.db_url(name, role), autocommit=True) as conn:
+        conn.execute(f"create role {role}_app login")
+        conn.execute("select agentmem.grant_app_role(role_name => %s)", (f"{role}_app",))
+    with psycopg.connect(server.db_url(name, f"{role}_app"), autocommit=True) as app:
+        app.execute("select agentmem.set_tenant(tenant_id => 'acme')")
+        assert app.execute("select agentmem.start_conversation(user_id => 'alice')").fetchone()[0] is not None
+    # 5. the superuser's LEAKPROOF statement from the warning: the next upgrade has nothing to say of it
+    superuser(server, name, LEAKPROOF)
+    sqlstate, _, warnings = install()
+    assert sqlstate is None and not any("GIN index" in w for w in warnings)
+
+
+def test_grant_app_role_refused_is_am041_naming_the_statement(server, dba_database):
+    """A DBA who may no longer grant agentmem_app is told the one statement that lets it."""
+    role, name, version = dba_database
+    superuser(server, name, "create extension vector")
+    for statement in readme_superuser_statements(role, version):
+        superuser(server, name, statement)
+    m.Migrator(server.db_url(name, role), m.Source.load(ROOT)).migrate()
+    with psycopg.connect(server.db_url(name), autocommit=True) as conn:
+        conn.execute(f"create role {role}_app login")
+        if version >= 160000:
+            conn.execute(f"revoke agentmem_app from {role}")  # the README's grant, ADMIN OPTION with it
+        else:
+            conn.execute(f"alter role {role} nocreaterole")
+    with psycopg.connect(server.db_url(name, role), autocommit=True) as conn:
+        with pytest.raises(psycopg.Error) as info:
+            conn.execute("select agentmem.grant_app_role(role_name => %s)", (f"{role}_app",))
+        assert info.value.sqlstate == "AM041"
+        statement = statement_of(info.value.diag.message_hint)
+        expected = (f"grant agentmem_app to {role} with admin option;" if version >= 160000
+                    else f"alter role {role} createrole;")
+        assert statement == expected
+        assert conn.execute("select pg_has_role(%s, 'agentmem_app', 'member')", (f"{role}_app",)).fetchone() == (False,)
+    superuser(server, name, statement)
+    with psycopg.connect(server.db_url(name, role), autocommit=True) as conn:
+        conn.execute("select agentmem.grant_app_role(role_name => %s)", (f"{role}_app",))
+        assert conn.execute("select pg_has_role(%s, 'agentmem_app', 'member')", (f"{role}_app",)).fetchone() == (True,)
+
+
+@pytest.mark.parametrize("path", ["python", "psql"])
+def test_following_the_readme_first_the_dba_installs_without_a_refusal_or_a_leakproof_warning(server, dba_database,
+                                                                                            path, tmp_path):
+    role, name, version = dba_database
+    superuser(server, name, "create extension if not exists vector")
+    for statement in readme_superuser_statements(role, version):
+        superuser(server, name, statement)
+    sqlstate, hint, warnings = Installer(server, server.db_url(name, role), path, tmp_path)()
+    assert sqlstate is None, hint
+    assert not any("GIN index" in w for w in warnings)

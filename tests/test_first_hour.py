@@ -1,0 +1,204 @@
+"""The first hour in psql: the README's psql section as pasted, `agentmem psql`, `agentmem embed`,
+`agentmem dev-server start`, the README's Python example, and a bare `make`."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import numpy as np
+import psycopg
+import pytest
+
+from agentmem.lexical import lexical_embedding
+from conftest import APP_ROLE, ROOT
+
+BIN = Path(sys.executable).parent
+AGENTMEM = str(BIN / "agentmem")
+UNREACHABLE = "http://127.0.0.1:9"  # the discard port: nothing listens, the connection is refused
+
+
+def readme_block(heading: str, lang: str) -> str:
+    """The first fenced block of a language under a README heading, as written."""
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index(heading):]
+    match = re.search(rf"```{lang}\n(.*?)```", section, re.S)
+    assert match, f"no ```{lang} block under {heading!r} in README.md"
+    return match.group(1)
+
+
+def psql_env(database_url: str, ollama_host: str) -> dict:
+    """What `agentmem psql` gives its psql: agentmem on PATH (no venv activated), the database for
+    the model's dimension and prefixes; and where Ollama is."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PGOPTIONS", "VIRTUAL_ENV")}
+    env["PATH"] = str(BIN) + os.pathsep + "/usr/bin:/bin"
+    env["AGENTMEM_DATABASE_URL"] = database_url
+    env["OLLAMA_HOST"] = ollama_host
+    return env
+
+
+def check_snippet_output(out: str) -> None:
+    # the message found twice, by its embedding and by words (the store printed only its index)
+    assert out.count("Invoice INV-2291 was charged twice") == 2, out
+
+
+@pytest.mark.parametrize("ollama", ["stub", "unreachable"])
+def test_readme_psql_section_runs_as_pasted_through_the_servers_psql(server, dbname, admin, stub, ollama, tmp_path):
+    """The fenced block of "Thirty seconds in psql", verbatim, through the server's own psql with
+    ON_ERROR_STOP as the application login: with Ollama (the stub, through the real client) and with
+    none answering (agentmem embed says it used the offline lexical embedder)."""
+    script = tmp_path / "thirty-seconds.sql"
+    script.write_text(readme_block("## Thirty seconds in psql", "sql"))
+    app_url = server.db_url(dbname, APP_ROLE)
+    run = subprocess.run([server.bin("psql"), "-X", "-v", "ON_ERROR_STOP=1", "-d", app_url, "-f", str(script)],
+                         capture_output=True, text=True, timeout=120,
+                         env=psql_env(app_url, stub.host if ollama == "stub" else UNREACHABLE))
+    assert run.returncode == 0, run.stderr
+    assert "ERROR" not in run.stderr
+    check_snippet_output(run.stdout)
+    if ollama == "stub":
+        assert "OFFLINE" not in run.stderr
+        assert "search_document: Invoice INV-2291 was charged twice" in stub.embedded_texts
+        assert "search_query: a double charge on my invoice" in stub.embedded_texts
+    else:
+        assert "no Ollama answered at http://127.0.0.1:9" in run.stderr
+        assert "OFFLINE LEXICAL embedding" in run.stderr and "nomic-embed-text's 768 dimensions" in run.stderr
+    # forget_user erased what the snippet stored
+    assert admin.execute("select count(*) from agentmem.messages where tenant_id = 'acme'").fetchone() == (0,)
+    assert admin.execute("select count(*) from agentmem.conversations where tenant_id = 'acme'").fetchone() == (0,)
+
+
+def test_agentmem_psql_migrates_and_opens_psql_as_an_application_login_with_a_tenant(server, dbname, stub,
+                                                                                    tmp_path):
+    """One command from a database to a psql prompt: migrated (again: idempotent), a login made and
+    made an application role, the tenant set, agentmem on psql's PATH; then the README's snippet."""
+    login = "agentmem_psql_" + uuid.uuid4().hex[:8]
+    query = tmp_path / "who.sql"
+    query.write_text("select current_user as login, agentmem.current_tenant() as tenant,"
+                     " pg_has_role(current_user, 'agentmem_app', 'member') as app,"
+                     " (select rolsuper or rolbypassrls from pg_roles where rolname = current_user) as bypasses;\n"
+                     + readme_block("## Thirty seconds in psql", "sql"))
+    env = {k: v for k, v in os.environ.items() if k not in ("PGOPTIONS", "AGENTMEM_DATABASE_URL")}
+    env["OLLAMA_HOST"] = stub.host
+    env["PATH"] = "/usr/bin:/bin"  # no venv on PATH: agentmem psql puts its own there for psql
+    try:
+        run = subprocess.run([AGENTMEM, "psql", "--database-url", server.db_url(dbname), "--login", login,
+                              "--tenant", "acme", "--psql", server.bin("psql"), "--",
+                              "-X", "-v", "ON_ERROR_STOP=1", "-A", "-F", "|", "-f", str(query)],
+                             capture_output=True, text=True, timeout=180, env=env)
+        assert run.returncode == 0, run.stderr
+        assert f"{login}|acme|t|f" in run.stdout
+        assert f"connected as the application login {login}, tenant 'acme'" in run.stderr
+        check_snippet_output(run.stdout)
+    finally:
+        with psycopg.connect(server.db_url(dbname), autocommit=True) as conn:
+            conn.execute(f'drop role if exists "{login}"')
+
+
+def embed(*args: str, env_extra: dict | None = None) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "AGENTMEM_DATABASE_URL"}
+    env.update(env_extra or {})
+    return subprocess.run([AGENTMEM, "embed", *args], capture_output=True, text=True, timeout=60, env=env)
+
+
+def literal(text: str) -> np.ndarray:
+    assert text.startswith("[") and text.endswith("]") and " " not in text
+    return np.asarray([float(x) for x in text[1:-1].split(",")], dtype=np.float32)
+
+
+def test_embed_prints_a_vector_literal_with_the_models_prefixes(app_url, app, stub):
+    doc = embed("--model", "nomic-embed-text", "--database-url", app_url, "--ollama-host", stub.host,
+                "Invoice INV-2291 was charged twice")
+    assert doc.returncode == 0, doc.stderr
+    assert doc.stderr == ""
+    vector = literal(doc.stdout.strip())
+    expected = np.asarray(lexical_embedding("search_document: Invoice INV-2291 was charged twice", 768),
+                          dtype=np.float32)
+    assert np.array_equal(vector, expected)  # every float32 read back exactly
+    query = embed("--query", "--model", "nomic-embed-text", "--database-url", app_url, "--ollama-host", stub.host,
+                  "charged twice")
+    assert stub.embedded_texts[-1] == "search_query: charged twice"
+    # what it prints is a vector psql and the server take as they are
+    assert app.execute("select vector_dims(%s::text::vector)", (query.stdout.strip(),)).fetchone() == (768,)
+
+
+def test_embed_without_ollama_says_what_it_used(app_url):
+    run = embed("--model", "all-minilm", "--database-url", app_url, "--ollama-host", UNREACHABLE, "a refund")
+    assert run.returncode == 0, run.stderr
+    assert "no Ollama answered at http://127.0.0.1:9" in run.stderr
+    assert "OFFLINE LEXICAL" in run.stderr and "all-minilm's 384 dimensions" in run.stderr
+    assert np.array_equal(literal(run.stdout.strip()),
+                          np.asarray(lexical_embedding("a refund", 384), dtype=np.float32))
+    offline = embed("--offline", "--model", "all-minilm", "--database-url", app_url, "a refund")
+    assert offline.stdout == run.stdout and "--offline was given" in offline.stderr
+
+
+def test_embed_errors_exit_non_zero_with_one_message(app_url):
+    unknown = embed("--model", "no-such-model", "--database-url", app_url, "--ollama-host", UNREACHABLE, "x")
+    assert unknown.returncode == 1 and "[AM011]" in unknown.stderr and "Traceback" not in unknown.stderr
+    assert unknown.stdout == ""
+    nodb = embed("--model", "nomic-embed-text", "--ollama-host", UNREACHABLE, "x")
+    assert nodb.returncode == 2 and "dimension of nomic-embed-text" in nodb.stderr and nodb.stdout == ""
+
+
+def test_dev_server_start_prints_the_url_of_its_database_agentmem_and_what_to_run_next(server, tmp_path):
+    if server.name != "embedded":
+        pytest.skip("the dev server is the embedded PostgreSQL; once is enough")
+    from test_driver_faults import free_port
+    env = dict(os.environ, AGENTMEM_EMBEDDED_PORT=str(free_port()))
+    data = tmp_path / "dev"
+
+    def cli(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([AGENTMEM, *args], capture_output=True, text=True, timeout=120, env=env)
+
+    try:
+        first = cli("dev-server", "start", "--data-dir", str(data))
+        assert first.returncode == 0, first.stderr
+        url = first.stdout.strip()
+        assert url.endswith("/agentmem")
+        assert f"Next: agentmem migrate --database-url {url}" in first.stderr and "agentmem psql" in first.stderr
+        status = cli("status", "--database-url", url)
+        assert status.returncode == 3 and "agentmem is not installed in database agentmem" in status.stdout
+        assert cli("migrate", "--database-url", url).returncode == 0
+        again = cli("dev-server", "start", "--data-dir", str(data))
+        assert again.stdout.strip() == url and again.stderr == ""
+        assert cli("dev-server", "url").stdout.strip() == url
+        assert cli("status", "--database-url", url).returncode == 0
+    finally:
+        cli("dev-server", "stop", "--data-dir", str(data))
+
+
+def test_readme_python_example_runs(app_url, stub, monkeypatch):
+    """The driver section's example, as written but for the database's address; then used."""
+    code = readme_block("## The Python driver", "python")
+    assert "postgresql://my_app_login@db/mydb" in code
+    monkeypatch.setenv("OLLAMA_HOST", stub.host)
+    namespace: dict = {}
+    exec(compile(code.replace("postgresql://my_app_login@db/mydb", app_url), "README.md", "exec"), namespace)
+    mem = namespace["mem"]
+    try:
+        conversation = mem.start_conversation("alice", title="Billing")
+        mem.remember(conversation, "user", "Invoice INV-2291 was charged twice")
+        hits = mem.recall("alice", "charged twice", k=1)
+        assert [h.content for h in hits] == ["Invoice INV-2291 was charged twice"]
+        assert "search_document: Invoice INV-2291 was charged twice" in stub.embedded_texts
+    finally:
+        mem.close()
+
+
+def test_a_bare_make_lists_the_targets_and_runs_nothing():
+    run = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT)], capture_output=True, text=True,
+                         timeout=60)
+    assert run.returncode == 0, run.stderr
+    for target in ("make demo", "make psql", "make test", "make lint", "make migrate", "make status"):
+        assert target in run.stdout
+    assert "pytest" not in run.stdout and "agentmem" not in run.stderr
+    # the targets CI and the README name still do what they did
+    for target, command in (("test", "pytest -q tests"), ("demo", "agentmem demo"), ("psql", "agentmem psql")):
+        dry = subprocess.run(["make", "--no-print-directory", "-n", "-C", str(ROOT), target],
+                             capture_output=True, text=True, timeout=60)
+        assert dry.returncode == 0 and command in dry.stdout, (target, dry.stdout, dry.stderr)
