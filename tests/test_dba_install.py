@@ -7,8 +7,10 @@ On PostgreSQL 15 (debian15) and 18 (embedded)."""
 from __future__ import annotations
 
 import re
+import shutil
 import subprocess
 import uuid
+from pathlib import Path
 
 import psycopg
 import pytest
@@ -20,7 +22,7 @@ from conftest import ROOT
 LEAKPROOF = "alter function pg_catalog.ts_match_vq(tsvector, tsquery) leakproof;"
 
 
-def readme_superuser_statements(role: str, server_version: int) -> list[str]:
+def readme_superuser_statements(role: str, server_version: int, roles_exist: bool = True) -> list[str]:
     """The README's block for the superuser, that_dba being the DBA, read as its comments say."""
     text = (ROOT / "README.md").read_text()
     section = text[text.index("## Installing and upgrading"):]
@@ -31,7 +33,7 @@ def readme_superuser_statements(role: str, server_version: int) -> list[str]:
             pg16_only = pg16_only or "PostgreSQL 16 and later" in line
             continue
         if line.strip():
-            if pg16_only and server_version < 160000:
+            if pg16_only and (server_version < 160000 or not roles_exist):
                 continue
             statements.append(line.replace("that_dba", role))
     return statements
@@ -187,3 +189,56 @@ def test_following_the_readme_first_the_dba_installs_without_a_refusal_or_a_leak
     sqlstate, hint, warnings = Installer(server, server.db_url(name, role), path, tmp_path)()
     assert sqlstate is None, hint
     assert not any("GIN index" in w for w in warnings)
+
+
+@pytest.fixture
+def own_cluster(server):
+    """A cluster of this test's own, where agentmem's roles do not exist yet (the embedded
+    PostgreSQL 18; the shared servers' roles are made already)."""
+    if server.name != "embedded":
+        pytest.skip("a private cluster is an embedded server")
+    from agentmem import devserver
+    from test_driver_faults import free_port
+    # under .pgdata/ as the test server's data: pytest makes its own temporary folders private to
+    # root at every session start, and the server runs as another user when the tests run as root
+    data = ROOT / ".pgdata" / f"cluster-{uuid.uuid4().hex[:8]}"
+    url = devserver.start(data, port=free_port(), fast=True)
+    try:
+        yield url
+    finally:
+        devserver.stop(data)
+        shutil.rmtree(data, ignore_errors=True)
+
+
+def test_in_a_cluster_without_the_roles_a_createrole_dba_installs_then_a_second_dba_follows_the_readme(
+        own_cluster, tmp_path):
+    from conftest import Server
+    from agentmem import devserver
+    cluster = Server("embedded", own_cluster, Path(devserver.bin_path("psql")).parent, False)
+    with psycopg.connect(own_cluster, autocommit=True) as conn:
+        version = conn.info.server_version
+        for dba in ("dba_one", "dba_two", "dba_weak"):
+            conn.execute(f"create role {dba} login" + ("" if dba == "dba_weak" else " createrole"))
+            conn.execute(f"create database {dba}_db owner {dba}")
+    # without CREATEROLE, where the roles are still to be made: the one statement
+    superuser(cluster, "dba_weak_db", "create extension vector")
+    sqlstate, hint, _ = Installer(cluster, cluster.db_url("dba_weak_db", "dba_weak"), "psql", tmp_path)()
+    assert sqlstate == "AM041" and statement_of(hint) == "alter role dba_weak createrole;"
+    assert nothing_installed(cluster, "dba_weak_db")
+    # the first DBA: the README's statements for a cluster without the roles, then installs, making them
+    for statement in readme_superuser_statements("dba_one", version, roles_exist=False):
+        superuser(cluster, "dba_one_db", statement)
+    sqlstate, hint, warnings = Installer(cluster, cluster.db_url("dba_one_db", "dba_one"), "python", tmp_path)()
+    assert sqlstate is None, hint
+    assert not any("GIN index" in w for w in warnings)
+    # the second DBA, in another database: the roles are the first DBA's; the README's statements
+    for statement in readme_superuser_statements("dba_two", version):
+        superuser(cluster, "dba_two_db", statement)
+    sqlstate, hint, warnings = Installer(cluster, cluster.db_url("dba_two_db", "dba_two"), "psql", tmp_path)()
+    assert sqlstate is None, hint
+    with psycopg.connect(cluster.db_url("dba_two_db", "dba_two"), autocommit=True) as conn:
+        conn.execute("create role dba_two_app login")
+        conn.execute("select agentmem.grant_app_role(role_name => 'dba_two_app')")
+    with psycopg.connect(cluster.db_url("dba_two_db", "dba_two_app"), autocommit=True) as app:
+        app.execute("select agentmem.set_tenant(tenant_id => 'acme')")
+        assert app.execute("select agentmem.start_conversation(user_id => 'alice')").fetchone()[0] is not None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import uuid
@@ -150,7 +151,7 @@ def test_dev_server_start_prints_the_url_of_its_database_agentmem_and_what_to_ru
         pytest.skip("the dev server is the embedded PostgreSQL; once is enough")
     from test_driver_faults import free_port
     env = dict(os.environ, AGENTMEM_EMBEDDED_PORT=str(free_port()))
-    data = tmp_path / "dev"
+    data = ROOT / ".pgdata" / f"dev-{uuid.uuid4().hex[:8]}"  # not in pytest's root-only temporary folders
 
     def cli(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([AGENTMEM, *args], capture_output=True, text=True, timeout=120, env=env)
@@ -170,6 +171,7 @@ def test_dev_server_start_prints_the_url_of_its_database_agentmem_and_what_to_ru
         assert cli("status", "--database-url", url).returncode == 0
     finally:
         cli("dev-server", "stop", "--data-dir", str(data))
+        shutil.rmtree(data, ignore_errors=True)
 
 
 def test_readme_python_example_runs(app_url, stub, monkeypatch):
