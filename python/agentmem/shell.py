@@ -104,14 +104,15 @@ def psql(data_dir: Path, database_url: str | None, tenant: str, login: str, psql
     env = dict(os.environ)
     # The tenant for the whole session (agentmem.set_tenant(tenant_id => ...) changes it); the
     # agentmem command on PATH for psql's backquotes, reading models from this database.
-    env["PGOPTIONS"] = (env.get("PGOPTIONS", "") + f" -c agentmem.tenant_id={tenant}").strip()
+    escaped = tenant.replace("\\", "\\\\").replace(" ", "\\ ")  # PGOPTIONS escapes blanks with backslashes
+    env["PGOPTIONS"] = (env.get("PGOPTIONS", "") + f" -c agentmem.tenant_id={escaped}").strip()
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     env["AGENTMEM_DATABASE_URL"] = app_url
     if not quiet:
         print(f"agentmem psql: database {urlsplit(app_url).path.lstrip('/')} on {where}, migrated; connected as "
               f"the application login {login}, tenant '{tenant}'.\n"
               f"  \\df+ agentmem.*  lists the API; the README's \"Thirty seconds in psql\" runs as pasted.\n"
-              f"  The same session from elsewhere: PGOPTIONS='-c agentmem.tenant_id={tenant}' psql {app_url}",
+              f"  The same session from elsewhere: PGOPTIONS='-c agentmem.tenant_id={escaped}' psql {app_url}",
               file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
