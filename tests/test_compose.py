@@ -93,7 +93,7 @@ def test_the_server_settings_are_the_file_ci_starts_postgresql_15_with():
 
 def test_the_migrate_step_upgrades_sets_the_logins_and_schedules_retention():
     migrate = SERVICES["migrate"]
-    assert migrate["command"] == ["agentmem-compose-migrate"]
+    assert migrate["command"] == ["sh", "/usr/local/bin/agentmem-compose-migrate"]  # no exec bit needed
     script = (ROOT / "scripts" / "compose-migrate.sh").read_text()
     for needed in ("agentmem migrate", "alter role agentmem_app_user password",
                    "agentmem.grant_app_role(role_name => 'agentmem_app_user')", "agentmem.schedule_retention("):
