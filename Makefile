@@ -73,7 +73,8 @@ migrate: venv
 	$(BIN)/agentmem migrate --database-url "$(DB_URL)"
 
 status: venv
-	$(BIN)/agentmem status --database-url "$(DB_URL)"
+	@# exit code 3: agentmem is not installed there, which status has said in words
+	$(BIN)/agentmem status --database-url "$(DB_URL)" || [ $$? -eq 3 ]
 
 # The psql-only install/upgrade script, generated (not kept among the sources).
 psql-script: venv
