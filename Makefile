@@ -7,7 +7,7 @@ DATA   ?= .pgdata/embedded
 # The embedded server of `make demo`/`make migrate`; override to use your own.
 AGENTMEM_DATABASE_URL ?= $(shell $(BIN)/agentmem dev-server url 2>/dev/null)
 
-.PHONY: venv demo test test-pg15 pg15 citus test-citus lint migrate status psql-script docs bench clean
+.PHONY: venv demo examples test test-pg15 pg15 citus test-citus lint migrate status psql-script docs bench clean
 .DEFAULT_GOAL := test
 
 $(VENV)/.installed: python/pyproject.toml
@@ -21,6 +21,11 @@ venv: $(VENV)/.installed
 demo: venv
 	$(BIN)/agentmem dev-server start --data-dir $(DATA) >/dev/null
 	$(BIN)/agentmem demo --database-url "$$($(BIN)/agentmem dev-server url)"
+
+# The Node.js and Java programs of examples/ against the embedded server (npm ci; the JDBC jar
+# from Debian's libpostgresql-jdbc-java, installed when missing: needs root).
+examples: venv
+	VENV=$(VENV) DATA=$(DATA) bash scripts/examples.sh
 
 test: venv
 	$(BIN)/pytest -q tests
