@@ -285,7 +285,7 @@ class Calls:
         return one(CacheStore, "select * from agentmem.cache_store(question => %s, "
                    "question_embedding => %s::vector, answer => %s, source_ids => %s::text[], intent => %s, "
                    "acl_hash => %s, prompt_version => %s, llm_model => %s, model => %s, user_id => %s, "
-                   "conversation_id => %s::uuid, safe_to_share => %s, ttl => %s::interval)",
+                   "conversation_id => %s, safe_to_share => %s, ttl => %s::interval)",
                    question, as_vector(question_embedding), answer, list(source_ids), intent, acl_hash,
                    prompt_version, llm_model, model, user_id, conversation_id, safe_to_share, ttl)
 
@@ -326,7 +326,7 @@ class Calls:
 
     @literal
     def review_hit(self, hit_id: uuid.UUID | str, correct: bool, *, conn: Conn = None) -> Sql[None]:
-        return nothing("select agentmem.review_hit(hit_id => %s::uuid, correct => %s)", hit_id, correct)
+        return nothing("select agentmem.review_hit(hit_id => %s, correct => %s)", hit_id, correct)
 
     @literal
     def cache_report(self, cost_uncached: float | Decimal, cost_wrong: float | Decimal, *,
