@@ -13,7 +13,7 @@ AGENTMEM_DATABASE_URL ?= $(shell $(BIN)/agentmem dev-server url 2>/dev/null)
 $(VENV)/.installed: python/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q hatchling -e './python[dev]'
+	$(BIN)/pip install -q hatchling -e './python[dev,plot]'
 	touch $@
 
 venv: $(VENV)/.installed

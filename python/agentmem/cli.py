@@ -106,10 +106,36 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "demo":
             from .demo import run
             return run(args.database_url or os.environ.get("AGENTMEM_DATABASE_URL"))
-    except AgentmemError as exc:
-        print(f"agentmem: error [{exc.sqlstate or '-'}]: {exc}", file=sys.stderr)
-        return 1
+    except Exception as exc:
+        reason = _unreachable(exc)
+        if reason is not None:
+            print(f"agentmem: cannot connect to the database: {reason}", file=sys.stderr)
+            return 2
+        if isinstance(exc, AgentmemError):
+            print(f"agentmem: error [{exc.sqlstate or '-'}]: {exc}", file=sys.stderr)
+            return 1
+        raise
     return 0
+
+
+# Connection errors: no server there, a refused login, no such database, a server shutting down.
+_CONNECT_SQLSTATE_CLASSES = ("08", "28", "3D", "57P")
+
+
+def _unreachable(exc: BaseException) -> str | None:
+    """One line saying why the database could not be reached, or None for any other error."""
+    from .errors import ConnectionLost
+    cause: BaseException = exc
+    if isinstance(exc, ConnectionLost):
+        cause = exc.__cause__ or exc
+    else:
+        psycopg = sys.modules.get("psycopg")
+        if psycopg is None or not isinstance(exc, psycopg.OperationalError):
+            return None
+        code = getattr(exc, "sqlstate", None)
+        if code is not None and not code.startswith(_CONNECT_SQLSTATE_CLASSES):
+            return None
+    return " ".join(str(cause.args[0] if cause.args else cause).split())
 
 
 def _fmt(value) -> str:
@@ -133,7 +159,8 @@ def _cache_report(args: argparse.Namespace) -> int:
             matplotlib.use("Agg")
             import matplotlib.pyplot as plt
         except ImportError:
-            print("agentmem: --png needs matplotlib: pip install matplotlib (or agentmem[bench])", file=sys.stderr)
+            print("agentmem: --png needs matplotlib, in the package's plot extra: pip install -e './python[plot]' "
+                  "in a checkout (make venv installs it), or pip install matplotlib", file=sys.stderr)
             return 2
         points = [(r.threshold, float(r.net_value_per_1000)) for r in rows if r.net_value_per_1000 is not None]
         if not points:
