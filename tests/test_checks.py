@@ -126,3 +126,19 @@ def test_psql_itself_gets_am020_for_a_malformed_id(server, app_url):
     assert done.returncode == 1
     assert "AM020" in done.stderr and "conversation_id is not a UUID: 'abc'" in done.stderr, done.stderr
     assert "invalid input syntax for type uuid" not in done.stderr
+
+
+def test_every_id_argument_works_as_text_through_the_whole_body(app):
+    """Each function, given real ids as text (JDBC's setString, an untyped literal): the body compares
+    only the uuid it read, never the text parameter (a leftover would be 42883 uuid = text)."""
+    cid = app.execute("select agentmem.start_conversation(user_id => 'alice')").fetchone()[0]
+    mid = app.execute("select message_id from agentmem.store_message(conversation_id => %s, role => 'user', "
+                      "content => 'hi', embedding => '" + VEC + "'::vector)", (cid,)).fetchone()[0]
+    ids = {"conversation_id": str(cid), "message_id": str(mid)}
+    for argument, call in ID_CALLS:
+        for id_sql, params in [("%s::text", (ids.get(argument, "00000000-0000-0000-0000-000000000000"),)),
+                               (f"'{ids.get(argument, '00000000-0000-0000-0000-000000000001')}'", None)]:
+            try:
+                app.execute(_with_id(call, id_sql), params).fetchall()
+            except psycopg.Error as exc:  # only "not found" (a random hit or fact id; the forgotten one)
+                assert exc.sqlstate == "AM030", (call, exc)
