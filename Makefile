@@ -9,12 +9,13 @@ DATA   ?= .pgdata/embedded
 # agentmem of the embedded dev server (started if needed).
 DB_URL = $(if $(AGENTMEM_DATABASE_URL),$(AGENTMEM_DATABASE_URL),$$($(BIN)/agentmem dev-server start --data-dir $(DATA) 2>/dev/null))
 
-.PHONY: help venv demo psql test test-pg15 pg15 citus test-citus lint migrate status psql-script docs bench clean
+.PHONY: help venv demo psql examples test test-pg15 pg15 citus test-citus lint migrate status psql-script docs bench clean
 .DEFAULT_GOAL := help
 
 help:
 	@echo "make demo         a narrated tour: venv, embedded PostgreSQL 18 + pgvector (.pgdata/), migrate"
 	@echo "make psql         psql on the dev server's database agentmem, migrated, as an application login (tenant acme)"
+	@echo "make examples     the Node.js and Java programs of examples/ on the embedded server"
 	@echo "make test         the whole suite on the embedded server (test-pg15, test-citus: the other two servers)"
 	@echo "make lint         sqlfluff on the SQL, mypy on the clients"
 	@echo "make migrate      install or upgrade agentmem (AGENTMEM_DATABASE_URL, default the dev server)"
@@ -30,7 +31,7 @@ $(VENV)/.installed: python/pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	@# the distribution is pg-agentmem (PyPI's agentmem is another project): drop a venv's older install
 	-@$(BIN)/pip uninstall -q -y agentmem >/dev/null 2>&1
-	$(BIN)/pip install -q hatchling -e './python[dev]'
+	$(BIN)/pip install -q hatchling -e './python[dev,plot]'
 	touch $@
 
 venv: $(VENV)/.installed
@@ -43,6 +44,11 @@ demo: venv
 # login, tenant acme (agentmem psql --help).
 psql: venv
 	$(BIN)/agentmem psql --data-dir $(DATA)
+
+# The Node.js and Java programs of examples/ against the embedded server (npm ci; the JDBC jar
+# from Debian's libpostgresql-jdbc-java, installed when missing: needs root).
+examples: venv
+	VENV=$(VENV) DATA=$(DATA) bash scripts/examples.sh
 
 test: venv
 	$(BIN)/pytest -q tests

@@ -182,3 +182,41 @@ $$;
 
 comment on function agentmem_private.check_similarity(text, double precision) is
 'Internal: AM020 unless -1 <= p_value <= 1 (NULL and NaN refused).';
+
+-- An id argument of the API (conversation_id, message_id, ...) is declared
+-- anycompatible, not uuid: a uuid parameter is cast before the function runs,
+-- so a malformed id from psql, a driver's untyped or text parameter would fail
+-- with a bare 22P02 naming no argument. anycompatible takes a uuid as it is
+-- (typed parameters, ids returned by the API) and text of any kind (an untyped
+-- literal resolves to text); this turns it into the uuid, or AM020.
+create or replace function agentmem_private.uuid_arg(p_what text, p_value anycompatible)
+returns uuid
+language plpgsql
+immutable
+parallel safe
+security invoker
+set search_path from current
+as $$
+begin
+    if p_value is null then
+        return null;
+    end if;
+    if pg_catalog.pg_typeof(p_value) = 'uuid'::regtype then
+        return p_value::text::uuid;
+    end if;
+    begin
+        return p_value::text::uuid;
+    exception when invalid_text_representation then
+        raise exception '% is not a UUID: %', p_what, quote_literal(left(p_value::text, 100))
+        using
+            errcode = 'AM020',
+            detail = pg_catalog.format('The value is of type %s.', pg_catalog.pg_typeof(p_value)),
+            hint = 'Pass the id as an agentmem function returned it: 32 hexadecimal digits, '
+            || 'e.g. ''0b6e5a6c-0c1a-4a8e-9f3e-1d2c3b4a5f60''.';
+    end;
+end
+$$;
+
+comment on function agentmem_private.uuid_arg(text, anycompatible) is
+'Internal: the uuid an id argument holds (a uuid, or its text form), NULL for NULL; AM020 naming the '
+'argument for anything else.';

@@ -34,6 +34,38 @@ comment on function agentmem_private.conv_not_found(uuid) is
 'Internal: raise AM030 for a conversation that is not in the current tenant (never saying whether '
 'it exists elsewhere).';
 
+create or replace function agentmem_private.check_conversation_of_user(
+    p_tenant text, p_conversation_id uuid, p_user_id text
+)
+returns void
+language plpgsql
+stable
+security invoker
+set search_path from current
+as $$
+declare
+    v_owner text;
+begin
+    select c.user_id into v_owner
+    from agentmem.conversations as c
+    where c.tenant_id = p_tenant and c.conversation_id = p_conversation_id;
+    if not found then
+        perform agentmem_private.conv_not_found(p_conversation_id);
+    end if;
+    if v_owner <> p_user_id then
+        raise exception 'conversation % is not a conversation of user %', p_conversation_id, quote_literal(p_user_id)
+        using
+            errcode = 'AM030',
+            detail = 'It belongs to another user of the current tenant.',
+            hint = 'Pass a conversation that start_conversation returned for this user_id, or leave conversation_id out.';
+    end if;
+end
+$$;
+
+comment on function agentmem_private.check_conversation_of_user(text, uuid, text) is
+'Internal: raise AM030 for a conversation that is not in the current tenant, or that is another '
+'user''s (saying so).';
+
 create or replace function agentmem.start_conversation(
     user_id text,
     title text default null,
@@ -70,8 +102,10 @@ user_id: 1 to 256 characters (AM020); title: at most 1,000 characters (AM021);
 metadata: a JSON object (AM020) of at most 100,000 characters (AM021), nested at most 32 levels (AM020).
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
+drop function if exists agentmem.store_messages(uuid, text[], text[], vector[], text, jsonb[]);
+
 create or replace function agentmem.store_messages(
-    conversation_id uuid,
+    conversation_id anycompatible,
     roles text[],
     contents text[],
     embeddings vector[],
@@ -86,6 +120,7 @@ as $$
 #variable_conflict use_column
 declare
     v_tenant text := agentmem.current_tenant();
+    v_conversation_id uuid := agentmem_private.uuid_arg('conversation_id', store_messages.conversation_id);
     v_model text := coalesce(store_messages.model, agentmem_private.default_model());
     v_n int := coalesce(cardinality(store_messages.roles), 0);
     v_what text;
@@ -95,7 +130,7 @@ declare
     v_to int;
     v_dim int;
 begin
-    if store_messages.conversation_id is null then
+    if v_conversation_id is null then
         perform agentmem_private.conv_not_found(null);
     end if;
     -- Element i of each array is the i-th that unnest reads only when every
@@ -140,19 +175,19 @@ begin
     -- order forget_user takes them; a conversation's user never changes.
     select c.user_id into v_user
     from agentmem.conversations as c
-    where c.tenant_id = v_tenant and c.conversation_id = store_messages.conversation_id;
+    where c.tenant_id = v_tenant and c.conversation_id = v_conversation_id;
     if not found then
-        perform agentmem_private.conv_not_found(store_messages.conversation_id);
+        perform agentmem_private.conv_not_found(v_conversation_id);
     end if;
     perform agentmem_private.lock_user(v_tenant, v_user, false);
     -- The row lock on the conversation serialises writers of one conversation
     -- until commit; a rolled-back insert rolls next_index back with it: no gap.
     update agentmem.conversations as c
     set next_index = c.next_index + v_n, updated_at = now()
-    where c.tenant_id = v_tenant and c.conversation_id = store_messages.conversation_id
+    where c.tenant_id = v_tenant and c.conversation_id = v_conversation_id
     returning c.next_index - v_n, c.user_id into v_first, v_user;
     if not found then
-        perform agentmem_private.conv_not_found(store_messages.conversation_id);
+        perform agentmem_private.conv_not_found(v_conversation_id);
     end if;
 
     -- One multi-row insert per table for each 100 messages (a statement of at
@@ -171,7 +206,7 @@ begin
             || (
                 select string_agg(pg_catalog.format(
                     '(%L, %L::uuid, %L::uuid, %L, %s, %L, %L, %L::jsonb)',
-                    v_tenant, v_ids[g.i], store_messages.conversation_id, v_user, v_first + g.i - 1,
+                    v_tenant, v_ids[g.i], v_conversation_id, v_user, v_first + g.i - 1,
                     store_messages.roles[g.i], store_messages.contents[g.i],
                     coalesce(store_messages.metadata[g.i], '{}'::jsonb)
                 ), ', ' order by g.i)
@@ -182,7 +217,7 @@ begin
             || (
                 select string_agg(pg_catalog.format(
                     '(%L, %L::uuid, %L, %L, %L::uuid, %L::vector)',
-                    v_tenant, v_ids[g.i], v_model, v_user, store_messages.conversation_id, store_messages.embeddings[g.i]
+                    v_tenant, v_ids[g.i], v_model, v_user, v_conversation_id, store_messages.embeddings[g.i]
                 ), ', ' order by g.i)
                 from generate_series(v_from, v_to) as g (i)
             );
@@ -193,7 +228,7 @@ begin
 end
 $$;
 
-comment on function agentmem.store_messages(uuid, text[], text[], vector[], text, jsonb[]) is
+comment on function agentmem.store_messages(anycompatible, text[], text[], vector[], text, jsonb[]) is
 'Store a batch of messages (an import) at the end of a conversation, each with its embedding.
 roles[i], contents[i], embeddings[i] and metadata[i] (optional) describe message i; the messages get
 consecutive message_index values in array order. Every array must be one-dimensional with lower
@@ -202,8 +237,10 @@ Returns (message_id, message_index) per message, in order. 1 to 10,000 messages 
 see store_message for the checks of each message. AM030 for a conversation not in the current tenant.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
+drop function if exists agentmem.store_message(uuid, text, text, vector, text, jsonb);
+
 create or replace function agentmem.store_message(
-    conversation_id uuid,
+    conversation_id anycompatible,
     role text,
     content text,
     embedding vector,
@@ -226,7 +263,7 @@ as $$
     ) as s
 $$;
 
-comment on function agentmem.store_message(uuid, text, text, vector, text, jsonb) is
+comment on function agentmem.store_message(anycompatible, text, text, vector, text, jsonb) is
 'Append a message and its embedding to a conversation, in one statement; returns its id and index.
 A message is never searchable half-written, and a rejected message stores nothing.
 message_index is gap-free per conversation (0, 1, 2, ...) under concurrent writers.
@@ -238,8 +275,10 @@ embedding, or one whose norm is zero, subnormal or not finite in float32; 22000 
 infinite components.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
+drop function if exists agentmem.recent_messages(uuid, int);
+
 create or replace function agentmem.recent_messages(
-    conversation_id uuid,
+    conversation_id anycompatible,
     n int default 20
 ) returns setof agentmem.message_row
 language plpgsql
@@ -250,20 +289,21 @@ as $$
 #variable_conflict use_column
 declare
     v_tenant text := agentmem.current_tenant();
+    v_conversation_id uuid := agentmem_private.uuid_arg('conversation_id', recent_messages.conversation_id);
 begin
     perform agentmem_private.check_range('n', recent_messages.n, 1, 1000);
     if not exists (
         select from agentmem.conversations as c
-        where c.tenant_id = v_tenant and c.conversation_id = recent_messages.conversation_id
+        where c.tenant_id = v_tenant and c.conversation_id = v_conversation_id
     ) then
-        perform agentmem_private.conv_not_found(recent_messages.conversation_id);
+        perform agentmem_private.conv_not_found(v_conversation_id);
     end if;
     return query
     select r.message_id, r.conversation_id, r.message_index, r.role, r.content, r.metadata, r.created_at
     from (
         select m.*
         from agentmem.messages as m
-        where m.tenant_id = v_tenant and m.conversation_id = recent_messages.conversation_id
+        where m.tenant_id = v_tenant and m.conversation_id = v_conversation_id
         order by m.message_index desc
         limit recent_messages.n
     ) as r
@@ -271,13 +311,15 @@ begin
 end
 $$;
 
-comment on function agentmem.recent_messages(uuid, int) is
+comment on function agentmem.recent_messages(anycompatible, int) is
 'The last n messages of a conversation (the short-term window), oldest first.
 n: 1 to 1,000 (AM020). AM030 for a conversation not in the current tenant.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
+drop function if exists agentmem.set_summary(uuid, text, int);
+
 create or replace function agentmem.set_summary(
-    conversation_id uuid,
+    conversation_id anycompatible,
     summary text,
     through_index int
 ) returns void
@@ -288,15 +330,16 @@ set search_path from current
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
+    v_conversation_id uuid := agentmem_private.uuid_arg('conversation_id', set_summary.conversation_id);
     v_row agentmem.conversations;
 begin
     perform agentmem_private.check_text('summary', set_summary.summary, 100000);
     select * into v_row
     from agentmem.conversations as c
-    where c.tenant_id = v_tenant and c.conversation_id = set_summary.conversation_id
+    where c.tenant_id = v_tenant and c.conversation_id = v_conversation_id
     for update;
     if not found then
-        perform agentmem_private.conv_not_found(set_summary.conversation_id);
+        perform agentmem_private.conv_not_found(v_conversation_id);
     end if;
     if set_summary.through_index is null or set_summary.through_index not between 0 and v_row.next_index - 1 then
         raise exception 'through_index must be the index of a message of the conversation (0 to %), got %',
@@ -313,19 +356,21 @@ begin
     end if;
     update agentmem.conversations as c
     set summary = set_summary.summary, summary_through = set_summary.through_index, updated_at = now()
-    where c.tenant_id = v_tenant and c.conversation_id = set_summary.conversation_id;
+    where c.tenant_id = v_tenant and c.conversation_id = v_conversation_id;
 end
 $$;
 
-comment on function agentmem.set_summary(uuid, text, int) is
+comment on function agentmem.set_summary(anycompatible, text, int) is
 'Store the running summary of a conversation: it covers the messages with message_index <= through_index.
 summary: 1 to 100,000 characters (AM020/AM021); through_index: an index the conversation has (AM020),
 not below the stored summary''s (AM031: a summary only moves forward). AM030 for a conversation not
 in the current tenant.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
+drop function if exists agentmem.short_term_context(uuid, int);
+
 create or replace function agentmem.short_term_context(
-    conversation_id uuid,
+    conversation_id anycompatible,
     keep_last int default 6
 ) returns table (
     kind text,
@@ -344,14 +389,15 @@ as $$
 #variable_conflict use_column
 declare
     v_tenant text := agentmem.current_tenant();
+    v_conversation_id uuid := agentmem_private.uuid_arg('conversation_id', short_term_context.conversation_id);
     v_row agentmem.conversations;
 begin
     perform agentmem_private.check_range('keep_last', short_term_context.keep_last, 0, 1000);
     select * into v_row
     from agentmem.conversations as c
-    where c.tenant_id = v_tenant and c.conversation_id = short_term_context.conversation_id;
+    where c.tenant_id = v_tenant and c.conversation_id = v_conversation_id;
     if not found then
-        perform agentmem_private.conv_not_found(short_term_context.conversation_id);
+        perform agentmem_private.conv_not_found(v_conversation_id);
     end if;
     return query
     select x.kind, x.message_id, x.message_index, x.role, x.content, x.metadata, x.created_at
@@ -365,14 +411,14 @@ begin
         select 1, 'message', m.message_id, m.message_index, m.role, m.content, m.metadata, m.created_at
         from agentmem.messages as m
         where
-            m.tenant_id = v_tenant and m.conversation_id = short_term_context.conversation_id
+            m.tenant_id = v_tenant and m.conversation_id = v_conversation_id
             and m.message_index >= v_row.next_index - short_term_context.keep_last
     ) as x
     order by x.part, x.message_index;
 end
 $$;
 
-comment on function agentmem.short_term_context(uuid, int) is
+comment on function agentmem.short_term_context(anycompatible, int) is
 'What to put in the prompt: the running summary (a first row of kind ''summary'', role system,
 message_index = the last index it covers) followed by the last keep_last messages verbatim (kind
 ''message'', oldest first). The summary row is absent until set_summary is called. When the summary''s

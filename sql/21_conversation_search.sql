@@ -310,11 +310,13 @@ comment on function agentmem_private.text_match_messages(text, text, tsquery, in
 A user of up to 1,000 messages is read through the (tenant_id, user_id) index, by statements whose
 plans are kept; a bigger one is planned per call with the query, so that it can take the GIN index.';
 
+drop function if exists agentmem.search_messages(text, vector, int, uuid, real, text, text, int, int);
+
 create or replace function agentmem.search_messages(
     user_id text,
     query_embedding vector default null,
     k int default 5,
-    conversation_id uuid default null,
+    conversation_id anycompatible default null::uuid,
     min_similarity real default null,
     model text default null,
     query_text text default null,
@@ -328,6 +330,7 @@ set search_path from current
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
+    v_conversation_id uuid := agentmem_private.uuid_arg('conversation_id', search_messages.conversation_id);
     v_model text := coalesce(search_messages.model, agentmem_private.default_model());
     v_dim int;
     v_query tsquery;
@@ -344,13 +347,8 @@ begin
     v_dim := agentmem_private.check_search_query(
         'search_messages', v_model, search_messages.query_embedding, search_messages.query_text, search_messages.candidate_pool, search_messages.rrf_k
     );
-    if search_messages.conversation_id is not null and not exists (
-        select from agentmem.conversations as c
-        where
-            c.tenant_id = v_tenant and c.conversation_id = search_messages.conversation_id
-            and c.user_id = search_messages.user_id
-    ) then
-        perform agentmem_private.conv_not_found(search_messages.conversation_id);
+    if v_conversation_id is not null then
+        perform agentmem_private.check_conversation_of_user(v_tenant, v_conversation_id, search_messages.user_id);
     end if;
     v_query := agentmem_private.text_query(search_messages.query_text);
 
@@ -372,7 +370,7 @@ begin
         into v_vec_ids, v_vec_distances
         from agentmem_private.nearest_messages(
             v_tenant, search_messages.user_id, v_model, v_dim, search_messages.query_embedding,
-            case when v_query is null then search_messages.k else v_pool end, search_messages.conversation_id
+            case when v_query is null then search_messages.k else v_pool end, v_conversation_id
         ) as n
         -- A NaN distance (a degenerate vector stored before check_embedding refused
         -- them) is never a hit: NaN >= x is true in PostgreSQL.
@@ -384,7 +382,7 @@ begin
         from agentmem_private.text_match_messages(
             v_tenant, search_messages.user_id, v_query,
             case when search_messages.query_embedding is null then search_messages.k else v_pool end,
-            search_messages.conversation_id
+            v_conversation_id
         ) as x;
     end if;
 
@@ -403,7 +401,7 @@ begin
 end
 $$;
 
-comment on function agentmem.search_messages(text, vector, int, uuid, real, text, text, int, int) is
+comment on function agentmem.search_messages(text, vector, int, anycompatible, real, text, text, int, int) is
 'The user''s k past messages best matching a query embedding, a query text or both, in the current tenant, best first.
 - query_embedding only: the k most similar messages (today''s vector search). Returns k rows whenever
   k matching rows exist, however small the tenant is beside the others: up to
@@ -424,14 +422,16 @@ Each row: similarity (cosine, NULL unless the vector branch found it), vector_ra
 (NULL where a branch did not find it), score (the fused score; with one branch, 1 / (rrf_k + rank)).
 min_similarity (-1 to 1) applies to the vector branch only: it drops weaker vector candidates, never
 a row the text branch found. conversation_id limits both branches to one conversation of the user
-(AM030 if it is not one). model selects the embeddings of the vector branch; the text branch searches
+(AM030 if it is not in the tenant, or is another user''s; AM020 if it is not a UUID). model selects the embeddings of the vector branch; the text branch searches
 every message of the user.
 Limits: k 1 to 1,000; candidate_pool 1 to 1,000 (default 60); rrf_k 0 to 1,000 (default 60) (AM020);
 query_text at most 100,000 characters (AM021); AM010/AM011 for a bad query embedding or model.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
+drop function if exists agentmem.context_window(uuid, int, int);
+
 create or replace function agentmem.context_window(
-    message_id uuid,
+    message_id anycompatible,
     before int default 3,
     after int default 3
 ) returns setof agentmem.message_row
@@ -443,6 +443,7 @@ as $$
 #variable_conflict use_column
 declare
     v_tenant text := agentmem.current_tenant();
+    v_message_id uuid := agentmem_private.uuid_arg('message_id', context_window.message_id);
     v_conversation uuid;
     v_index int;
 begin
@@ -450,9 +451,9 @@ begin
     perform agentmem_private.check_range('after', context_window.after, 0, 100);
     select m.conversation_id, m.message_index into v_conversation, v_index
     from agentmem.messages as m
-    where m.tenant_id = v_tenant and m.message_id = context_window.message_id;
+    where m.tenant_id = v_tenant and m.message_id = v_message_id;
     if not found then
-        raise exception 'message % not found', coalesce(context_window.message_id::text, 'NULL')
+        raise exception 'message % not found', coalesce(v_message_id::text, 'NULL')
         using
             errcode = 'AM030',
             detail = 'It does not exist in the current tenant.',
@@ -468,11 +469,13 @@ begin
 end
 $$;
 
-comment on function agentmem.context_window(uuid, int, int) is
+comment on function agentmem.context_window(anycompatible, int, int) is
 'The messages around one message of its conversation, in order: message_index between
 index - before and index + after (fewer at the start and end of the conversation).
 before, after: 0 to 100 (AM020). AM030 for a message not in the current tenant.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+
+drop function if exists agentmem.search_with_context(text, vector, int, int, text, uuid, real, text, int, int);
 
 create or replace function agentmem.search_with_context(
     user_id text,
@@ -480,7 +483,7 @@ create or replace function agentmem.search_with_context(
     k int default 3,
     radius int default 3,
     model text default null,
-    conversation_id uuid default null,
+    conversation_id anycompatible default null::uuid,
     min_similarity real default null,
     query_text text default null,
     candidate_pool int default 60,
@@ -506,6 +509,7 @@ begin
     -- The arguments search_messages checks, checked here too: the plan below
     -- may never run search_messages (a hash join over no messages skips it).
     perform agentmem_private.check_user_id(search_with_context.user_id);
+    perform agentmem_private.uuid_arg('conversation_id', search_with_context.conversation_id);
     perform agentmem_private.check_range('k', search_with_context.k, 1, 1000);
     if search_with_context.min_similarity is not null then
         perform agentmem_private.check_similarity('min_similarity', search_with_context.min_similarity);
@@ -614,7 +618,7 @@ begin
 end
 $$;
 
-comment on function agentmem.search_with_context(text, vector, int, int, text, uuid, real, text, int, int) is
+comment on function agentmem.search_with_context(text, vector, int, int, text, anycompatible, real, text, int, int) is
 'search_messages, each of the top-k hits expanded to the messages within radius of it, in one call.
 Windows of one conversation that overlap or touch are merged into one, so no message appears twice.
 Searches by query_embedding, query_text or both (hybrid), exactly as search_messages does.

@@ -80,7 +80,9 @@ $$;
 comment on function agentmem_private.check_conversation(text, uuid) is
 'Internal: AM030 unless the conversation is in the tenant.';
 
-create or replace function agentmem.record_retrieval(message_id uuid, doc_ids text[])
+drop function if exists agentmem.record_retrieval(uuid, text[]);
+
+create or replace function agentmem.record_retrieval(message_id anycompatible, doc_ids text[])
 returns int
 language plpgsql
 volatile
@@ -90,14 +92,15 @@ as $$
 #variable_conflict use_column
 declare
     v_tenant text := agentmem.current_tenant();
+    v_message_id uuid := agentmem_private.uuid_arg('message_id', record_retrieval.message_id);
     v_ids text[] := agentmem_private.check_doc_ids(record_retrieval.doc_ids);
     v_msg record;
 begin
     select m.role, m.conversation_id, m.message_index into v_msg
     from agentmem.messages as m
-    where m.tenant_id = v_tenant and m.message_id = record_retrieval.message_id;
+    where m.tenant_id = v_tenant and m.message_id = v_message_id;
     if not found then
-        raise exception 'message % not found', coalesce(record_retrieval.message_id::text, 'NULL')
+        raise exception 'message % not found', coalesce(v_message_id::text, 'NULL')
         using
             errcode = 'AM030',
             detail = 'It does not exist in the current tenant.',
@@ -105,20 +108,20 @@ begin
     end if;
     if v_msg.role <> 'user' then
         raise exception 'message % is a % message; retrievals are recorded against user messages',
-            record_retrieval.message_id, v_msg.role
+            v_message_id, v_msg.role
         using
             errcode = 'AM020',
             hint = 'Pass the id of the user message whose question the documents were retrieved for.';
     end if;
     insert into agentmem.retrievals as r (tenant_id, message_id, conversation_id, message_index, doc_ids)
-    values (v_tenant, record_retrieval.message_id, v_msg.conversation_id, v_msg.message_index, v_ids)
+    values (v_tenant, v_message_id, v_msg.conversation_id, v_msg.message_index, v_ids)
     on conflict on constraint retrievals_pkey do update
         set doc_ids = excluded.doc_ids, created_at = excluded.created_at;
     return cardinality(v_ids);
 end
 $$;
 
-comment on function agentmem.record_retrieval(uuid, text[]) is
+comment on function agentmem.record_retrieval(anycompatible, text[]) is
 'Record the documents retrieved for one turn, against its user message; returns how many distinct ids were recorded.
 Called again for the same message, it replaces the record (a retried turn records what it retrieved last),
 so calling it twice with the same ids changes nothing. Duplicate ids are kept once, in first-seen order;
@@ -128,7 +131,9 @@ doc_ids: a one-dimensional array of at most 1,000 ids (AM020), none NULL or blan
 not a user message.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
-create or replace function agentmem.topic_shift(conversation_id uuid, threshold real default 0.15)
+drop function if exists agentmem.topic_shift(uuid, real);
+
+create or replace function agentmem.topic_shift(conversation_id anycompatible, threshold real default 0.15)
 returns agentmem.topic_shift_row
 language plpgsql
 stable
@@ -137,6 +142,7 @@ set search_path from current
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
+    v_conversation_id uuid := agentmem_private.uuid_arg('conversation_id', topic_shift.conversation_id);
     v_last agentmem.retrievals;
     v_prev agentmem.retrievals;
     v_row agentmem.topic_shift_row;
@@ -147,10 +153,10 @@ begin
         raise exception 'threshold must be between 0 and 1, got %', coalesce(topic_shift.threshold::text, 'NULL')
         using errcode = 'AM020', hint = 'About 0.15 separates a follow-up from a new subject.';
     end if;
-    perform agentmem_private.check_conversation(v_tenant, topic_shift.conversation_id);
+    perform agentmem_private.check_conversation(v_tenant, v_conversation_id);
     select r.* into v_last
     from agentmem.retrievals as r
-    where r.tenant_id = v_tenant and r.conversation_id = topic_shift.conversation_id
+    where r.tenant_id = v_tenant and r.conversation_id = v_conversation_id
     order by r.message_index desc
     limit 1;
     if not found then
@@ -160,7 +166,7 @@ begin
     select r.* into v_prev
     from agentmem.retrievals as r
     where
-        r.tenant_id = v_tenant and r.conversation_id = topic_shift.conversation_id
+        r.tenant_id = v_tenant and r.conversation_id = v_conversation_id
         and r.message_index < v_last.message_index
     order by r.message_index desc
     limit 1;
@@ -189,7 +195,7 @@ begin
 end
 $$;
 
-comment on function agentmem.topic_shift(uuid, real) is
+comment on function agentmem.topic_shift(anycompatible, real) is
 'Whether the subject changed: the Jaccard overlap |A and B| / |A or B| of the document sets of the last
 two recorded turns (record_retrieval) of a conversation, and shifted = overlap < threshold.
 With fewer than two recorded turns: overlap NULL, shifted false. Two turns that both retrieved nothing
@@ -199,7 +205,9 @@ turn started the new subject, and the history before it belongs to the old one.
 threshold: 0 to 1 (AM020). AM030 for a conversation not in the current tenant.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
-create or replace function agentmem.unseen_docs(conversation_id uuid, doc_ids text[], lookback int default 6)
+drop function if exists agentmem.unseen_docs(uuid, text[], int);
+
+create or replace function agentmem.unseen_docs(conversation_id anycompatible, doc_ids text[], lookback int default 6)
 returns text[]
 language plpgsql
 stable
@@ -208,11 +216,12 @@ set search_path from current
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
+    v_conversation_id uuid := agentmem_private.uuid_arg('conversation_id', unseen_docs.conversation_id);
     v_ids text[] := agentmem_private.check_doc_ids(unseen_docs.doc_ids);
     v_seen text[];
 begin
     perform agentmem_private.check_range('lookback', unseen_docs.lookback, 0, 1000);
-    perform agentmem_private.check_conversation(v_tenant, unseen_docs.conversation_id);
+    perform agentmem_private.check_conversation(v_tenant, v_conversation_id);
     if unseen_docs.lookback = 0 or cardinality(v_ids) = 0 then
         return v_ids;
     end if;
@@ -221,7 +230,7 @@ begin
         select m.message_id
         from agentmem.messages as m
         where
-            m.tenant_id = v_tenant and m.conversation_id = unseen_docs.conversation_id
+            m.tenant_id = v_tenant and m.conversation_id = v_conversation_id
             and m.role = 'user'
         order by m.message_index desc
         limit unseen_docs.lookback
@@ -236,7 +245,7 @@ begin
 end
 $$;
 
-comment on function agentmem.unseen_docs(uuid, text[], int) is
+comment on function agentmem.unseen_docs(anycompatible, text[], int) is
 'The given document ids minus those retrieved (record_retrieval) in the conversation''s last lookback
 turns (user messages, recorded or not), in the given order and without duplicates.
 Call it before storing the new user message, so that the turns looked at are the previous ones.

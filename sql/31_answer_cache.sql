@@ -121,6 +121,8 @@ $$;
 comment on function agentmem_private.cache_check_scope(text, text, text) is
 'Internal: AM020 unless acl_hash, prompt_version and llm_model are non-NULL and at most 200 characters.';
 
+drop function if exists agentmem.cache_store(text, vector, text, text[], text, text, text, text, text, text, uuid, boolean, interval);
+
 create or replace function agentmem.cache_store(
     question text,
     question_embedding vector,
@@ -132,7 +134,7 @@ create or replace function agentmem.cache_store(
     llm_model text default '',
     model text default null,
     user_id text default null,
-    conversation_id uuid default null,
+    conversation_id anycompatible default null::uuid,
     safe_to_share boolean default false,
     ttl interval default null
 ) returns table (stored boolean, entry_id uuid, reason text, expires_at timestamptz)
@@ -143,6 +145,7 @@ set search_path from current
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
+    v_conversation_id uuid := agentmem_private.uuid_arg('conversation_id', cache_store.conversation_id);
     v_model text := coalesce(cache_store.model, agentmem_private.default_model());
     v_norm text := agentmem_private.cache_check_question(cache_store.question);
     v_intent agentmem.cache_intents := agentmem_private.cache_intent(cache_store.intent);
@@ -197,7 +200,7 @@ begin
         agentmem.corpus_version(), cache_store.prompt_version, cache_store.llm_model, v_intent.intent,
         cache_store.answer, v_model, cache_store.question_embedding,
         v_sources,
-        cache_store.user_id, cache_store.conversation_id, v_expires
+        cache_store.user_id, v_conversation_id, v_expires
     )
     on conflict on constraint cache_entries_key_uq do update
         set question = excluded.question, intent = excluded.intent, answer = excluded.answer,
@@ -221,7 +224,7 @@ end
 $$;
 
 comment on function agentmem.cache_store(
-    text, vector, text, text[], text, text, text, text, text, text, uuid, boolean, interval
+    text, vector, text, text[], text, text, text, text, text, text, anycompatible, boolean, interval
 ) is
 'Cache an answer to a question; returns whether it was stored, the entry id, or the reason it was not.
 Keyed on the current tenant, acl_hash, the tenant''s corpus version, prompt_version, llm_model (the

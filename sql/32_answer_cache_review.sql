@@ -33,27 +33,31 @@ entry still exists. Record verdicts with review_hit; cache_report prices thresho
 n: 1 to 10,000; min_similarity: -1 to 1, not NULL or NaN (AM020).
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
-create or replace function agentmem.review_hit(hit_id uuid, correct boolean)
+drop function if exists agentmem.review_hit(uuid, boolean);
+
+create or replace function agentmem.review_hit(hit_id anycompatible, correct boolean)
 returns void
 language plpgsql
 volatile
 security definer
 set search_path from current
 as $$
+declare
+    v_hit_id uuid := agentmem_private.uuid_arg('hit_id', review_hit.hit_id);
 begin
     if correct is null then
         raise exception 'correct must be true or false' using errcode = 'AM020';
     end if;
     update agentmem.cache_hits as h
     set reviewed_correct = review_hit.correct, reviewed_at = now()
-    where h.tenant_id = agentmem.current_tenant() and h.hit_id = review_hit.hit_id;
+    where h.tenant_id = agentmem.current_tenant() and h.hit_id = v_hit_id;
     if not found then
-        raise exception 'no cache hit %', review_hit.hit_id using errcode = 'AM030';
+        raise exception 'no cache hit %', v_hit_id using errcode = 'AM030';
     end if;
 end
 $$;
 
-comment on function agentmem.review_hit(uuid, boolean) is
+comment on function agentmem.review_hit(anycompatible, boolean) is
 'Record a reviewer''s verdict on a logged hit: was the cached answer right for the question asked?
 AM030 for an unknown hit (or another tenant''s).
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';

@@ -325,7 +325,9 @@ Raises AM020 for an empty user, k outside 1..100, candidate_pool outside 1..1,00
 0..1,000; AM021 for a query_text over 100,000 characters; AM010/AM011 for a bad embedding or model.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
-create or replace function agentmem.fact_history(fact_id uuid)
+drop function if exists agentmem.fact_history(uuid);
+
+create or replace function agentmem.fact_history(fact_id anycompatible)
 returns table (subject text, fact text, source_message_ids uuid[], valid_from timestamptz, replaced_at timestamptz)
 language plpgsql
 stable
@@ -334,20 +336,21 @@ set search_path from current
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
+    v_fact_id uuid := agentmem_private.uuid_arg('fact_id', fact_history.fact_id);
 begin
-    if not exists (select from agentmem.facts as f where f.tenant_id = v_tenant and f.fact_id = fact_history.fact_id) then
-        raise exception 'no such fact: %', coalesce(fact_history.fact_id::text, 'NULL')
+    if not exists (select from agentmem.facts as f where f.tenant_id = v_tenant and f.fact_id = v_fact_id) then
+        raise exception 'no such fact: %', coalesce(v_fact_id::text, 'NULL')
         using errcode = 'AM030';
     end if;
     return query
     select h.subject, h.fact, h.source_message_ids, h.valid_from, h.replaced_at
     from agentmem.fact_history as h
-    where h.tenant_id = v_tenant and h.fact_id = fact_history.fact_id
+    where h.tenant_id = v_tenant and h.fact_id = v_fact_id
     order by h.replaced_at, h.history_id;
 end
 $$;
 
-comment on function agentmem.fact_history(uuid) is
+comment on function agentmem.fact_history(anycompatible) is
 'What a fact said before contradicting facts replaced it, oldest first, with the sources of each version.
 Entries whose source messages are all gone have been pruned. Raises AM030 for an unknown fact.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';

@@ -1,7 +1,9 @@
 -- Forgetting: erase a conversation or a user everywhere, in one transaction,
 -- and keep a receipt (counts per table, when; no content) in the erasure log.
 
-create or replace function agentmem.forget_conversation(conversation_id uuid)
+drop function if exists agentmem.forget_conversation(uuid);
+
+create or replace function agentmem.forget_conversation(conversation_id anycompatible)
 returns agentmem.erasure_log
 language plpgsql
 volatile
@@ -10,6 +12,7 @@ set search_path from current
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
+    v_conversation_id uuid := agentmem_private.uuid_arg('conversation_id', forget_conversation.conversation_id);
     v_user text;
     v_ids uuid[];
     v_texts text[];
@@ -22,22 +25,22 @@ begin
     -- find it gone: no message can be added behind the erasure's back.
     select c.user_id into v_user
     from agentmem.conversations as c
-    where c.tenant_id = v_tenant and c.conversation_id = forget_conversation.conversation_id
+    where c.tenant_id = v_tenant and c.conversation_id = v_conversation_id
     for update;
     if not found then
-        raise exception 'no such conversation: %', coalesce(forget_conversation.conversation_id::text, 'NULL')
+        raise exception 'no such conversation: %', coalesce(v_conversation_id::text, 'NULL')
         using errcode = 'AM030', hint = 'It may have been forgotten already, or belong to another tenant.';
     end if;
     select array_agg(m.message_id), array_agg(m.content) into v_ids, v_texts
     from agentmem.messages as m
-    where m.tenant_id = v_tenant and m.conversation_id = forget_conversation.conversation_id;
+    where m.tenant_id = v_tenant and m.conversation_id = v_conversation_id;
     v_ids := coalesce(v_ids, '{}');
     v_texts := coalesce(v_texts, '{}');
 
     -- Cached answers written from it, and the hit log's copies of their questions.
     select array_agg(e.entry_id), array_agg(e.question) || array_agg(e.answer) into v_entries, v_questions
     from agentmem.cache_entries as e
-    where e.tenant_id = v_tenant and e.conversation_id = forget_conversation.conversation_id;
+    where e.tenant_id = v_tenant and e.conversation_id = v_conversation_id;
     v_entries := coalesce(v_entries, '{}');
     v_questions := coalesce(v_questions, '{}');
     -- The user's own lookups that asked this conversation's questions go; other
@@ -71,24 +74,24 @@ begin
         'embedding_cache', agentmem_private.forget_text_hashes(v_tenant, v_texts || v_questions)
     );
     delete from agentmem.retrievals as r
-    where r.tenant_id = v_tenant and r.conversation_id = forget_conversation.conversation_id;
+    where r.tenant_id = v_tenant and r.conversation_id = v_conversation_id;
     get diagnostics v_n = row_count;
     v_removed := v_removed || jsonb_build_object('retrievals', v_n);
     delete from agentmem.message_embeddings as me where me.tenant_id = v_tenant and me.message_id = any(v_ids);
     get diagnostics v_n = row_count;
     v_removed := v_removed || jsonb_build_object('message_embeddings', v_n);
     delete from agentmem.messages as m
-    where m.tenant_id = v_tenant and m.conversation_id = forget_conversation.conversation_id;
+    where m.tenant_id = v_tenant and m.conversation_id = v_conversation_id;
     get diagnostics v_n = row_count;
     v_removed := v_removed || jsonb_build_object('messages', v_n);
     delete from agentmem.conversations as c
-    where c.tenant_id = v_tenant and c.conversation_id = forget_conversation.conversation_id;
+    where c.tenant_id = v_tenant and c.conversation_id = v_conversation_id;
     v_removed := v_removed || jsonb_build_object('conversations', 1);
     return agentmem_private.forget_receipt(v_tenant, 'conversation', v_removed);
 end
 $$;
 
-comment on function agentmem.forget_conversation(uuid) is
+comment on function agentmem.forget_conversation(anycompatible) is
 'Erase one conversation of the current tenant, in one transaction, and return the receipt.
 The conversation, its messages, their embeddings and retrieval records go; facts whose every source message was in it
 are deleted and other facts (and fact history) lose those links; cached answers written from it go,

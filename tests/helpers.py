@@ -143,3 +143,17 @@ def bulk_load(admin, rows: list[tuple[str, str]], vectors: np.ndarray, *, model:
         ids, _ = bulk.load_messages(rows, vectors, per_conversation=per_conversation)
         admin.execute("analyze agentmem.messages, agentmem.message_embeddings")
     return [(tenant, user, mid) for (tenant, user), mid in zip(rows, ids)]
+
+
+def free_port_url(url: str) -> str:
+    """The same URL on a loopback port where nothing listens."""
+    import socket
+    from urllib.parse import urlsplit, urlunsplit
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    parts = urlsplit(url)
+    netloc = parts.netloc.rsplit("@", 1)
+    host = f"127.0.0.1:{port}"
+    return urlunsplit((parts.scheme, f"{netloc[0]}@{host}" if len(netloc) == 2 else host, parts.path,
+                       parts.query, parts.fragment))

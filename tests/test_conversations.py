@@ -355,3 +355,28 @@ def test_two_models_coexist_for_one_message(app, admin):
     # a query of the other model's dimension is a clear error
     assert sqlstate_of(app, "select * from agentmem.search_messages(user_id => 'alice', query_embedding => %s, "
                             "model => 'nomic-embed-text')", (vec("hello", DIM),)) == "AM010"
+
+
+def test_a_conversation_of_another_user_is_reported_as_not_this_users(app, admin):
+    alices = start(app, "alice")
+    store(app, alices, "alice's invoice question")
+    before = counts(admin)
+    for call in ("select * from agentmem.search_messages(user_id => 'bob', query_text => 'invoice', "
+                 "conversation_id => %s)",
+                 "select * from agentmem.search_with_context(user_id => 'bob', query_text => 'invoice', "
+                 "conversation_id => %s)"):
+        with pytest.raises(psycopg.Error) as info:
+            app.execute(call, (alices,))
+        assert info.value.sqlstate == "AM030"
+        assert info.value.diag.message_primary == f"conversation {alices} is not a conversation of user 'bob'"
+        assert info.value.diag.message_detail == "It belongs to another user of the current tenant."
+    # one that is in no tenant's reach is still "not found"
+    with pytest.raises(psycopg.Error) as info:
+        app.execute("select * from agentmem.search_messages(user_id => 'bob', query_text => 'invoice', "
+                    "conversation_id => gen_random_uuid())")
+    assert info.value.sqlstate == "AM030" and "not found" in info.value.diag.message_primary
+    assert counts(admin) == before
+    # and alice's own search of it works
+    assert [r[0] for r in app.execute(
+        "select content from agentmem.search_messages(user_id => 'alice', query_text => 'invoice', "
+        "conversation_id => %s)", (alices,))] == ["alice's invoice question"]

@@ -481,3 +481,93 @@ def test_admin_client_switches_text_search_and_manages_tenant_indexes(admin_url,
             dba.create_tenant_index("acme", "no-such-model")
     assert admin.execute("select count(*) from pg_indexes where schemaname = 'agentmem' and indexname = %s",
                          (name,)).fetchone() == (0,)
+
+
+# -- errors of the first hour -------------------------------------------------------------------
+
+def test_a_malformed_id_through_the_driver_is_invalid_argument_and_stores_nothing(driver, admin):
+    call = driver()
+    cid = call("start_conversation", "alice")
+    before = count(admin, "messages"), count(admin, "cache_entries")
+    for method, args, kwargs in [
+        ("store_message", ("not-a-uuid", "user", "hi", vec("hi").tolist()), {}),
+        ("recent_messages", ("12345",), {}),
+        ("search_messages", ("alice",), {"query_text": "hi", "conversation_id": "abc"}),
+        ("cache_store", ("Question?", vec("Question?").tolist(), "Answer."), {"conversation_id": "abc"}),
+        ("review_hit", ("abc", True), {}),
+        ("forget_conversation", (str(cid)[:-1],), {}),
+    ]:
+        with pytest.raises(agentmem.InvalidArgument) as info:
+            call(method, *args, **kwargs)
+        assert info.value.sqlstate == "AM020" and " is not a UUID" in str(info.value), method
+    assert (count(admin, "messages"), count(admin, "cache_entries")) == before
+    # its text works as well as the UUID
+    assert call("store_message", str(cid), "user", "hi", vec("hi").tolist()).message_index == 0
+    assert [m.content for m in call("recent_messages", cid)] == ["hi"]
+
+
+def test_a_client_with_an_embedder_uses_its_model_for_every_call(driver, admin):
+    """A client built with an embedder passes its model where a call takes model= (facts included):
+    what it stores, it finds."""
+    call = driver(embedder=lexical())  # all-minilm, 384 dimensions; the default model is 768
+    cid = call("start_conversation", "alice")
+    call("store_message", cid, "user", "I moved to Lyon", vec("I moved to Lyon", 384).tolist())
+    call("store_messages", cid, ["assistant"], ["Noted"], [vec("Noted", 384).tolist()])
+    fact = call("upsert_fact", "alice", "home_city", "alice lives in Lyon", vec("alice lives in Lyon", 384).tolist())
+    assert fact.action == "inserted"
+    assert admin.execute("select model from agentmem.facts").fetchall() == [("all-minilm",)]
+    assert set(admin.execute("select model from agentmem.message_embeddings").fetchall()) == {("all-minilm",)}
+    assert [f.fact for f in call("recall_facts_about", "alice", "where does alice live", hybrid=False)] \
+        == ["alice lives in Lyon"]
+    assert [f.fact for f in call("recall_facts", "alice", vec("lives in Lyon", 384).tolist())] \
+        == ["alice lives in Lyon"]
+    assert call("search_messages", "alice", vec("I moved to Lyon", 384).tolist(), 1)[0].content == "I moved to Lyon"
+    assert call("search_with_context", "alice", vec("I moved to Lyon", 384).tolist(), 1, 0)[0].content \
+        == "I moved to Lyon"
+    stored = call("cache_store", "Where is the office?", vec("Where is the office?", 384).tolist(), "In Lyon.",
+                  safe_to_share=True)
+    assert stored.stored
+    assert call("cache_lookup", "Where is the office?", vec("Where is the office?", 384).tolist()).hit
+    assert call("embedding_cache_store", None, ["t"], [vec("t", 384).tolist()]) == 1
+    assert call("embedding_cache_lookup", None, ["t"])[0] is not None
+    # an explicit model= still wins
+    with pytest.raises(agentmem.InvalidEmbedding):
+        call("upsert_fact", "alice", "pet", "alice has a cat", vec("alice has a cat", 384).tolist(),
+             model="nomic-embed-text")
+
+
+def test_connect_to_a_wrong_port_fails_at_connect(app_url, admin):
+    import time
+
+    from helpers import free_port_url
+    wrong = free_port_url(app_url)
+    t0 = time.monotonic()
+    with pytest.raises(agentmem.ConnectionLost) as info:
+        Memory.connect(wrong, tenant="acme", timeout=5)
+    assert time.monotonic() - t0 < 5  # refused at once, not after the pool's retries
+    assert "Connection refused" in str(info.value) or "failed" in str(info.value)
+    # check=False opens without waiting: the first call raises instead
+    with Memory.connect(wrong, tenant="acme", timeout=1, check=False) as mem:
+        with pytest.raises(agentmem.ConnectionLost):
+            mem.start_conversation("alice")
+    assert count(admin, "conversations") == 0
+
+
+def test_async_connect_to_a_wrong_port_fails_at_connect(app_url):
+    import asyncio
+
+    from helpers import free_port_url
+    with pytest.raises(agentmem.ConnectionLost):
+        asyncio.run(AsyncMemory.connect(free_port_url(app_url), tenant="acme", timeout=5))
+
+
+def test_connect_to_a_database_without_agentmem_says_so(server, admin):
+    if server.name == "citus":
+        pytest.skip("creates a database; the cluster's session database is reused by every test")
+    name = f"agentmem_empty_{uuid.uuid4().hex[:8]}"
+    admin.execute(f"create database {name}")
+    try:
+        with pytest.raises(agentmem.PrerequisiteMissing, match=f"not installed in database {name}"):
+            Memory.connect(server.db_url(name), tenant="acme")
+    finally:
+        admin.execute(f"drop database {name} with (force)")

@@ -127,6 +127,14 @@ class literal(Generic[P, R]):
         return method
 
 
+def _model(client: Any, model: str | None) -> str | None:
+    """model, else the model of the client's embedder (a client built with one embeds with it, so its
+    calls store and search under that model), else None: the installation's default."""
+    if model is not None:
+        return model
+    return getattr(getattr(client, "embedder", None), "model", None)
+
+
 def _json(value: Any) -> Jsonb | None:
     return None if value is None else Jsonb(value)
 
@@ -160,7 +168,7 @@ class Calls:
                       conn: Conn = None) -> Sql[StoredMessage]:
         return one(StoredMessage, "select * from agentmem.store_message(conversation_id => %s, role => %s, "
                    "content => %s, embedding => %s, model => %s, metadata => %s)",
-                   conversation_id, role, content, as_vector(embedding), model, _json(metadata or {}))
+                   conversation_id, role, content, as_vector(embedding), _model(self, model), _json(metadata or {}))
 
     @literal
     def store_messages(self, conversation_id: uuid.UUID | str, roles: Sequence[str], contents: Sequence[str],
@@ -168,7 +176,7 @@ class Calls:
                        metadata: Sequence[dict] | None = None, conn: Conn = None) -> Sql[list[StoredMessage]]:
         return rows(StoredMessage, "select * from agentmem.store_messages(conversation_id => %s, roles => %s, "
                     "contents => %s, embeddings => %s, model => %s, metadata => %s::jsonb[])",
-                    conversation_id, list(roles), list(contents), as_vectors(embeddings), model,
+                    conversation_id, list(roles), list(contents), as_vectors(embeddings), _model(self, model),
                     None if metadata is None else [_json(m) for m in metadata])
 
     @literal
@@ -186,7 +194,7 @@ class Calls:
         return rows(MessageHit, "select * from agentmem.search_messages(user_id => %s, query_embedding => %s, "
                     "k => %s, conversation_id => %s, min_similarity => %s::real, model => %s, "
                     "query_text => %s, candidate_pool => %s, rrf_k => %s)",
-                    user_id, as_vector(query_embedding), k, conversation_id, min_similarity, model,
+                    user_id, as_vector(query_embedding), k, conversation_id, min_similarity, _model(self, model),
                     query_text, candidate_pool, rrf_k)
 
     @literal
@@ -204,7 +212,7 @@ class Calls:
         return rows(WindowMessage, "select * from agentmem.search_with_context(user_id => %s, "
                     "query_embedding => %s, k => %s, radius => %s, model => %s, conversation_id => %s, "
                     "min_similarity => %s::real, query_text => %s, candidate_pool => %s, rrf_k => %s)",
-                    user_id, as_vector(query_embedding), k, radius, model, conversation_id, min_similarity,
+                    user_id, as_vector(query_embedding), k, radius, _model(self, model), conversation_id, min_similarity,
                     query_text, candidate_pool, rrf_k)
 
     @literal
@@ -252,14 +260,14 @@ class Calls:
                                conn: Conn = None) -> Sql[list[np.ndarray | None]]:
         """One embedding per text (None for a miss), in order."""
         return rows(dict, "select * from agentmem.embedding_cache_lookup(model => %s, texts => %s)",
-                    model, list(texts)).then(_cache_rows)
+                    _model(self, model), list(texts)).then(_cache_rows)
 
     @literal
     def embedding_cache_store(self, model: str | None, texts: Sequence[str], embeddings: Sequence[Embedding], *,
                               conn: Conn = None) -> Sql[int]:
         """Store embeddings in the tenant's cache; returns how many were new."""
         return value(int, "select agentmem.embedding_cache_store(model => %s, texts => %s, embeddings => %s)",
-                     model, list(texts), as_vectors(embeddings))
+                     _model(self, model), list(texts), as_vectors(embeddings))
 
     # -- answer cache -------------------------------------------------------------------------
 
@@ -271,8 +279,8 @@ class Calls:
         return one(CacheLookup, "select * from agentmem.cache_lookup(question => %s, "
                    "question_embedding => %s::vector, acl_hash => %s, prompt_version => %s, llm_model => %s, "
                    "intent => %s, model => %s, user_id => %s)",
-                   question, as_vector(question_embedding), acl_hash, prompt_version, llm_model, intent, model,
-                   user_id)
+                   question, as_vector(question_embedding), acl_hash, prompt_version, llm_model, intent,
+                   _model(self, model), user_id)
 
     @literal
     def cache_store(self, question: str, question_embedding: Embedding, answer: str, *,
@@ -285,9 +293,9 @@ class Calls:
         return one(CacheStore, "select * from agentmem.cache_store(question => %s, "
                    "question_embedding => %s::vector, answer => %s, source_ids => %s::text[], intent => %s, "
                    "acl_hash => %s, prompt_version => %s, llm_model => %s, model => %s, user_id => %s, "
-                   "conversation_id => %s::uuid, safe_to_share => %s, ttl => %s::interval)",
+                   "conversation_id => %s, safe_to_share => %s, ttl => %s::interval)",
                    question, as_vector(question_embedding), answer, list(source_ids), intent, acl_hash,
-                   prompt_version, llm_model, model, user_id, conversation_id, safe_to_share, ttl)
+                   prompt_version, llm_model, _model(self, model), user_id, conversation_id, safe_to_share, ttl)
 
     @literal
     def normalize_question(self, question: str, *, conn: Conn = None) -> Sql[str]:
@@ -326,7 +334,7 @@ class Calls:
 
     @literal
     def review_hit(self, hit_id: uuid.UUID | str, correct: bool, *, conn: Conn = None) -> Sql[None]:
-        return nothing("select agentmem.review_hit(hit_id => %s::uuid, correct => %s)", hit_id, correct)
+        return nothing("select agentmem.review_hit(hit_id => %s, correct => %s)", hit_id, correct)
 
     @literal
     def cache_report(self, cost_uncached: float | Decimal, cost_wrong: float | Decimal, *,
@@ -345,7 +353,8 @@ class Calls:
                     merge_threshold: float = 0.92, *, conn: Conn = None) -> Sql[FactUpsert]:
         return one(FactUpsert, "select * from agentmem.upsert_fact(user_id => %s, subject => %s, fact => %s, "
                    "embedding => %s, source_message_ids => %s::uuid[], model => %s, merge_threshold => %s)",
-                   user_id, subject, fact, as_vector(embedding), list(source_message_ids), model, merge_threshold)
+                   user_id, subject, fact, as_vector(embedding), list(source_message_ids), _model(self, model),
+                   merge_threshold)
 
     @literal
     def recall_facts(self, user_id: str, query_embedding: Embedding | None = None, k: int = 5,
@@ -353,7 +362,7 @@ class Calls:
                      rrf_k: int = 60, conn: Conn = None) -> Sql[list[Fact]]:
         return rows(Fact, "select * from agentmem.recall_facts(user_id => %s, query_embedding => %s, k => %s, "
                     "model => %s, query_text => %s, candidate_pool => %s, rrf_k => %s)",
-                    user_id, as_vector(query_embedding), k, model, query_text, candidate_pool, rrf_k)
+                    user_id, as_vector(query_embedding), k, _model(self, model), query_text, candidate_pool, rrf_k)
 
     @literal
     def fact_history(self, fact_id: uuid.UUID | str, *, conn: Conn = None) -> Sql[list[FactVersion]]:

@@ -143,9 +143,15 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "demo":
             from .demo import run
             return run(args.database_url or os.environ.get("AGENTMEM_DATABASE_URL"))
-    except AgentmemError as exc:
-        print(f"agentmem: error [{exc.sqlstate or '-'}]: {exc}", file=sys.stderr)
-        return 1
+    except Exception as exc:
+        reason = _unreachable(exc)
+        if reason is not None:
+            print(f"agentmem: cannot connect to the database: {reason}", file=sys.stderr)
+            return 2
+        if isinstance(exc, AgentmemError):
+            print(f"agentmem: error [{exc.sqlstate or '-'}]: {exc}", file=sys.stderr)
+            return 1
+        raise
     return 0
 
 
@@ -158,6 +164,26 @@ def _not_installed(url: str, migrations: int) -> str:
     return (f"agentmem is not installed in database {params.get('dbname', '(default)')}: it has no "
             f"agentmem.schema_migrations. Nothing failed; there is nothing here yet.\n"
             f"Install it ({migrations} migrations): agentmem migrate --database-url '{shown}'")
+
+
+# Connection errors: no server there, a refused login, no such database, a server shutting down.
+_CONNECT_SQLSTATE_CLASSES = ("08", "28", "3D", "57P")
+
+
+def _unreachable(exc: BaseException) -> str | None:
+    """One line saying why the database could not be reached, or None for any other error."""
+    from .errors import ConnectionLost
+    cause: BaseException = exc
+    if isinstance(exc, ConnectionLost):
+        cause = exc.__cause__ or exc
+    else:
+        psycopg = sys.modules.get("psycopg")
+        if psycopg is None or not isinstance(exc, psycopg.OperationalError):
+            return None
+        code = getattr(exc, "sqlstate", None)
+        if code is not None and not code.startswith(_CONNECT_SQLSTATE_CLASSES):
+            return None
+    return " ".join(str(cause.args[0] if cause.args else cause).split())
 
 
 def _fmt(value) -> str:
@@ -181,7 +207,8 @@ def _cache_report(args: argparse.Namespace) -> int:
             matplotlib.use("Agg")
             import matplotlib.pyplot as plt
         except ImportError:
-            print("agentmem: --png needs matplotlib: pip install matplotlib (or pip install 'pg-agentmem[bench]')", file=sys.stderr)
+            print("agentmem: --png needs matplotlib, in the plot extra: pip install 'pg-agentmem[plot]' "
+                  "(in a checkout, make venv installs it)", file=sys.stderr)
             return 2
         points = [(r.threshold, float(r.net_value_per_1000)) for r in rows if r.net_value_per_1000 is not None]
         if not points:

@@ -38,11 +38,22 @@ from psycopg_pool import AsyncConnectionPool, ConnectionPool
 from ._adapt import check_params
 from .calls import Sql
 from .conveniences import AsyncConveniences, Conveniences
-from .errors import InvalidTenant, translate
+from .errors import InvalidTenant, PrerequisiteMissing, translate
 
 SET_TENANT = "select agentmem.set_tenant(tenant_id => %s, local => true)"
 # Pipeline mode needs libpq 14 or newer (psycopg[binary] bundles one); without it, BEGIN ... COMMIT.
 PIPELINE = psycopg.Pipeline.is_supported()
+# Memory.connect(check=True): the server answers, and this database has agentmem.
+PROBE = ("select exists (select from pg_catalog.pg_proc where proname = 'set_tenant' "
+         "and pronamespace = pg_catalog.to_regnamespace('agentmem')), pg_catalog.current_database()")
+
+
+def _require_installed(row: Any) -> None:
+    if not row[0]:
+        raise PrerequisiteMissing(
+            f"agentmem is not installed in database {row[1]}", sqlstate="AM040",
+            hint="Install it with `agentmem migrate --database-url URL` (or the psql install script), "
+                 "or connect to the database that has it.")
 
 
 def _has_input(conn: Any) -> bool:
@@ -110,12 +121,24 @@ class Memory(Conveniences, _Tenant):
 
     @classmethod
     def connect(cls, conninfo: str, *, tenant: str, embedder: Any = None, min_size: int = 1,
-                max_size: int = 10, timeout: float = 10.0) -> "Memory":
+                max_size: int = 10, timeout: float = 10.0, check: bool = True) -> "Memory":
         """Open a pool. ``timeout`` (seconds) bounds how long a call waits for a connection
         (and each connection attempt); past it the call raises ``ConnectionLost``. Connections
         are checked when taken from the pool (check_idle), so after a server restart the next call works:
         the pool's reconnection attempts (backing off 1, 2, 4 s ...) give up after ``timeout``
-        too, so the next call starts a fresh attempt instead of waiting out a long back-off."""
+        too, so the next call starts a fresh attempt instead of waiting out a long back-off.
+
+        ``check`` (default): connect once first, so that a wrong host, port, database or password
+        fails here (``ConnectionLost``, or psycopg's error for a refused login) and a database
+        without agentmem raises ``PrerequisiteMissing``, instead of the first call failing.
+        ``check=False`` opens the pool without waiting (e.g. to start before the server does)."""
+        if check:
+            try:
+                with psycopg.connect(conninfo, connect_timeout=max(2, round(timeout)), autocommit=True) as probe:
+                    installed = probe.execute(PROBE).fetchone()
+            except psycopg.Error as exc:
+                raise translate(exc) from exc
+            _require_installed(installed)
         pool = ConnectionPool(conninfo, min_size=min_size, max_size=max_size, open=True,
                               configure=register_vector, check=check_idle,
                               timeout=timeout, reconnect_timeout=timeout,
@@ -176,9 +199,17 @@ class AsyncMemory(AsyncConveniences, _Tenant):
 
     @classmethod
     async def connect(cls, conninfo: str, *, tenant: str, embedder: Any = None, min_size: int = 1,
-                      max_size: int = 10, timeout: float = 10.0) -> "AsyncMemory":
+                      max_size: int = 10, timeout: float = 10.0, check: bool = True) -> "AsyncMemory":
         """As Memory.connect: ``timeout`` bounds the wait for a connection (ConnectionLost past
-        it); connections are checked when taken from the pool."""
+        it); connections are checked when taken from the pool; ``check`` connects once first."""
+        if check:
+            try:
+                async with await psycopg.AsyncConnection.connect(
+                        conninfo, connect_timeout=max(2, round(timeout)), autocommit=True) as probe:
+                    installed = await (await probe.execute(PROBE)).fetchone()
+            except psycopg.Error as exc:
+                raise translate(exc) from exc
+            _require_installed(installed)
         pool = AsyncConnectionPool(conninfo, min_size=min_size, max_size=max_size, open=False,
                                    configure=register_vector_async, check=acheck_idle,
                                    timeout=timeout, reconnect_timeout=timeout,

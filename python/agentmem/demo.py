@@ -18,6 +18,7 @@ from .migrate import Migrator, Source
 
 DEMO_DB = "agentmem_demo"
 DEMO_APP = "agentmem_demo_app"
+TENANT = "docs-co"
 OFFLINE_MODEL = "agentmem-lexical-768"
 
 
@@ -86,11 +87,34 @@ def run(url: str | None) -> int:
     step("2. embeddings")
     embedder = _embedder(admin_url)
     from .client import Memory
-    with Memory.connect(app_url, tenant="docs-co", embedder=embedder) as mem:
+    with Memory.connect(app_url, tenant=TENANT, embedder=embedder) as mem:
         tour(mem, app_url)
-    print("\nDone. Re-run with `make demo`; explore with psql: "
-          f"{_with_db(url, DEMO_DB)}  then  \\df+ agentmem.*")
+    leftover(_with_db(url, DEMO_DB))
     return 0
+
+
+def leftover(admin_url: str) -> None:
+    """What the tour leaves in the database, and the one command that opens it in psql."""
+    step("8. what is left, and where")
+    with psycopg.connect(admin_url) as conn:  # the superuser's count: row-level security does not hide rows
+        users = conn.execute("select user_id, count(*) from agentmem.messages where tenant_id = %s "
+                             "group by user_id order by user_id", (TENANT,)).fetchall()
+        answers = conn.execute("select count(*) from agentmem.cache_entries where tenant_id = %s",
+                               (TENANT,)).fetchone()[0]
+    held = ", ".join(f"user '{u}' ({n} messages)" for u, n in users) or "no user"
+    say(f"Left in database {DEMO_DB}, tenant '{TENANT}': {held} and {answers} cached answer(s); user 'alice' "
+        "was erased. Open them in psql as the application login with that tenant set (make psql does the "
+        "same for the dev server's database agentmem, tenant acme):")
+    print(f"    .venv/bin/agentmem psql --database-url {admin_url} --tenant {TENANT}")
+    say("then, for instance:")
+    print("    select message_index, role, content from agentmem.search_messages(user_id => 'bob', "
+          "query_text => 'refund annual plans', k => 3);")
+    print("    \\df+ agentmem.*")
+    say("The answer cache's value per threshold, as a table or a plot (the plot needs matplotlib: the "
+        "package's plot extra, which make demo installs):")
+    print(f"    .venv/bin/agentmem cache-report --database-url {_with_db(admin_url, DEMO_DB, DEMO_APP)} "
+          f"--tenant {TENANT} --cost-uncached 0.01 --cost-wrong 0.50 --png cache-report.png")
+    print("\nDone. Re-run with `make demo`.")
 
 
 TURNS = [
@@ -217,6 +241,10 @@ def conversation_turns(mem) -> None:
                 summariser=lambda previous, messages: (previous + " " if previous else "")
                 + f"bob asked {sum(m['role'] == 'user' for m in messages)} more question(s) about billing.")
     conversation = mem.start_conversation("bob", title="refunds, then API keys")
+    say("The subject is judged from documents, so a turn's own shift is known once its retrieval is "
+        "recorded: each turn below reports topic_shift as it stands after the turn; Turn acts on it at the "
+        "next turn, which drops the history from before the new subject.")
+    started: dict[int, int] = {}  # the user message's index -> the turn that asked it
     for i, question in enumerate(QUESTIONS, 1):
         r = turn(conversation, "bob", question)
         print(f"  turn {i}: {question!r}")
@@ -227,19 +255,35 @@ def conversation_turns(mem) -> None:
             c = r.condensed
             if c.standalone != question:
                 print(f"    condensed ({c.reason}): {c.standalone!r}")
-            t = r.topic
-            if t.shifted:
-                print(f"    topic SHIFT: the last two turns' documents overlap {t.overlap:.2f} < 0.15, so the "
-                      f"window before message {t.since_message_index} is dropped ({r.history_used} messages kept)")
-            elif t.overlap is not None:
-                print(f"    same topic: overlap {t.overlap:.2f}; {r.history_used} messages of history")
+            if r.topic.shifted:
+                since = r.topic.since_message_index
+                print(f"    history: the window before message {since} (turn {started.get(since, '?')}, where the "
+                      f"subject changed) is dropped; {r.history_used} messages kept")
+            else:
+                print(f"    history: {r.history_used} messages")
             print(f"    documents used {r.docs_used}" + (f", skipped as already seen {r.docs_skipped}"
                                                            if r.docs_skipped else ""))
-            print(f"    cached: {r.cache_stored}" + (f" ({r.cache_store_reason})" if r.cache_store_reason else "")
-                  + (f"; {r.summary_note}" if r.summary_note else ""))
+            after = mem.topic_shift(conversation)
+            if after.since_message_index is not None:
+                started[after.since_message_index] = i
+            if after.turns_compared < 2:
+                print("    subject: the first turn with documents")
+            elif after.shifted:
+                print(f"    subject CHANGED here: this turn's documents overlap the previous turn's "
+                      f"{after.overlap:.2f} < 0.15")
+            else:
+                print(f"    subject: the same (documents overlap the previous turn's {after.overlap:.2f})")
+            stored = ("answer stored in the cache" if r.cache_stored
+                      else f"answer not stored in the cache ({r.cache_store_reason})")
+            print(f"    {stored}" + (f"; {r.summary_note}" if r.summary_note else ""))
         print(f"    answer: {r.answer}")
     ms = ", ".join(f"{name} {sec * 1000:.0f}" for name, sec in r.timings.items())
     say(f"Every step is timed in the result (last turn, ms): {ms}.")
+    served = [h for h in mem.sample_hits(n=50, min_similarity=0.0) if h.kind != "miss"]
+    for hit in served:
+        mem.review_hit(hit.hit_id, correct=True)  # a person read each served answer: all right
+    say(f"A reviewer read the {len(served)} answers the cache served and marked them right (sample_hits, "
+        "review_hit): cache_report prices each similarity threshold from such reviews.")
 
 
 def _no_tenant_call(app_url: str) -> None:

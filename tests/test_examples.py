@@ -1,0 +1,68 @@
+"""examples/: the Node.js (pg) and Java (JDBC) programs pass against this server's database.
+
+They use agentmem through SQL alone, as the application login, and exit non-zero on any surprise.
+`make examples` (and CI) installs what they need; here a missing Node.js, Java or JDBC jar skips,
+and a missing node_modules is installed with `npm ci`.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from helpers import count
+
+ROOT = Path(__file__).resolve().parents[1]
+JAR = Path("/usr/share/java/postgresql.jar")
+
+
+def _run(cmd: list[str], **kw) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, **kw)
+
+
+def test_node_example(app_url, admin):
+    if shutil.which("node") is None or shutil.which("npm") is None:
+        pytest.skip("Node.js is not installed")
+    node = ROOT / "examples" / "node"
+    if not (node / "node_modules" / "pg").is_dir():
+        done = _run(["npm", "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=node)
+        assert done.returncode == 0, done.stderr
+    done = _run(["node", str(node / "example.js")], env={"PATH": shutil.which("node").rsplit("/", 1)[0],
+                                                         "DATABASE_URL": app_url})
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "SQLSTATE AM001" in done.stdout and done.stdout.rstrip().endswith("node example: OK")
+    # it erased its user: nothing of it is left but the receipt and the cached answer
+    assert count(admin, "messages", "tenant_id = 'example-node'") == 0
+    assert count(admin, "erasure_log", "tenant_id = 'example-node'") == 1
+
+
+def test_java_example(app_url, admin):
+    if shutil.which("java") is None:
+        pytest.skip("Java is not installed")
+    if not JAR.is_file():
+        pytest.skip(f"{JAR} is missing: apt-get install libpostgresql-jdbc-java (make examples does)")
+    u = urlsplit(app_url)
+    jdbc = f"jdbc:postgresql://{u.hostname}:{u.port}{u.path}?user={u.username}"
+    done = _run(["java", "-cp", str(JAR), str(ROOT / "examples" / "java" / "Example.java"), jdbc])
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "SQLSTATE AM001" in done.stdout and done.stdout.rstrip().endswith("java example: OK")
+    assert count(admin, "messages", "tenant_id = 'example-java'") == 0
+    assert count(admin, "erasure_log", "tenant_id = 'example-java'") == 1
+
+
+def test_the_examples_exit_non_zero_on_a_surprise(app_url):
+    """A login that is not an application role: the first call is refused, and both programs fail."""
+    u = urlsplit(app_url)
+    wrong = app_url.replace(f"{u.username}@", "agentmem_owner_is_not_a_login@")
+    if shutil.which("node") and (ROOT / "examples" / "node" / "node_modules" / "pg").is_dir():
+        done = _run(["node", str(ROOT / "examples" / "node" / "example.js")],
+                    env={"PATH": shutil.which("node").rsplit("/", 1)[0], "DATABASE_URL": wrong})
+        assert done.returncode == 1 and "node example FAILED" in done.stderr, done.stderr
+    if shutil.which("java") and JAR.is_file():
+        jdbc = f"jdbc:postgresql://{u.hostname}:{u.port}{u.path}?user=agentmem_owner_is_not_a_login"
+        done = _run(["java", "-cp", str(JAR), str(ROOT / "examples" / "java" / "Example.java"), jdbc])
+        assert done.returncode == 1 and "java example FAILED" in done.stderr, done.stderr
