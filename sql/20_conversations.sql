@@ -94,6 +94,8 @@ declare
     v_ids uuid[];
     v_to int;
     v_dim int;
+    v_queued int[];
+    v_jobs text[];
 begin
     if store_messages.conversation_id is null then
         perform agentmem_private.conv_not_found(null);
@@ -109,17 +111,16 @@ begin
         using errcode = 'AM020', hint = 'Split a larger import into several calls.';
     end if;
     if coalesce(cardinality(store_messages.contents), 0) <> v_n
-        or coalesce(cardinality(store_messages.embeddings), 0) <> v_n
+        or coalesce(cardinality(store_messages.embeddings), v_n) <> v_n
         or coalesce(cardinality(store_messages.metadata), v_n) <> v_n
-        or array_ndims(store_messages.contents) <> 1
-        or array_ndims(store_messages.embeddings) <> 1 then
+        or array_ndims(store_messages.contents) <> 1 then
         raise exception 'roles, contents, embeddings (and metadata if given) must be arrays of the same length'
         using
             errcode = 'AM020',
             detail = pg_catalog.format(
                 'roles: %s, contents: %s, embeddings: %s, metadata: %s', v_n,
                 coalesce(cardinality(store_messages.contents), 0),
-                coalesce(cardinality(store_messages.embeddings), 0),
+                coalesce(cardinality(store_messages.embeddings)::text, 'NULL'),
                 coalesce(cardinality(store_messages.metadata)::text, 'NULL')
             );
     end if;
@@ -132,7 +133,10 @@ begin
             using errcode = 'AM020', hint = 'role is one of user, assistant, tool, system.';
         end if;
         perform agentmem_private.check_text(v_what || 'content', store_messages.contents[i], 100000);
-        perform agentmem_private.check_embedding_of(v_model, v_dim, store_messages.embeddings[i]);
+        -- No vector: the message is queued for the workers (below).
+        if store_messages.embeddings[i] is not null then
+            perform agentmem_private.check_embedding_of(v_model, v_dim, store_messages.embeddings[i]);
+        end if;
         perform agentmem_private.check_metadata(v_what || 'metadata', store_messages.metadata[i]);
     end loop;
 
@@ -177,16 +181,34 @@ begin
                 ), ', ' order by g.i)
                 from generate_series(v_from, v_to) as g (i)
             );
-        execute 'insert into agentmem.message_embeddings '
-            || '(tenant_id, message_id, model, user_id, conversation_id, embedding) values '
-            || (
-                select string_agg(pg_catalog.format(
-                    '(%L, %L::uuid, %L, %L, %L::uuid, %L::vector)',
-                    v_tenant, v_ids[g.i], v_model, v_user, store_messages.conversation_id, store_messages.embeddings[g.i]
-                ), ', ' order by g.i)
-                from generate_series(v_from, v_to) as g (i)
-            );
+        if exists (select from generate_series(v_from, v_to) as g (i) where store_messages.embeddings[g.i] is not null) then
+            execute 'insert into agentmem.message_embeddings '
+                || '(tenant_id, message_id, model, user_id, conversation_id, embedding) values '
+                || (
+                    select string_agg(pg_catalog.format(
+                        '(%L, %L::uuid, %L, %L, %L::uuid, %L::vector)',
+                        v_tenant, v_ids[g.i], v_model, v_user, store_messages.conversation_id, store_messages.embeddings[g.i]
+                    ), ', ' order by g.i)
+                    from generate_series(v_from, v_to) as g (i)
+                    where store_messages.embeddings[g.i] is not null
+                );
+        end if;
     end loop;
+    -- Embedding jobs, in this transaction: for the messages without a vector,
+    -- and for every model the tenant is being re-embedded into.
+    v_queued := array(select g.i from generate_series(1, v_n) as g (i) where store_messages.embeddings[g.i] is null);
+    v_jobs := agentmem_private.embedding_job_models(v_tenant, v_model, cardinality(v_queued) = 0);
+    if cardinality(v_jobs) > 0 then
+        if cardinality(v_queued) > 0 then
+            perform agentmem_private.enqueue_embedding_jobs(
+                v_tenant, 'message', array(select v_ids[q] from unnest(v_queued) as q),
+                array(select store_messages.contents[q] from unnest(v_queued) as q), array[v_model]
+            );
+        end if;
+        perform agentmem_private.enqueue_embedding_jobs(
+            v_tenant, 'message', v_ids, store_messages.contents, array(select x from unnest(v_jobs) as x where x <> v_model)
+        );
+    end if;
     return query
     select v_ids[g.i], v_first + g.i - 1 from generate_series(1, v_n) as g (i)
     order by g.i;

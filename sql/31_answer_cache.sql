@@ -153,7 +153,13 @@ declare
     v_expires timestamptz;
 begin
     perform agentmem_private.cache_check_scope(cache_store.acl_hash, cache_store.prompt_version, cache_store.llm_model);
-    perform agentmem_private.check_embedding(v_model, cache_store.question_embedding);
+    -- No vector: stored and served by exact lookups at once, queued for the
+    -- workers; semantic lookups find it once its vector has come.
+    if cache_store.question_embedding is null then
+        perform agentmem.get_model(v_model);
+    else
+        perform agentmem_private.check_embedding(v_model, cache_store.question_embedding);
+    end if;
     perform agentmem_private.check_text('answer', cache_store.answer, 100000);
     if cache_store.user_id is not null then
         perform agentmem_private.check_user_id(cache_store.user_id);
@@ -215,6 +221,15 @@ begin
                 from unnest(v_sources) as d (doc_id)
             )
             || ' on conflict on constraint cache_entry_sources_pkey do nothing';
+    end if;
+    if cache_store.question_embedding is null then
+        perform agentmem_private.enqueue_embedding_jobs(
+            v_tenant, 'entry', array[v_entry], array[cache_store.question], array[v_model]
+        );
+    else
+        -- A vector now: a job still queued for an earlier store of this key is moot.
+        delete from agentmem.embedding_jobs as j
+        where j.tenant_id = v_tenant and j.entry_id = v_entry and j.model = v_model;
     end if;
     return query select true, v_entry, null::text, v_expires;
 end
