@@ -110,7 +110,7 @@ begin
                 )
                 || ' on conflict on constraint embedding_jobs_row_model_key do update set'
                 || ' content = excluded.content, payload = coalesce(excluded.payload, j.payload),'
-                || ' state = ''pending'', attempts = 0, run_after = now(), lease_until = null,'
+                || ' state = ''pending'', attempts = 0, run_after = excluded.run_after, lease_until = null,'
                 || ' lease_token = null, last_error = null';
         end loop;
         v_n := v_n + cardinality(p_ids);
@@ -125,6 +125,43 @@ comment on function agentmem_private.enqueue_embedding_jobs(text, text, uuid [],
 'model, in the writing transaction, and NOTIFY agentmem_embedding_jobs (payload: the model) so that idle '
 'workers wake at its commit. A row already queued for a model is queued again from scratch. p_payload '
 'goes to the first model''s jobs.';
+
+create or replace function agentmem_private.set_job_tenant(p_tenant text)
+returns void
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+begin
+    perform pg_catalog.set_config('agentmem.tenant_id', p_tenant, true);
+    perform agentmem.current_tenant();
+end
+$$;
+
+comment on function agentmem_private.set_job_tenant(text) is
+'Internal: set a job''s tenant for the rest of the transaction (its rows are then reached through the '
+'ordinary tenant_isolation policy; on Citus current_tenant() makes the setting reach the workers).';
+
+create or replace function agentmem_private.set_queue_tenant()
+returns void
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+begin
+    -- Matches no job (tenant ids have no such prefix in practice, and it would
+    -- not matter: queue_access lets every job through anyway). current_tenant()
+    -- makes it reach the Citus workers, where the shards' policies read it.
+    perform pg_catalog.set_config('agentmem.tenant_id', 'agentmem:queue', true);
+    perform agentmem.current_tenant();
+end
+$$;
+
+comment on function agentmem_private.set_queue_tenant() is
+'Internal: set a tenant for the queue''s statements across tenants (agentmem_queue sees every job through '
+'the policy queue_access; tenant_isolation, applying too, needs a tenant set to evaluate at all).';
 
 -- The worker's calls -------------------------------------------------------
 
@@ -158,11 +195,16 @@ begin
     if v_model is not null then
         perform agentmem.get_model(v_model);
     end if;
+    -- The statements across tenants see every job through the policy
+    -- queue_access; tenant_isolation, which applies too, needs some tenant
+    -- set (it matches no job: queue_access is what lets them through).
+    perform agentmem_private.set_queue_tenant();
     -- Jobs whose lease expired as often as they may be tried: their worker
     -- died or hung each time. Parked, with that said.
     update agentmem.embedding_jobs as j
     set state = 'failed', lease_token = null, lease_until = null,
-        last_error = pg_catalog.format('the lease expired %s times (the worker died or hung mid-batch)', j.attempts)
+        -- (immutable expressions only: Citus runs no stable function on a column in an UPDATE)
+        last_error = 'the lease expired ' || j.attempts::text || ' times (the worker died or hung mid-batch)'
     where j.state = 'running' and j.lease_until < now() and j.attempts >= v_max
         and (v_model is null or j.model = v_model);
     if v_model is null then
@@ -188,7 +230,7 @@ begin
         order by min(j.run_after), j.tenant_id
         limit claim_embedding_jobs.batch_size
     loop
-        perform pg_catalog.set_config('agentmem.tenant_id', v_tenant, true);
+        perform agentmem_private.set_job_tenant(v_tenant);
         return query
         with picked as (
             select j.tenant_id, j.job_id from agentmem.embedding_jobs as j
@@ -275,6 +317,8 @@ declare
     v_fact agentmem.facts;
     v_similarity real;
     v_prev vector;
+    v_prev_sources uuid [];
+    v_new_sources uuid [];
 begin
     select f.* into v_fact from agentmem.facts as f
     where f.tenant_id = p_job.tenant_id and f.fact_id = p_job.fact_id
@@ -306,16 +350,17 @@ begin
         where f.tenant_id = p_job.tenant_id and f.fact_id = p_job.fact_id;
         return 'merged';
     end if;
+    -- Values computed first: Citus takes no subquery in an INSERT ... VALUES.
+    v_prev_sources := array(select jsonb_array_elements_text(p_job.payload -> 'prev_sources'))::uuid [];
+    v_new_sources := array(select jsonb_array_elements_text(p_job.payload -> 'new_sources'))::uuid [];
     insert into agentmem.fact_history as h (
         tenant_id, fact_id, user_id, subject, fact, source_message_ids, valid_from
     ) values (
         v_fact.tenant_id, v_fact.fact_id, v_fact.user_id, p_job.payload ->> 'prev_subject', p_job.payload ->> 'prev_fact',
-        array(select jsonb_array_elements_text(p_job.payload -> 'prev_sources'))::uuid [],
-        (p_job.payload ->> 'prev_valid_from')::timestamptz
+        v_prev_sources, (p_job.payload ->> 'prev_valid_from')::timestamptz
     );
     update agentmem.facts as f
-    set embedding = p_embedding,
-        source_message_ids = array(select jsonb_array_elements_text(p_job.payload -> 'new_sources'))::uuid []
+    set embedding = p_embedding, source_message_ids = v_new_sources
     where f.tenant_id = p_job.tenant_id and f.fact_id = p_job.fact_id;
     return 'replaced';
 end
@@ -346,6 +391,7 @@ declare
     v_outcome text;
     v_input text;
     v_prefix text;
+    v_vec vector;
 begin
     perform agentmem_private.check_array('tenant_ids', complete_embedding_jobs.tenant_ids, 1000);
     perform agentmem_private.check_array('embeddings', complete_embedding_jobs.embeddings, 1000);
@@ -361,7 +407,9 @@ begin
     end if;
     for i in 1..v_n loop
         job_id := complete_embedding_jobs.job_ids[i];
-        perform pg_catalog.set_config('agentmem.tenant_id', complete_embedding_jobs.tenant_ids[i], true);
+        -- A local copy: statements get one vector, not the array subscripted.
+        v_vec := complete_embedding_jobs.embeddings[i];
+        perform agentmem_private.set_job_tenant(complete_embedding_jobs.tenant_ids[i]);
         select j.* into v_job from agentmem.embedding_jobs as j
         where j.tenant_id = complete_embedding_jobs.tenant_ids[i] and j.job_id = complete_embedding_jobs.job_ids[i]
             and j.lease_token = complete_embedding_jobs.lease_token and j.state = 'running'
@@ -378,7 +426,7 @@ begin
         into v_dim, v_prefix
         from agentmem.models as m where m.model = v_job.model;
         begin
-            perform agentmem_private.check_embedding_of(v_job.model, v_dim, complete_embedding_jobs.embeddings[i]);
+            perform agentmem_private.check_embedding_of(v_job.model, v_dim, v_vec);
         exception when sqlstate 'AM010' then
             outcome := agentmem_private.embedding_job_failed(v_job, sqlerrm);
             return next;
@@ -386,21 +434,21 @@ begin
         end;
         if v_job.message_id is not null then
             insert into agentmem.message_embeddings as e (tenant_id, message_id, model, user_id, conversation_id, embedding)
-            select m.tenant_id, m.message_id, v_job.model, m.user_id, m.conversation_id, complete_embedding_jobs.embeddings[i]
+            select m.tenant_id, m.message_id, v_job.model, m.user_id, m.conversation_id, v_vec
             from agentmem.messages as m
             where m.tenant_id = v_job.tenant_id and m.message_id = v_job.message_id
             on conflict on constraint message_embeddings_pkey do update set embedding = excluded.embedding;
             v_outcome := 'embedded';
         elsif v_job.fact_id is not null then
-            v_outcome := agentmem_private.apply_fact_vector(v_job, complete_embedding_jobs.embeddings[i]);
+            v_outcome := agentmem_private.apply_fact_vector(v_job, v_vec);
         else
-            update agentmem.cache_entries as e set embedding = complete_embedding_jobs.embeddings[i]
+            update agentmem.cache_entries as e set embedding = v_vec
             where e.tenant_id = v_job.tenant_id and e.entry_id = v_job.entry_id and e.model = v_job.model;
             v_outcome := 'embedded';
         end if;
         v_input := v_prefix || v_job.content;
         insert into agentmem.embedding_cache (tenant_id, model, text_sha256, cached_vector)
-        values (v_job.tenant_id, v_job.model, sha256(convert_to(v_input, 'UTF8')), complete_embedding_jobs.embeddings[i])
+        values (v_job.tenant_id, v_job.model, sha256(convert_to(v_input, 'UTF8')), v_vec)
         on conflict on constraint embedding_cache_pkey do nothing;
         delete from agentmem.embedding_jobs as j where j.tenant_id = v_job.tenant_id and j.job_id = v_job.job_id;
         insert into agentmem.embedding_job_counts as c (tenant_id, model, minute, completed)
@@ -455,7 +503,7 @@ begin
     end if;
     for i in 1..v_n loop
         job_id := fail_embedding_jobs.job_ids[i];
-        perform pg_catalog.set_config('agentmem.tenant_id', fail_embedding_jobs.tenant_ids[i], true);
+        perform agentmem_private.set_job_tenant(fail_embedding_jobs.tenant_ids[i]);
         select j.* into v_job from agentmem.embedding_jobs as j
         where j.tenant_id = fail_embedding_jobs.tenant_ids[i] and j.job_id = fail_embedding_jobs.job_ids[i]
             and j.lease_token = fail_embedding_jobs.lease_token and j.state = 'running'
@@ -481,13 +529,20 @@ Security definer: runs as agentmem_queue, the one role that sees every tenant''s
 
 create or replace function agentmem.embedding_queue_depth(model text default null)
 returns bigint
-language sql
-stable
+language plpgsql
+volatile
 security definer
 set search_path from current
 as $$
-    select count(*) from agentmem.embedding_jobs as j
-    where j.state <> 'failed' and (embedding_queue_depth.model is null or j.model = embedding_queue_depth.model)
+declare
+    v_n bigint;
+begin
+    perform agentmem_private.set_queue_tenant();
+    select count(*) into v_n from agentmem.embedding_jobs as j
+    where j.state <> 'failed' and (embedding_queue_depth.model is null or j.model = embedding_queue_depth.model);
+    perform pg_catalog.set_config('agentmem.tenant_id', '', true);
+    return v_n;
+end
 $$;
 
 comment on function agentmem.embedding_queue_depth(text) is
@@ -663,7 +718,7 @@ begin
     insert into agentmem.tenant_settings as s (tenant_id, default_model)
     values (switch_default_model.tenant_id, switch_default_model.model)
     on conflict on constraint tenant_settings_pkey do update
-        set default_model = excluded.default_model, updated_at = now();
+        set default_model = excluded.default_model, updated_at = excluded.updated_at;
     return switch_default_model.model;
 end
 $$;
@@ -825,6 +880,21 @@ row-level security it shows the current tenant''s rows only, as a role that sees
 
 create or replace view agentmem.health
 with (security_invoker = true) as
+-- Materialised: on Citus they are read from the shards once, and the rest runs
+-- on the coordinator (ordered aggregates of distributed tables are not pushed down).
+with runs as materialized (
+    select j.job, j.run_id, j.started_at, j.error from agentmem.job_runs as j
+),
+
+jobs as materialized (
+    select j.state, j.enqueued_at, j.run_after, j.last_error from agentmem.embedding_jobs as j
+),
+
+counts as materialized (
+    select max(c.minute) filter (where c.completed > 0) as last_completed, max(c.minute) filter (where c.failed > 0) as last_failed
+    from agentmem.embedding_job_counts as c
+)
+
 select
     r.job,
     r.last_run_at,
@@ -835,25 +905,25 @@ select
     case when r.last_error is not null then 'failing' else 'ok' end as status
 from (
     select
-        j.job,
-        max(j.started_at) as last_run_at,
-        (array_agg(j.error order by j.started_at desc, j.run_id desc))[1] as last_error,
-        max(j.started_at) filter (where j.error is not null) as last_error_at
-    from agentmem.job_runs as j
-    group by j.job
+        runs.job,
+        max(runs.started_at) as last_run_at,
+        (array_agg(runs.error order by runs.started_at desc, runs.run_id desc))[1] as last_error,
+        max(runs.started_at) filter (where runs.error is not null) as last_error_at
+    from runs
+    group by runs.job
 ) as r
 union all
 select
     'embedding_queue',
-    (select max(c.minute) from agentmem.embedding_job_counts as c where c.completed > 0),
-    (select j.last_error from agentmem.embedding_jobs as j where j.last_error is not null order by j.run_after desc limit 1),
-    (select max(c.minute) from agentmem.embedding_job_counts as c where c.failed > 0),
-    (select count(*) from agentmem.embedding_jobs as j where j.state <> 'failed'),
-    (select count(*) from agentmem.embedding_jobs as j where j.state = 'failed'),
+    (select counts.last_completed from counts),
+    (select jobs.last_error from jobs where jobs.last_error is not null order by jobs.run_after desc limit 1),
+    (select counts.last_failed from counts),
+    (select count(*) from jobs where jobs.state <> 'failed'),
+    (select count(*) from jobs where jobs.state = 'failed'),
     case
-        when exists (select from agentmem.embedding_jobs as j where j.state = 'failed') then 'failing'
+        when exists (select from jobs where jobs.state = 'failed') then 'failing'
         when exists (
-            select from agentmem.embedding_jobs as j where j.state <> 'failed' and j.enqueued_at < now() - interval '10 minutes'
+            select from jobs where jobs.state <> 'failed' and jobs.enqueued_at < now() - interval '10 minutes'
         ) then 'behind'
         else 'ok'
     end;

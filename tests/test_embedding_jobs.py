@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 
 import numpy as np
 import psycopg
@@ -237,8 +238,9 @@ def test_a_bad_vector_fails_its_job_and_stores_nothing(app, admin, make_worker, 
     rows = admin.execute("select state, attempts, last_error from agentmem.embedding_jobs").fetchall()
     assert len(rows) == 3 and all(r[0] == "pending" and r[1] == 1 and r[2] for r in rows), rows
     # and the SQL call refuses what the worker might not check
-    token = admin.execute("update agentmem.embedding_jobs set state = 'running', lease_token = gen_random_uuid(), "
-                          "lease_until = now() + interval '1 minute' returning lease_token").fetchone()[0]
+    token = uuid.uuid4()
+    admin.execute("update agentmem.embedding_jobs set state = 'running', lease_token = %s, "
+                  "lease_until = now() + interval '1 minute'", (token,))
     jobs = admin.execute("select tenant_id, job_id from agentmem.embedding_jobs").fetchall()
     wconn = w._conn
     assert sqlstate_of(wconn, "select * from agentmem.complete_embedding_jobs(lease_token => %s, tenant_ids => %s, "
