@@ -19,31 +19,43 @@ begin
                 using
                     errcode = 'AM041',
                     detail = sqlerrm,
-                    hint = 'Ask a superuser to run "create role ' || v_role || ' nologin nobypassrls; grant '
-                    || v_role || ' to ' || quote_ident(current_user) || ';", then migrate again.';
+                    hint = 'Ask a superuser to run "create role ' || v_role || ' nologin nobypassrls;", '
+                    || 'then migrate again.';
             end;
-        end if;
-        if not pg_catalog.pg_has_role(current_user, v_role, 'usage') then
-            begin
-                execute pg_catalog.format('grant %I to %I', v_role, current_user);
-            exception when insufficient_privilege then
-                raise exception 'role % is not a member of % and may not make itself one', current_user, v_role
-                using
-                    errcode = 'AM041',
-                    detail = sqlerrm,
-                    hint = 'Ask a superuser to run "grant ' || v_role || ' to ' || quote_ident(current_user)
-                    || ';", then migrate again.';
-            end;
+            execute pg_catalog.format('comment on role %I is %L', v_role, case v_role
+                when 'agentmem_worker'
+                    then 'agentmem embedding workers: may call the queue functions (claim, complete, fail) '
+                    || 'and nothing else.'
+                else 'agentmem: owns the queue functions; the only role that sees every tenant''s embedding jobs, '
+                    || 'and nothing else.'
+            end);
         end if;
     end loop;
+    if exists (
+        select from pg_catalog.pg_roles
+        where rolname in ('agentmem_worker', 'agentmem_queue') and (rolsuper or rolbypassrls)
+    ) then
+        raise exception 'roles agentmem_worker and agentmem_queue must not be superusers or bypass row-level security'
+        using
+            errcode = 'AM041',
+            hint = 'alter role ... nosuperuser nobypassrls; then migrate again.';
+    end if;
+    -- The installer makes agentmem_queue the owner of the queue's functions,
+    -- which needs membership in it.
+    if not pg_catalog.pg_has_role(current_user, 'agentmem_queue', 'usage') then
+        begin
+            execute pg_catalog.format('grant agentmem_queue to %I', current_user);
+        exception when insufficient_privilege then
+            raise exception 'role % is not a member of agentmem_queue and may not make itself one', current_user
+            using
+                errcode = 'AM041',
+                detail = sqlerrm,
+                hint = 'Ask a superuser to run "grant agentmem_queue to ' || quote_ident(current_user)
+                || ';", then migrate again.';
+        end;
+    end if;
 end
 $roles$;
-
-comment on role agentmem_worker is
-'agentmem embedding workers: may call the queue functions (claim, complete, fail) and nothing else.';
-
-comment on role agentmem_queue is
-'agentmem: owns the queue functions; the only role that sees every tenant''s embedding jobs, and nothing else.';
 
 alter table agentmem.facts alter column embedding drop not null;
 alter table agentmem.cache_entries alter column embedding drop not null;

@@ -937,5 +937,15 @@ has waited over 10 minutes). For the DBA (reads across tenants).';
 
 -- The queue's own policy: agentmem_queue (the owner of the worker's calls) sees
 -- every tenant's jobs. No other role, and no other table.
-drop policy if exists queue_access on agentmem.embedding_jobs;
-create policy queue_access on agentmem.embedding_jobs to agentmem_queue using (true) with check (true);
+do $queue_policy$
+begin
+    if not exists (
+        select from pg_catalog.pg_policies as p
+        where p.schemaname = 'agentmem' and p.tablename = 'embedding_jobs' and p.policyname = 'queue_access'
+            and p.roles = '{agentmem_queue}' and p.qual = 'true' and p.with_check = 'true'
+    ) then
+        drop policy if exists queue_access on agentmem.embedding_jobs;
+        create policy queue_access on agentmem.embedding_jobs to agentmem_queue using (true) with check (true);
+    end if;
+end
+$queue_policy$;

@@ -49,7 +49,8 @@ end
 $owner_tables$;
 revoke all on agentmem.schema_migrations, agentmem.job_runs, agentmem.erasure_log from agentmem_owner;
 grant select, insert on agentmem.erasure_log to agentmem_owner;
-revoke all on agentmem.models, agentmem.cache_intents, agentmem.text_search_settings from agentmem_owner;
+revoke all on agentmem.models, agentmem.cache_intents, agentmem.text_search_settings
+from agentmem_owner, agentmem_queue;
 grant select on agentmem.models, agentmem.cache_intents, agentmem.text_search_settings to agentmem_owner;
 grant usage, select on all sequences in schema agentmem to agentmem_owner;
 revoke all on agentmem.retention_health, agentmem.tenants_needing_index, agentmem.tenant_indexes,
@@ -58,7 +59,7 @@ from agentmem_owner;
 
 -- The queue's owner (sql/17_embedding_jobs.sql): every tenant's jobs through
 -- its own policy; the rows the vectors go to only under a tenant it sets.
-revoke all on all tables in schema agentmem from agentmem_queue, agentmem_worker;
+revoke all on all tables in schema agentmem from agentmem_worker;
 grant select, update, delete on agentmem.embedding_jobs to agentmem_queue;
 grant select, insert, update, delete on agentmem.embedding_job_counts to agentmem_queue;
 grant select on agentmem.messages, agentmem.models, agentmem.tenant_settings to agentmem_queue;
@@ -103,7 +104,7 @@ agentmem.complete_embedding_jobs(uuid, text [], uuid [], vector []),
 agentmem.fail_embedding_jobs(uuid, text [], uuid [], text),
 agentmem.embedding_queue_depth(text)
 from agentmem_app, agentmem_owner;
-revoke execute on all functions in schema agentmem from agentmem_worker, agentmem_queue;
+revoke execute on all functions in schema agentmem from agentmem_worker;
 grant execute on function
 agentmem.claim_embedding_jobs(text, int, interval),
 agentmem.complete_embedding_jobs(uuid, text [], uuid [], vector []),

@@ -214,11 +214,16 @@ def test_a_non_superuser_dba_installs_once_made_a_member_of_agentmem_owner(empty
                 assert conn.execute("select to_regnamespace('agentmem_private')").fetchone()[0] is None
             with psycopg.connect(empty_db, autocommit=True) as conn:
                 conn.execute(f"grant agentmem_owner to {role}")
+            with pytest.raises(m.MigrationError) as info:  # and of the embedding queue's owner
+                m.Migrator(dba_url).migrate()
+            assert info.value.sqlstate == "AM041" and f"grant agentmem_queue to {role}" in info.value.hint
+            with psycopg.connect(empty_db, autocommit=True) as conn:
+                conn.execute(f"grant agentmem_queue to {role}")
         m.Migrator(dba_url).migrate()
         with psycopg.connect(dba_url, autocommit=True) as conn:
             owners = conn.execute("select distinct pg_get_userbyid(proowner) from pg_proc "
-                                  "where pronamespace = 'agentmem'::regnamespace and prosecdef").fetchall()
-            assert owners == [("agentmem_owner",)]
+                                  "where pronamespace = 'agentmem'::regnamespace and prosecdef order by 1").fetchall()
+            assert owners == [("agentmem_owner",), ("agentmem_queue",)]
             conn.execute(f"create role {role}_app login")
             conn.execute("select agentmem.grant_app_role(role_name => %s)", (f"{role}_app",))
         with psycopg.connect(server.db_url(name, f"{role}_app"), autocommit=True) as app:
