@@ -55,7 +55,7 @@ comment on function agentmem_private.embedding_retry_delay(int) is
 'doubled per attempt already made, at most an hour.';
 
 create or replace function agentmem_private.embedding_job_models(p_tenant text, p_model text, p_has_vector boolean)
-returns text []
+returns text[]
 language sql
 stable
 security invoker
@@ -76,9 +76,9 @@ comment on function agentmem_private.embedding_job_models(text, text, boolean) i
 create or replace function agentmem_private.enqueue_embedding_jobs(
     p_tenant text,
     p_kind text,
-    p_ids uuid [],
-    p_contents text [],
-    p_models text [],
+    p_ids uuid[],
+    p_contents text[],
+    p_models text[],
     p_payload jsonb default null
 ) returns int
 language plpgsql
@@ -120,7 +120,7 @@ begin
 end
 $$;
 
-comment on function agentmem_private.enqueue_embedding_jobs(text, text, uuid [], text [], text [], jsonb) is
+comment on function agentmem_private.enqueue_embedding_jobs(text, text, uuid[], text[], text[], jsonb) is
 'Internal: queue one embedding job per row (p_kind message, fact or entry; p_ids with their texts) and '
 'model, in the writing transaction, and NOTIFY agentmem_embedding_jobs (payload: the model) so that idle '
 'workers wake at its commit. A row already queued for a model is queued again from scratch. p_payload '
@@ -374,9 +374,9 @@ comment on function agentmem_private.apply_fact_vector(agentmem.embedding_jobs, 
 
 create or replace function agentmem.complete_embedding_jobs(
     lease_token uuid,
-    tenant_ids text [],
-    job_ids uuid [],
-    embeddings vector []
+    tenant_ids text[],
+    job_ids uuid[],
+    embeddings vector[]
 ) returns table (job_id uuid, outcome text)
 language plpgsql
 volatile
@@ -464,7 +464,7 @@ begin
 end
 $$;
 
-comment on function agentmem.complete_embedding_jobs(uuid, text [], uuid [], vector []) is
+comment on function agentmem.complete_embedding_jobs(uuid, text[], uuid[], vector[]) is
 'Complete claimed embedding jobs with their vectors: embeddings[i] is the vector of job_ids[i] of tenant
 tenant_ids[i], claimed under lease_token. Each vector is checked as every embedding is (the model''s
 dimension, a norm that is not zero, subnormal or infinite in float32): a bad one stores nothing and
@@ -479,8 +479,8 @@ Security definer: runs as agentmem_queue, the one role that sees every tenant''s
 
 create or replace function agentmem.fail_embedding_jobs(
     lease_token uuid,
-    tenant_ids text [],
-    job_ids uuid [],
+    tenant_ids text[],
+    job_ids uuid[],
     error text
 ) returns table (job_id uuid, outcome text)
 language plpgsql
@@ -519,7 +519,7 @@ begin
 end
 $$;
 
-comment on function agentmem.fail_embedding_jobs(uuid, text [], uuid [], text) is
+comment on function agentmem.fail_embedding_jobs(uuid, text[], uuid[], text) is
 'Report claimed embedding jobs as failed with the embedder''s error: each is tried again after a
 backoff (agentmem.embedding_retry_base, default 10 seconds, doubled per attempt, at most an hour) or,
 after agentmem.embedding_max_attempts tries (default 5), parked as failed with the error, visible in
@@ -883,15 +883,27 @@ with (security_invoker = true) as
 -- Materialised: on Citus they are read from the shards once, and the rest runs
 -- on the coordinator (ordered aggregates of distributed tables are not pushed down).
 with runs as materialized (
-    select j.job, j.run_id, j.started_at, j.error from agentmem.job_runs as j
+    select
+        j.job,
+        j.run_id,
+        j.started_at,
+        j.error
+    from agentmem.job_runs as j
 ),
 
 jobs as materialized (
-    select j.state, j.enqueued_at, j.run_after, j.last_error from agentmem.embedding_jobs as j
+    select
+        j.state,
+        j.enqueued_at,
+        j.run_after,
+        j.last_error
+    from agentmem.embedding_jobs as j
 ),
 
 counts as materialized (
-    select max(c.minute) filter (where c.completed > 0) as last_completed, max(c.minute) filter (where c.failed > 0) as last_failed
+    select
+        max(c.minute) filter (where c.completed > 0) as last_completed,
+        max(c.minute) filter (where c.failed > 0) as last_failed
     from agentmem.embedding_job_counts as c
 )
 
@@ -914,19 +926,33 @@ from (
 ) as r
 union all
 select
-    'embedding_queue',
-    (select counts.last_completed from counts),
-    (select jobs.last_error from jobs where jobs.last_error is not null order by jobs.run_after desc limit 1),
-    (select counts.last_failed from counts),
-    (select count(*) from jobs where jobs.state <> 'failed'),
-    (select count(*) from jobs where jobs.state = 'failed'),
+    'embedding_queue' as job,
+    (select counts.last_completed from counts) as last_run_at,
+    (
+        select jobs.last_error from jobs
+        where jobs.last_error is not null
+        order by jobs.run_after desc limit 1
+    ) as last_error,
+    (select counts.last_failed from counts) as last_error_at,
+    (
+        select count(*) from jobs
+        where jobs.state <> 'failed'
+    ) as backlog,
+    (
+        select count(*) from jobs
+        where jobs.state = 'failed'
+    ) as failed,
     case
-        when exists (select from jobs where jobs.state = 'failed') then 'failing'
         when exists (
-            select from jobs where jobs.state <> 'failed' and jobs.enqueued_at < now() - interval '10 minutes'
+            select from jobs
+            where jobs.state = 'failed'
+        ) then 'failing'
+        when exists (
+            select from jobs
+            where jobs.state <> 'failed' and jobs.enqueued_at < now() - interval '10 minutes'
         ) then 'behind'
         else 'ok'
-    end;
+    end as status;
 
 comment on view agentmem.health is
 'Every background job of agentmem, one row each: the runs recorded in job_runs (retention, index

@@ -220,6 +220,9 @@ comment on function agentmem.store_messages(uuid, text[], text[], vector[], text
 roles[i], contents[i], embeddings[i] and metadata[i] (optional) describe message i; the messages get
 consecutive message_index values in array order. Every array must be one-dimensional with lower
 bound 1 (AM020). All or nothing: one bad message stores none.
+embeddings may be NULL, or hold NULLs: those messages are stored, found by words at once, and queued
+for the embedding workers in the same transaction (agentmem worker; agentmem.embedding_backlog); a
+search by meaning finds them once their vector has come.
 Returns (message_id, message_index) per message, in order. 1 to 10,000 messages per call (AM020);
 see store_message for the checks of each message. AM030 for a conversation not in the current tenant.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
@@ -251,11 +254,14 @@ $$;
 comment on function agentmem.store_message(uuid, text, text, vector, text, jsonb) is
 'Append a message and its embedding to a conversation, in one statement; returns its id and index.
 A message is never searchable half-written, and a rejected message stores nothing.
+embedding => NULL stores the message without a vector: it is found by words (query_text) at once and
+an embedding job is queued in the same transaction; once a worker (agentmem worker) has embedded it
+with the model''s document prefix, it is found by meaning exactly as if the vector had been passed.
 message_index is gap-free per conversation (0, 1, 2, ...) under concurrent writers.
 Errors: AM030 conversation not in the current tenant; AM020 role not one of user, assistant, tool,
 system, or NULL/blank content (whitespace of any kind only), or metadata that is not a JSON object
 or is nested more than 32 levels deep; AM021 content over 100,000 characters or metadata over 100,000;
-AM011 unknown model (default: agentmem_private.default_model()); AM010 missing or wrong-dimension
+AM011 unknown model (default: agentmem_private.default_model()); AM010 wrong-dimension
 embedding, or one whose norm is zero, subnormal or not finite in float32; 22000 (from pgvector) NaN or
 infinite components.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';

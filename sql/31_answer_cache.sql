@@ -246,6 +246,9 @@ Refuses (stored => false, a reason, nothing written) an answer that looks person
 currency amounts or capitalised names that the question does not contain; safe_to_share => true
 overrides. source_ids are the documents the answer was written from (see invalidate_source);
 user_id and conversation_id record whose conversation it came from.
+question_embedding => NULL: the entry is stored and served to exact lookups at once, and queued for the
+embedding workers (the question with the model''s query prefix); semantic lookups find it once its
+vector has come.
 Limits: question at most 4 MiB, and only questions up to 16 kB are offered to semantic lookups (a
 longer one is served by exact match only); answer 1 to 100,000 characters, not blank; source_ids a
 one-dimensional array (from index 1) of at most 1,000 ids of 1 to 1,000 characters; acl_hash,

@@ -234,6 +234,12 @@ is a contradiction: it replaces the text and sources, and the old text goes to
 agentmem.fact_history, which keeps it only as long as one of its source messages lives
 ("replaced"). Concurrent calls for one slot are serialised by an advisory lock, so they
 leave one row. Returns the fact id, the action and the similarity to the previous text.
+embedding => NULL: the fact is stored at once (found by words) and queued for the embedding workers.
+Into an empty slot it is "inserted"; onto an embedded fact it is "pending": the new text and the
+union of the sources are stored now, and the near-duplicate merge or contradiction check runs when
+its vector arrives (a contradiction then moves the previous version to fact_history and keeps the
+new sources only). Until then a search by meaning does not find the fact. A write with a vector onto
+a fact still waiting for its own is merged into it.
 Raises AM020 for an empty or blank (whitespace only) user, subject or fact, NULL source ids,
 source_message_ids not one-dimensional from index 1 or over 10,000 ids, AM021 for a subject over
 200 or a fact over 4,000 characters, AM010/AM011 for a bad embedding or model.

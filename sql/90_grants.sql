@@ -100,15 +100,15 @@ agentmem.switch_default_model(text, text),
 agentmem.drop_model_vectors(text, text),
 agentmem.retry_embedding_jobs(text, text),
 agentmem.claim_embedding_jobs(text, int, interval),
-agentmem.complete_embedding_jobs(uuid, text [], uuid [], vector []),
-agentmem.fail_embedding_jobs(uuid, text [], uuid [], text),
+agentmem.complete_embedding_jobs(uuid, text[], uuid[], vector[]),
+agentmem.fail_embedding_jobs(uuid, text[], uuid[], text),
 agentmem.embedding_queue_depth(text)
 from agentmem_app, agentmem_owner;
 revoke execute on all functions in schema agentmem from agentmem_worker;
 grant execute on function
 agentmem.claim_embedding_jobs(text, int, interval),
-agentmem.complete_embedding_jobs(uuid, text [], uuid [], vector []),
-agentmem.fail_embedding_jobs(uuid, text [], uuid [], text),
+agentmem.complete_embedding_jobs(uuid, text[], uuid[], vector[]),
+agentmem.fail_embedding_jobs(uuid, text[], uuid[], text),
 agentmem.embedding_queue_depth(text)
 to agentmem_worker;
 grant execute on function agentmem.get_model(text), agentmem.current_tenant() to agentmem_queue;
