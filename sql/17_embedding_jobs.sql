@@ -457,9 +457,13 @@ begin
         outcome := v_outcome;
         return next;
     end loop;
-    -- Old counts go (a day of minutes per tenant and model at most).
-    delete from agentmem.embedding_job_counts as c
-    where c.tenant_id = any(complete_embedding_jobs.tenant_ids) and c.minute < now() - interval '1 day';
+    -- Old counts go (a day of minutes per tenant and model at most): the first
+    -- job's tenant's, one shard on Citus; every tenant's go as it completes jobs.
+    if v_n > 0 then
+        v_input := complete_embedding_jobs.tenant_ids[1];
+        delete from agentmem.embedding_job_counts as c
+        where c.tenant_id = v_input and c.minute < now() - interval '1 day';
+    end if;
     perform pg_catalog.set_config('agentmem.tenant_id', '', true);
 end
 $$;

@@ -378,3 +378,20 @@ def test_reembedding_a_tenant_under_search_load_never_returns_fewer_than_k(
     for table in ("message_embeddings", "facts", "cache_entries", "embedding_cache", "embedding_jobs"):
         assert count(admin, table, "model = 'nomic-embed-text'") == 0, table
     assert count(admin, "message_embeddings", "model = 'all-minilm'") == 61
+
+
+def test_an_idle_worker_wakes_on_notify_not_on_its_poll(app, admin, make_worker):
+    w = make_worker(poll=600.0)
+    t = threading.Thread(target=w.run)
+    t.start()
+    try:
+        wait_until(lambda: w._listen is not None, what="the worker to listen")
+        time.sleep(0.5)  # idle, waiting on LISTEN
+        cid = _conversation(app)
+        app.execute("select * from agentmem.store_message(conversation_id => %s, role => 'user', "
+                    "content => 'wake up', embedding => null)", (cid,))
+        wait_until(lambda: count(admin, "message_embeddings") == 1, timeout=20, what="the NOTIFY to wake the worker")
+    finally:
+        w.stop()
+        t.join(30)
+    assert not t.is_alive()
