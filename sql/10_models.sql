@@ -214,8 +214,17 @@ stable
 security invoker
 set search_path from current
 as $$
-    select coalesce(nullif(pg_catalog.current_setting('agentmem.default_model', true), ''), 'nomic-embed-text')
+    select coalesce(
+        -- Read only with a tenant set: row-level security needs one.
+        case when nullif(pg_catalog.current_setting('agentmem.tenant_id', true), '') is not null then (
+            select s.default_model from agentmem.tenant_settings as s
+            where s.tenant_id = pg_catalog.current_setting('agentmem.tenant_id', true)
+        ) end,
+        nullif(pg_catalog.current_setting('agentmem.default_model', true), ''),
+        'nomic-embed-text'
+    )
 $$;
 
 comment on function agentmem_private.default_model() is
-'Internal: the model a call uses when it names none: setting agentmem.default_model, else nomic-embed-text.';
+'Internal: the model a call uses when it names none: the current tenant''s (agentmem.switch_default_model),
+else setting agentmem.default_model, else nomic-embed-text.';

@@ -129,6 +129,8 @@ declare
     v_ids uuid[];
     v_to int;
     v_dim int;
+    v_queued int[];
+    v_jobs text[];
 begin
     if v_conversation_id is null then
         perform agentmem_private.conv_not_found(null);
@@ -144,17 +146,16 @@ begin
         using errcode = 'AM020', hint = 'Split a larger import into several calls.';
     end if;
     if coalesce(cardinality(store_messages.contents), 0) <> v_n
-        or coalesce(cardinality(store_messages.embeddings), 0) <> v_n
+        or coalesce(cardinality(store_messages.embeddings), v_n) <> v_n
         or coalesce(cardinality(store_messages.metadata), v_n) <> v_n
-        or array_ndims(store_messages.contents) <> 1
-        or array_ndims(store_messages.embeddings) <> 1 then
+        or array_ndims(store_messages.contents) <> 1 then
         raise exception 'roles, contents, embeddings (and metadata if given) must be arrays of the same length'
         using
             errcode = 'AM020',
             detail = pg_catalog.format(
                 'roles: %s, contents: %s, embeddings: %s, metadata: %s', v_n,
                 coalesce(cardinality(store_messages.contents), 0),
-                coalesce(cardinality(store_messages.embeddings), 0),
+                coalesce(cardinality(store_messages.embeddings)::text, 'NULL'),
                 coalesce(cardinality(store_messages.metadata)::text, 'NULL')
             );
     end if;
@@ -167,7 +168,10 @@ begin
             using errcode = 'AM020', hint = 'role is one of user, assistant, tool, system.';
         end if;
         perform agentmem_private.check_text(v_what || 'content', store_messages.contents[i], 100000);
-        perform agentmem_private.check_embedding_of(v_model, v_dim, store_messages.embeddings[i]);
+        -- No vector: the message is queued for the workers (below).
+        if store_messages.embeddings[i] is not null then
+            perform agentmem_private.check_embedding_of(v_model, v_dim, store_messages.embeddings[i]);
+        end if;
         perform agentmem_private.check_metadata(v_what || 'metadata', store_messages.metadata[i]);
     end loop;
 
@@ -212,16 +216,34 @@ begin
                 ), ', ' order by g.i)
                 from generate_series(v_from, v_to) as g (i)
             );
-        execute 'insert into agentmem.message_embeddings '
-            || '(tenant_id, message_id, model, user_id, conversation_id, embedding) values '
-            || (
-                select string_agg(pg_catalog.format(
-                    '(%L, %L::uuid, %L, %L, %L::uuid, %L::vector)',
-                    v_tenant, v_ids[g.i], v_model, v_user, v_conversation_id, store_messages.embeddings[g.i]
-                ), ', ' order by g.i)
-                from generate_series(v_from, v_to) as g (i)
-            );
+        if exists (select from generate_series(v_from, v_to) as g (i) where store_messages.embeddings[g.i] is not null) then
+            execute 'insert into agentmem.message_embeddings '
+                || '(tenant_id, message_id, model, user_id, conversation_id, embedding) values '
+                || (
+                    select string_agg(pg_catalog.format(
+                        '(%L, %L::uuid, %L, %L, %L::uuid, %L::vector)',
+                        v_tenant, v_ids[g.i], v_model, v_user, v_conversation_id, store_messages.embeddings[g.i]
+                    ), ', ' order by g.i)
+                    from generate_series(v_from, v_to) as g (i)
+                    where store_messages.embeddings[g.i] is not null
+                );
+        end if;
     end loop;
+    -- Embedding jobs, in this transaction: for the messages without a vector,
+    -- and for every model the tenant is being re-embedded into.
+    v_queued := array(select g.i from generate_series(1, v_n) as g (i) where store_messages.embeddings[g.i] is null);
+    v_jobs := agentmem_private.embedding_job_models(v_tenant, v_model, cardinality(v_queued) = 0);
+    if cardinality(v_jobs) > 0 then
+        if cardinality(v_queued) > 0 then
+            perform agentmem_private.enqueue_embedding_jobs(
+                v_tenant, 'message', array(select v_ids[q] from unnest(v_queued) as q),
+                array(select store_messages.contents[q] from unnest(v_queued) as q), array[v_model]
+            );
+        end if;
+        perform agentmem_private.enqueue_embedding_jobs(
+            v_tenant, 'message', v_ids, store_messages.contents, array(select x from unnest(v_jobs) as x where x <> v_model)
+        );
+    end if;
     return query
     select v_ids[g.i], v_first + g.i - 1 from generate_series(1, v_n) as g (i)
     order by g.i;
@@ -233,6 +255,9 @@ comment on function agentmem.store_messages(anycompatible, text[], text[], vecto
 roles[i], contents[i], embeddings[i] and metadata[i] (optional) describe message i; the messages get
 consecutive message_index values in array order. Every array must be one-dimensional with lower
 bound 1 (AM020). All or nothing: one bad message stores none.
+embeddings may be NULL, or hold NULLs: those messages are stored, found by words at once, and queued
+for the embedding workers in the same transaction (agentmem worker; agentmem.embedding_backlog); a
+search by meaning finds them once their vector has come.
 Returns (message_id, message_index) per message, in order. 1 to 10,000 messages per call (AM020);
 see store_message for the checks of each message. AM030 for a conversation not in the current tenant.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
@@ -266,11 +291,14 @@ $$;
 comment on function agentmem.store_message(anycompatible, text, text, vector, text, jsonb) is
 'Append a message and its embedding to a conversation, in one statement; returns its id and index.
 A message is never searchable half-written, and a rejected message stores nothing.
+embedding => NULL stores the message without a vector: it is found by words (query_text) at once and
+an embedding job is queued in the same transaction; once a worker (agentmem worker) has embedded it
+with the model''s document prefix, it is found by meaning exactly as if the vector had been passed.
 message_index is gap-free per conversation (0, 1, 2, ...) under concurrent writers.
 Errors: AM030 conversation not in the current tenant; AM020 role not one of user, assistant, tool,
 system, or NULL/blank content (whitespace of any kind only), or metadata that is not a JSON object
 or is nested more than 32 levels deep; AM021 content over 100,000 characters or metadata over 100,000;
-AM011 unknown model (default: agentmem_private.default_model()); AM010 missing or wrong-dimension
+AM011 unknown model (default: agentmem_private.default_model()); AM010 wrong-dimension
 embedding, or one whose norm is zero, subnormal or not finite in float32; 22000 (from pgvector) NaN or
 infinite components.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';

@@ -156,7 +156,13 @@ declare
     v_expires timestamptz;
 begin
     perform agentmem_private.cache_check_scope(cache_store.acl_hash, cache_store.prompt_version, cache_store.llm_model);
-    perform agentmem_private.check_embedding(v_model, cache_store.question_embedding);
+    -- No vector: stored and served by exact lookups at once, queued for the
+    -- workers; semantic lookups find it once its vector has come.
+    if cache_store.question_embedding is null then
+        perform agentmem.get_model(v_model);
+    else
+        perform agentmem_private.check_embedding(v_model, cache_store.question_embedding);
+    end if;
     perform agentmem_private.check_text('answer', cache_store.answer, 100000);
     if cache_store.user_id is not null then
         perform agentmem_private.check_user_id(cache_store.user_id);
@@ -219,6 +225,15 @@ begin
             )
             || ' on conflict on constraint cache_entry_sources_pkey do nothing';
     end if;
+    if cache_store.question_embedding is null then
+        perform agentmem_private.enqueue_embedding_jobs(
+            v_tenant, 'entry', array[v_entry], array[cache_store.question], array[v_model]
+        );
+    else
+        -- A vector now: a job still queued for an earlier store of this key is moot.
+        delete from agentmem.embedding_jobs as j
+        where j.tenant_id = v_tenant and j.entry_id = v_entry and j.model = v_model;
+    end if;
     return query select true, v_entry, null::text, v_expires;
 end
 $$;
@@ -234,6 +249,9 @@ Refuses (stored => false, a reason, nothing written) an answer that looks person
 currency amounts or capitalised names that the question does not contain; safe_to_share => true
 overrides. source_ids are the documents the answer was written from (see invalidate_source);
 user_id and conversation_id record whose conversation it came from.
+question_embedding => NULL: the entry is stored and served to exact lookups at once, and queued for the
+embedding workers (the question with the model''s query prefix); semantic lookups find it once its
+vector has come.
 Limits: question at most 4 MiB, and only questions up to 16 kB are offered to semantic lookups (a
 longer one is served by exact match only); answer 1 to 100,000 characters, not blank; source_ids a
 one-dimensional array (from index 1) of at most 1,000 ids of 1 to 1,000 characters; acl_hash,

@@ -1,6 +1,37 @@
 -- Semantic facts: one current fact per (user, subject) slot and model, merged
 -- when a near-duplicate arrives, replaced (with history) when contradicted.
 
+create or replace function agentmem_private.enqueue_fact_jobs(
+    p_tenant text,
+    p_fact_id uuid,
+    p_fact text,
+    p_model text,
+    p_has_vector boolean,
+    p_payload jsonb
+) returns void
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+declare
+    v_models text[] := agentmem_private.embedding_job_models(p_tenant, p_model, p_has_vector);
+begin
+    if cardinality(v_models) > 0 then
+        -- The fact's own model first: the payload goes to its job.
+        perform agentmem_private.enqueue_embedding_jobs(
+            p_tenant, 'fact', array[p_fact_id], array[p_fact],
+            array(select p_model where not p_has_vector union all select m from unnest(v_models) as m where m <> p_model),
+            p_payload
+        );
+    end if;
+end
+$$;
+
+comment on function agentmem_private.enqueue_fact_jobs(text, uuid, text, text, boolean, jsonb) is
+'Internal: queue the embedding jobs of a fact upsert_fact wrote: in its model when it came without a
+vector (p_payload: the version to compare with), in every model the tenant is being re-embedded into.';
+
 create or replace function agentmem.upsert_fact(
     user_id text,
     subject text,
@@ -22,6 +53,7 @@ declare
     v_sources uuid[];
     v_old agentmem.facts;
     v_similarity real;
+    v_payload jsonb;
 begin
     perform agentmem_private.check_user_id(upsert_fact.user_id);
     if agentmem_private.is_blank(v_subject) then
@@ -51,7 +83,13 @@ begin
         raise exception 'source_message_ids contains NULL'
         using errcode = 'AM020', hint = 'Pass the ids of the messages the fact was extracted from.';
     end if;
-    perform agentmem_private.check_embedding(v_model, upsert_fact.embedding);
+    -- No vector: the fact is stored at once and queued for the workers; its
+    -- merge or contradiction check runs when the vector arrives.
+    if upsert_fact.embedding is null then
+        perform agentmem.get_model(v_model);
+    else
+        perform agentmem_private.check_embedding(v_model, upsert_fact.embedding);
+    end if;
     v_sources := array(select distinct s from unnest(coalesce(upsert_fact.source_message_ids, '{}')) as s order by s);
 
     -- The user's lock (shared) first: forget_user waits for this write.
@@ -75,7 +113,70 @@ begin
         insert into agentmem.facts as f (tenant_id, user_id, subject, fact, model, embedding, source_message_ids)
         values (v_tenant, upsert_fact.user_id, v_subject, upsert_fact.fact, v_model, upsert_fact.embedding, v_sources)
         returning f.fact_id into upsert_fact.fact_id;
+        perform agentmem_private.enqueue_fact_jobs(v_tenant, upsert_fact.fact_id, upsert_fact.fact, v_model,
+            upsert_fact.embedding is not null, null);
         action := 'inserted';
+        similarity := null;
+        return next;
+        return;
+    end if;
+
+    if upsert_fact.embedding is null then
+        -- Deferred: the new text replaces the row's now (found by words at
+        -- once); what it is compared with when its vector comes is the last
+        -- embedded version (kept by the job while rewrites pile up).
+        if v_old.embedding is not null then
+            v_payload := jsonb_build_object(
+                'prev_subject', v_old.subject, 'prev_fact', v_old.fact, 'prev_sources', to_jsonb(v_old.source_message_ids),
+                'prev_valid_from', v_old.updated_at, 'prev_embedding', v_old.embedding::text,
+                'merge_threshold', upsert_fact.merge_threshold, 'new_sources', to_jsonb(v_sources)
+            );
+        else
+            select j.payload || jsonb_build_object('new_sources', to_jsonb(array(
+                select distinct s from unnest(
+                    array(select jsonb_array_elements_text(j.payload -> 'new_sources'))::uuid [] || v_sources
+                ) as s order by s
+            )))
+            into v_payload
+            from agentmem.embedding_jobs as j
+            where j.tenant_id = v_tenant and j.fact_id = v_old.fact_id and j.model = v_model and j.payload is not null;
+        end if;
+        update agentmem.facts as f
+        set
+            subject = v_subject,
+            fact = upsert_fact.fact,
+            embedding = null,
+            source_message_ids = array(
+                select distinct s from unnest(f.source_message_ids || v_sources) as s order by s
+            ),
+            updated_at = now()
+        where f.tenant_id = v_tenant and f.fact_id = v_old.fact_id;
+        perform agentmem_private.enqueue_fact_jobs(v_tenant, v_old.fact_id, upsert_fact.fact, v_model, false, v_payload);
+        fact_id := v_old.fact_id;
+        action := 'pending';
+        similarity := null;
+        return next;
+        return;
+    end if;
+
+    if v_old.embedding is null then
+        -- A vector onto a fact still waiting for its own: merged into it
+        -- (newest wording, all sources); its queued job is dropped.
+        delete from agentmem.embedding_jobs as j
+        where j.tenant_id = v_tenant and j.fact_id = v_old.fact_id and j.model = v_model;
+        update agentmem.facts as f
+        set
+            subject = v_subject,
+            fact = upsert_fact.fact,
+            embedding = upsert_fact.embedding,
+            source_message_ids = array(
+                select distinct s from unnest(f.source_message_ids || v_sources) as s order by s
+            ),
+            updated_at = now()
+        where f.tenant_id = v_tenant and f.fact_id = v_old.fact_id;
+        perform agentmem_private.enqueue_fact_jobs(v_tenant, v_old.fact_id, upsert_fact.fact, v_model, true, null);
+        fact_id := v_old.fact_id;
+        action := 'merged';
         similarity := null;
         return next;
         return;
@@ -118,6 +219,7 @@ begin
         where f.tenant_id = v_tenant and f.fact_id = v_old.fact_id;
         action := 'replaced';
     end if;
+    perform agentmem_private.enqueue_fact_jobs(v_tenant, v_old.fact_id, upsert_fact.fact, v_model, true, null);
     return next;
 end
 $$;
@@ -132,6 +234,12 @@ is a contradiction: it replaces the text and sources, and the old text goes to
 agentmem.fact_history, which keeps it only as long as one of its source messages lives
 ("replaced"). Concurrent calls for one slot are serialised by an advisory lock, so they
 leave one row. Returns the fact id, the action and the similarity to the previous text.
+embedding => NULL: the fact is stored at once (found by words) and queued for the embedding workers.
+Into an empty slot it is "inserted"; onto an embedded fact it is "pending": the new text and the
+union of the sources are stored now, and the near-duplicate merge or contradiction check runs when
+its vector arrives (a contradiction then moves the previous version to fact_history and keeps the
+new sources only). Until then a search by meaning does not find the fact. A write with a vector onto
+a fact still waiting for its own is merged into it.
 Raises AM020 for an empty or blank (whitespace only) user, subject or fact, NULL source ids,
 source_message_ids not one-dimensional from index 1 or over 10,000 ids, AM021 for a subject over
 200 or a fact over 4,000 characters, AM010/AM011 for a bad embedding or model.
@@ -242,7 +350,7 @@ begin
             '  select f.fact_id, f.subject, f.fact, (1 - (%1$s <=> $1::vector(%2$s)))::real as similarity,'
             '         f.source_message_ids, f.updated_at, %1$s <=> $1::vector(%2$s) as distance'
             '  from agentmem.facts as f'
-            '  where f.model = %3$L and %4$s and f.user_id = $4'
+            '  where f.model = %3$L and %4$s and f.user_id = $4 and f.embedding is not null'
             '  order by %1$s <=> $1::vector(%2$s)'
             '  limit $5 + 20'
             ') as n order by n.distance, n.fact_id limit $5',

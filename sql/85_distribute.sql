@@ -176,6 +176,8 @@ begin
     -- address only (README, "Scaling out on Citus"). Citus propagates the
     -- ALTER ROLE to every node.
     alter role agentmem_owner login;
+    -- So must the owner of the embedding queue's functions (sql/17_embedding_jobs.sql).
+    alter role agentmem_queue login;
 end
 $$;
 

@@ -49,11 +49,28 @@ end
 $owner_tables$;
 revoke all on agentmem.schema_migrations, agentmem.job_runs, agentmem.erasure_log from agentmem_owner;
 grant select, insert on agentmem.erasure_log to agentmem_owner;
-revoke all on agentmem.models, agentmem.cache_intents, agentmem.text_search_settings from agentmem_owner;
+revoke all on agentmem.models, agentmem.cache_intents, agentmem.text_search_settings
+from agentmem_owner, agentmem_queue;
 grant select on agentmem.models, agentmem.cache_intents, agentmem.text_search_settings to agentmem_owner;
 grant usage, select on all sequences in schema agentmem to agentmem_owner;
-revoke all on agentmem.retention_health, agentmem.tenants_needing_index, agentmem.tenant_indexes
+revoke all on agentmem.retention_health, agentmem.tenants_needing_index, agentmem.tenant_indexes,
+agentmem.embedding_backlog, agentmem.health
 from agentmem_owner;
+
+-- The queue's owner (sql/17_embedding_jobs.sql): every tenant's jobs through
+-- its own policy; the rows the vectors go to only under a tenant it sets.
+revoke all on all tables in schema agentmem from agentmem_worker;
+grant select, update, delete on agentmem.embedding_jobs to agentmem_queue;
+grant select, insert, update, delete on agentmem.embedding_job_counts to agentmem_queue;
+grant select on agentmem.messages, agentmem.models, agentmem.tenant_settings to agentmem_queue;
+grant select, insert on agentmem.embedding_cache, agentmem.message_embeddings, agentmem.fact_history
+to agentmem_queue;
+grant update (embedding) on agentmem.message_embeddings, agentmem.cache_entries to agentmem_queue;
+grant select on agentmem.cache_entries to agentmem_queue;
+grant select, insert, update on agentmem.facts to agentmem_queue;
+grant usage, select on all sequences in schema agentmem to agentmem_queue;
+grant usage on schema agentmem to agentmem_queue, agentmem_worker;
+grant usage on schema agentmem_private to agentmem_queue;
 
 -- Functions: the API to both roles, internals to the owner only, then the
 -- DBA's functions taken back from both.
@@ -76,26 +93,57 @@ agentmem.drop_tenant_index(text, text, text),
 agentmem.measure_tenant_index(text, text),
 -- Distributing on Citus is the DBA's (sql/85_distribute.sql).
 agentmem.distribute(int),
-agentmem.is_distributed()
+agentmem.is_distributed(),
+-- Re-embedding is the DBA's; the queue is the workers' (sql/17_embedding_jobs.sql).
+agentmem.reembed(text, text, text),
+agentmem.switch_default_model(text, text),
+agentmem.drop_model_vectors(text, text),
+agentmem.retry_embedding_jobs(text, text),
+agentmem.claim_embedding_jobs(text, int, interval),
+agentmem.complete_embedding_jobs(uuid, text[], uuid[], vector[]),
+agentmem.fail_embedding_jobs(uuid, text[], uuid[], text),
+agentmem.embedding_queue_depth(text)
 from agentmem_app, agentmem_owner;
+revoke execute on all functions in schema agentmem from agentmem_worker;
+grant execute on function
+agentmem.claim_embedding_jobs(text, int, interval),
+agentmem.complete_embedding_jobs(uuid, text[], uuid[], vector[]),
+agentmem.fail_embedding_jobs(uuid, text[], uuid[], text),
+agentmem.embedding_queue_depth(text)
+to agentmem_worker;
+grant execute on function agentmem.get_model(text), agentmem.current_tenant() to agentmem_queue;
+grant execute on all functions in schema agentmem_private to agentmem_queue;
 
--- Every security definer function of the API belongs to agentmem_owner.
+-- Every security definer function of the API belongs to agentmem_owner, but
+-- the worker's calls, which belong to agentmem_queue.
 -- Changing a function's owner needs the new owner to hold CREATE on its
 -- schema; it holds it only for the length of this block.
 do $ownership$
 declare
     v_fn regprocedure;
+    v_owner text;
 begin
-    grant create on schema agentmem to agentmem_owner;
-    for v_fn in
-        select p.oid::regprocedure
-        from pg_catalog.pg_proc as p
-        where
-            p.pronamespace = 'agentmem'::regnamespace and p.prosecdef
-            and p.proowner <> 'agentmem_owner'::regrole
+    grant create on schema agentmem to agentmem_owner, agentmem_queue;
+    for v_fn, v_owner in
+        select o.fn, o.owner
+        from (
+            select
+                p.oid::regprocedure as fn,
+                p.proowner,
+                case
+                    when p.proname in (
+                        'claim_embedding_jobs', 'complete_embedding_jobs', 'fail_embedding_jobs', 'embedding_queue_depth'
+                    )
+                        then 'agentmem_queue'
+                    else 'agentmem_owner'
+                end as owner
+            from pg_catalog.pg_proc as p
+            where p.pronamespace = 'agentmem'::regnamespace and p.prosecdef
+        ) as o
+        where o.proowner <> o.owner::regrole
     loop
-        execute pg_catalog.format('alter function %s owner to agentmem_owner', v_fn);
+        execute pg_catalog.format('alter function %s owner to %I', v_fn, v_owner);
     end loop;
-    revoke create on schema agentmem from agentmem_owner;
+    revoke create on schema agentmem from agentmem_owner, agentmem_queue;
 end
 $ownership$;

@@ -80,7 +80,6 @@ BAD_INPUT = {
     "NaN": (dict(embedding="[" + ",".join(["NaN"] * DIM) + "]"), "22000"),
     "infinite": (dict(embedding="[" + ",".join(["Infinity"] * DIM) + "]"), "22000"),
     "zero vector": (dict(embedding=ZERO), "AM010"),
-    "missing embedding": (dict(embedding=None, no_default=True), "AM010"),
     "empty content": (dict(content=""), "AM020"),
     "blank content": (dict(content="   "), "AM020"),
     "NULL content": (dict(content=None), "AM020"),

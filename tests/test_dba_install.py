@@ -122,7 +122,7 @@ def test_a_non_superuser_dba_installs_into_a_second_database_refused_step_by_ste
         sqlstate, hint, _ = install()
         assert sqlstate == "AM041", hint
         statement = statement_of(hint)
-        assert statement == f"grant agentmem_app, agentmem_owner to {role} with admin option;"
+        assert statement == f"grant agentmem_app, agentmem_owner, agentmem_queue, agentmem_worker to {role} with admin option;"
         assert statement in readme, "the refusal names the README's statement"
         assert nothing_installed(server, name)
         superuser(server, name, statement)

@@ -215,7 +215,7 @@ def test_a_non_superuser_dba_installs_once_made_a_member_of_agentmem_owner(empty
         if version >= 160000:  # CREATEROLE no longer grants membership in roles it did not create
             with pytest.raises(agentmem.InsufficientPrivilege) as info:
                 m.Migrator(dba_url).migrate()
-            statement = f"grant agentmem_app, agentmem_owner to {role} with admin option;"
+            statement = f"grant agentmem_app, agentmem_owner, agentmem_queue, agentmem_worker to {role} with admin option;"
             assert info.value.sqlstate == "AM041" and statement in info.value.hint
             with psycopg.connect(empty_db) as conn:  # refused before anything was made
                 assert conn.execute("select to_regnamespace('agentmem')").fetchone()[0] is None
@@ -224,8 +224,8 @@ def test_a_non_superuser_dba_installs_once_made_a_member_of_agentmem_owner(empty
         m.Migrator(dba_url).migrate()
         with psycopg.connect(dba_url, autocommit=True) as conn:
             owners = conn.execute("select distinct pg_get_userbyid(proowner) from pg_proc "
-                                  "where pronamespace = 'agentmem'::regnamespace and prosecdef").fetchall()
-            assert owners == [("agentmem_owner",)]
+                                  "where pronamespace = 'agentmem'::regnamespace and prosecdef order by 1").fetchall()
+            assert owners == [("agentmem_owner",), ("agentmem_queue",)]
             conn.execute(f"create role {role}_app login")
             conn.execute("select agentmem.grant_app_role(role_name => %s)", (f"{role}_app",))
         with psycopg.connect(server.db_url(name, f"{role}_app"), autocommit=True) as app:

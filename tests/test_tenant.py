@@ -62,6 +62,10 @@ DEFINER_REASON = "Security definer: "
 # The last line of every definer function's comment (sql/README.md, "Security").
 DEFINER_LINE = ("Security definer: runs as agentmem_owner because the application role holds no privilege on "
                 "tables or internals; forced row-level security still confines it to the current tenant.")
+# The embedding queue's calls for workers (sql/17_embedding_jobs.sql) run as the queue's owner instead.
+QUEUE_CALLS = {"claim_embedding_jobs", "complete_embedding_jobs", "fail_embedding_jobs", "embedding_queue_depth"}
+QUEUE_DEFINER_LINE = ("Security definer: runs as agentmem_queue, the one role that sees every tenant's embedding "
+                      "jobs; other tables it reaches only under the job's tenant; granted to agentmem_worker only.")
 
 
 def test_every_function_is_documented_pinned_and_definer_only_with_a_reason(admin):
@@ -79,10 +83,12 @@ def test_every_function_is_documented_pinned_and_definer_only_with_a_reason(admi
             assert not name.startswith("agentmem._"), f"{name}: internal helpers belong in agentmem_private"
         if secdef:  # a definer function is public, owned by agentmem_owner, and says why on a line of its own
             assert schema == "agentmem", f"{name}: internals are never security definer"
-            assert owner == "agentmem_owner", f"{name} is security definer owned by {owner}"
+            queue = name.split("(")[0].removeprefix("agentmem.") in QUEUE_CALLS
+            assert owner == ("agentmem_queue" if queue else "agentmem_owner"), f"{name} is security definer owned by {owner}"
             reason = [line for line in comment.splitlines() if line.startswith(DEFINER_REASON)]
             assert reason and len(reason[0]) > len(DEFINER_REASON) + 20, f"{name} is security definer without a reason"
-            assert comment.rstrip().splitlines()[-1] == DEFINER_LINE, f"{name}: the comment must end with the reason"
+            assert comment.rstrip().splitlines()[-1] == (QUEUE_DEFINER_LINE if queue else DEFINER_LINE), \
+                f"{name}: the comment must end with the reason"
         else:
             assert DEFINER_REASON not in comment, f"{name} claims a definer reason but is security invoker"
 

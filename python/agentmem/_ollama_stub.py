@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from agentmem.lexical import lexical_embedding
@@ -27,6 +28,9 @@ class OllamaStub:
         self.chat_replies: list[str] = []   # served in order; the last one repeats
         self.chat_replies_by_model: dict[str, list[str]] = {}  # the same, per model (checked first)
         self.fail_next: int | None = None   # HTTP status to answer the next request with
+        self.fail_always: bool = False      # answer every embed request with HTTP 500
+        self.delay: float = 0.0             # seconds each embed request waits before answering
+        self.embed_started = 0              # embed requests that began waiting (with a delay)
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -52,6 +56,9 @@ class OllamaStub:
         self.chat_replies.clear()
         self.chat_replies_by_model.clear()
         self.fail_next = None
+        self.fail_always = False
+        self.delay = 0.0
+        self.embed_started = 0
 
     def _handler(self):
         stub = self
@@ -75,7 +82,12 @@ class OllamaStub:
                     status, stub.fail_next = stub.fail_next, None
                     return self._send(status, {"error": "stub failure"})
                 model = body.get("model", "")
+                if self.path == "/api/embed" and stub.fail_always:
+                    return self._send(500, {"error": "stub failure (always)"})
                 if self.path == "/api/embed":
+                    if stub.delay:
+                        stub.embed_started += 1
+                        time.sleep(stub.delay)
                     dim = stub.models.get(model.split(":")[0])
                     if dim is None:
                         return self._send(404, {"error": f"model \"{model}\" not found, try pulling it first"})

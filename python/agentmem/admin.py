@@ -160,3 +160,36 @@ class Admin(SyncClient):
         """The view agentmem.tenants_needing_index: a row per missing index of tenants past the exact-scan size
         (and a 'measure' row for a tenant whose indexes were built but never measured)."""
         return rows(dict, "select * from agentmem.tenants_needing_index")
+
+    # -- re-embedding and the embedding queue (sql/17_embedding_jobs.sql) ---------------------------
+
+    @literal
+    def reembed(self, model: str, from_model: str | None = None, tenant_id: str | None = None) -> Sql[list[dict]]:
+        """Queue a tenant's (None: every tenant's) rows of from_model for model; jobs queued per tenant."""
+        return rows(dict, "select * from agentmem.reembed(model => %s, from_model => %s, tenant_id => %s)",
+                    model, from_model, tenant_id)
+
+    @literal
+    def switch_default_model(self, model: str, tenant_id: str) -> Sql[str]:
+        """Make model the tenant's default once every row is embedded in it (AM031 before)."""
+        return value(str, "select agentmem.switch_default_model(model => %s, tenant_id => %s)", model, tenant_id)
+
+    @literal
+    def drop_model_vectors(self, model: str, tenant_id: str | None = None) -> Sql[list[dict]]:
+        """Remove a model's rows from a tenant (None: every tenant, its indexes and registry entry too)."""
+        return rows(dict, "select * from agentmem.drop_model_vectors(model => %s, tenant_id => %s)", model, tenant_id)
+
+    @literal
+    def retry_embedding_jobs(self, model: str | None = None, tenant_id: str | None = None) -> Sql[int]:
+        """Queue failed embedding jobs again; how many."""
+        return value(int, "select agentmem.retry_embedding_jobs(model => %s, tenant_id => %s)", model, tenant_id)
+
+    @literal
+    def embedding_backlog(self) -> Sql[list[dict]]:
+        """The view agentmem.embedding_backlog: jobs pending, running, failed, oldest and rate per tenant and model."""
+        return rows(dict, "select * from agentmem.embedding_backlog")
+
+    @literal
+    def health(self) -> Sql[list[dict]]:
+        """The view agentmem.health: every background job's last run, errors and backlog."""
+        return rows(dict, "select * from agentmem.health")

@@ -163,7 +163,7 @@ class Calls:
                      user_id, title, _json(metadata or {}))
 
     @literal
-    def store_message(self, conversation_id: uuid.UUID | str, role: str, content: str, embedding: Embedding, *,
+    def store_message(self, conversation_id: uuid.UUID | str, role: str, content: str, embedding: Embedding | None, *,
                       model: str | None = None, metadata: dict | None = None,
                       conn: Conn = None) -> Sql[StoredMessage]:
         return one(StoredMessage, "select * from agentmem.store_message(conversation_id => %s, role => %s, "
@@ -172,11 +172,12 @@ class Calls:
 
     @literal
     def store_messages(self, conversation_id: uuid.UUID | str, roles: Sequence[str], contents: Sequence[str],
-                       embeddings: Sequence[Embedding], *, model: str | None = None,
+                       embeddings: Sequence[Embedding | None] | None, *, model: str | None = None,
                        metadata: Sequence[dict] | None = None, conn: Conn = None) -> Sql[list[StoredMessage]]:
         return rows(StoredMessage, "select * from agentmem.store_messages(conversation_id => %s, roles => %s, "
                     "contents => %s, embeddings => %s, model => %s, metadata => %s::jsonb[])",
-                    conversation_id, list(roles), list(contents), as_vectors(embeddings), _model(self, model),
+                    conversation_id, list(roles), list(contents), None if embeddings is None else as_vectors(embeddings),
+                    _model(self, model),
                     None if metadata is None else [_json(m) for m in metadata])
 
     @literal
@@ -283,7 +284,7 @@ class Calls:
                    _model(self, model), user_id)
 
     @literal
-    def cache_store(self, question: str, question_embedding: Embedding, answer: str, *,
+    def cache_store(self, question: str, question_embedding: Embedding | None, answer: str, *,
                     source_ids: Sequence[str] = (), intent: str = "general", acl_hash: str = "",
                     prompt_version: str = "", llm_model: str = "", model: str | None = None,
                     user_id: str | None = None, conversation_id: uuid.UUID | str | None = None,
@@ -348,7 +349,7 @@ class Calls:
     # -- facts --------------------------------------------------------------------------------
 
     @literal
-    def upsert_fact(self, user_id: str, subject: str, fact: str, embedding: Embedding,
+    def upsert_fact(self, user_id: str, subject: str, fact: str, embedding: Embedding | None,
                     source_message_ids: Sequence[uuid.UUID | str] = (), model: str | None = None,
                     merge_threshold: float = 0.92, *, conn: Conn = None) -> Sql[FactUpsert]:
         return one(FactUpsert, "select * from agentmem.upsert_fact(user_id => %s, subject => %s, fact => %s, "

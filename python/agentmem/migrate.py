@@ -78,6 +78,9 @@ declare
     v_pg16 boolean := current_setting('server_version_num')::int >= 160000;
     v_app boolean := exists (select from pg_catalog.pg_roles where rolname = 'agentmem_app');
     v_owner boolean := exists (select from pg_catalog.pg_roles where rolname = 'agentmem_owner');
+    v_queue boolean := exists (select from pg_catalog.pg_roles where rolname = 'agentmem_queue');
+    v_worker boolean := exists (select from pg_catalog.pg_roles where rolname = 'agentmem_worker');
+    v_queue_member boolean;
     v_first boolean := true;  -- migration 0001 (which comments on agentmem_app) still to run here
     v_member boolean;
 begin
@@ -96,20 +99,23 @@ begin
                   hint = 'Ask a superuser (or the database''s owner) to run "grant create on database '
                          || pg_catalog.quote_ident(current_database()) || ' to ' || v_me || ';", then migrate again.';
     end if;
-    if not (v_app and v_owner) and not v_createrole then
+    if not (v_app and v_owner and v_queue and v_worker) and not v_createrole then
         raise exception 'role % needs CREATEROLE to install agentmem', current_user
             using errcode = 'AM041',
-                  detail = 'The roles agentmem_app and agentmem_owner do not exist yet in this cluster.',
+                  detail = 'The roles agentmem_app, agentmem_owner, agentmem_queue and agentmem_worker do not all '
+                           || 'exist yet in this cluster.',
                   hint = 'Ask a superuser to run "alter role ' || v_me || ' createrole;", then migrate again.';
     end if;
     if not v_pg16 then
         -- PostgreSQL 15: CREATEROLE comments on agentmem_app (migration 0001) and grants the
         -- membership of agentmem_owner that re-owning the API's functions needs.
         v_member := v_owner and pg_catalog.pg_has_role(current_user, 'agentmem_owner', 'member');
-        if not v_createrole and ((v_app and v_first) or (v_owner and not v_member)) then
+        v_queue_member := v_queue and pg_catalog.pg_has_role(current_user, 'agentmem_queue', 'member');
+        if not v_createrole
+           and ((v_app and v_first) or (v_owner and not v_member) or (v_queue and not v_queue_member)) then
             raise exception 'role % needs CREATEROLE to install agentmem here', current_user
                 using errcode = 'AM041',
-                      detail = 'On PostgreSQL 15 managing agentmem_app and agentmem_owner, which exist already, '
+                      detail = 'On PostgreSQL 15 managing agentmem''s roles, which exist already, '
                                || 'needs CREATEROLE.',
                       hint = 'Ask a superuser to run "alter role ' || v_me || ' createrole;", then migrate again.';
         end if;
@@ -118,17 +124,23 @@ begin
         -- one created). Migration 0001 comments on agentmem_app and grant_app_role grants it: ADMIN
         -- OPTION on agentmem_app. Re-owning the API's functions: SET on agentmem_owner, or ADMIN
         -- OPTION on it to grant that to oneself.
+        -- The embedding queue (migration 0011): SET on agentmem_queue, which owns the queue's
+        -- functions, and ADMIN OPTION on agentmem_worker, to make worker logins its members.
         v_member := v_owner and pg_catalog.pg_has_role(current_user, 'agentmem_owner', 'set');
+        v_queue_member := v_queue and pg_catalog.pg_has_role(current_user, 'agentmem_queue', 'set');
         if (v_app and v_first and not pg_catalog.pg_has_role(current_user, 'agentmem_app', 'member with admin option'))
            or (v_owner and not v_member
-               and not pg_catalog.pg_has_role(current_user, 'agentmem_owner', 'member with admin option')) then
-            raise exception 'role % may not manage the roles agentmem_app and agentmem_owner, which another role created',
-                current_user
+               and not pg_catalog.pg_has_role(current_user, 'agentmem_owner', 'member with admin option'))
+           or (v_queue and not v_queue_member
+               and not pg_catalog.pg_has_role(current_user, 'agentmem_queue', 'member with admin option'))
+           or (v_worker and not pg_catalog.pg_has_role(current_user, 'agentmem_worker', 'member with admin option')) then
+            raise exception 'role % may not manage agentmem''s roles, which another role created', current_user
                 using errcode = 'AM041',
                       detail = 'On PostgreSQL 16 and later CREATEROLE manages only the roles one created or holds '
-                               || 'ADMIN OPTION on; another database''s install created these.',
-                      hint = 'Ask a superuser to run "grant agentmem_app, agentmem_owner to ' || v_me
-                             || ' with admin option;", then migrate again.';
+                               || 'ADMIN OPTION on; another database''s install created agentmem_app, agentmem_owner, '
+                               || 'agentmem_queue and agentmem_worker.',
+                      hint = 'Ask a superuser to run "grant agentmem_app, agentmem_owner, agentmem_queue, '
+                             || 'agentmem_worker to ' || v_me || ' with admin option;", then migrate again.';
         end if;
     end if;
     if v_owner and not v_member then
