@@ -137,7 +137,7 @@ def test_a_non_superuser_dba_installs_into_a_second_database_refused_step_by_ste
     with psycopg.connect(server.db_url(name, role)) as conn:
         owners = conn.execute("select distinct pg_get_userbyid(proowner) from pg_proc "
                               "where pronamespace = 'agentmem'::regnamespace and prosecdef").fetchall()
-        assert owners == [("agentmem_owner",)]
+        assert sorted(owners) == [("agentmem_owner",), ("agentmem_queue",)]
     # 4. the DBA makes the application's login, as the README says
     with psycopg.connect(server.db_url(name, role), autocommit=True) as conn:
         conn.execute(f"create role {role}_app login")
