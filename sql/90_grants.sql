@@ -74,6 +74,9 @@ agentmem.tenant_index_ddl(text, text, text, boolean, text),
 agentmem.create_tenant_index(text, text, text),
 agentmem.drop_tenant_index(text, text, text),
 agentmem.measure_tenant_index(text, text),
+agentmem.apply_index_upkeep(int),
+agentmem.schedule_index_upkeep(text, int),
+agentmem.unschedule_index_upkeep(),
 -- Distributing on Citus is the DBA's (sql/85_distribute.sql).
 agentmem.distribute(int),
 agentmem.is_distributed()
