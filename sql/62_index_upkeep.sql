@@ -43,6 +43,7 @@ declare
     v_left jsonb := '[]';
     v_errors text[] := '{}';
     v_row agentmem.job_runs;
+    v_citus_mode text;
 begin
     perform agentmem_private.check_range('max_builds', apply_index_upkeep.max_builds, 0, 1000);
     perform agentmem_private.check_sees_every_tenant(
@@ -58,6 +59,13 @@ begin
         v_row.total_removed := 0;
         v_row.error := 'skipped: another apply_index_upkeep run is in progress';
         return v_row;
+    end if;
+    -- On Citus, DDL on a distributed table after a read of a reference table
+    -- it has a foreign key to (models, read by the views below) must go shard
+    -- by shard in the same transaction; the caller's mode is given back at the end.
+    v_citus_mode := pg_catalog.current_setting('citus.multi_shard_modify_mode', true);
+    if agentmem.is_distributed() then
+        perform pg_catalog.set_config('citus.multi_shard_modify_mode', 'sequential', true);
     end if;
 
     -- 1. Drops: an index searches do not use (agentmem.tenant_indexes, needed
@@ -145,6 +153,9 @@ begin
         end;
     end loop;
 
+    if v_citus_mode is not null then
+        perform pg_catalog.set_config('citus.multi_shard_modify_mode', v_citus_mode, true);
+    end if;
     insert into agentmem.job_runs as r (tenant_id, job, started_at, finished_at, rows_removed, total_removed, error)
     values (
         '', 'index_upkeep', v_started, clock_timestamp(),

@@ -37,7 +37,7 @@ def own_indexes(admin) -> set[tuple[str, str, bool]]:
 
 def upkeep(admin, max_builds: int = 1) -> dict:
     row = admin.execute(UPKEEP, (max_builds,)).fetchone()
-    assert row[2] == "index_upkeep" and row[7] is None, row  # job, no error
+    assert row[2] == "index_upkeep" and row[7] is None, row[7]  # job, no error
     return row[5]  # rows_removed: what the run did
 
 
