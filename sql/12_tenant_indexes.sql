@@ -1,165 +1,10 @@
--- Per-tenant HNSW indexes: a big tenant's own partial index (where tenant_id = T
--- and model = M), so that its searches are no longer a filtered slice of the
--- model's shared index. Built by the DBA; found by searches through a
--- deterministic name in pg_class (no catalogue table to keep in step with DDL
--- the DBA may run by hand, e.g. CREATE INDEX CONCURRENTLY). Figures behind the
--- defaults: README, "Tuning".
-
-create or replace function agentmem_private.exact_search_max_rows(p_dim int)
-returns int
-language sql
-stable
-security invoker
-set search_path from current
-as $$
-    -- An exact scan costs about the same per row at 384 and 768 dimensions
-    -- (one heap page per row: 10,000 rows 76 to 80 ms at 384, 80 to 100 ms
-    -- at 768, side by side); 6,000 rows is where it costs what the tenant's
-    -- own HNSW index costs at recall@10 >= 0.95 on random 768-d vectors
-    -- (README, "Tuning"). p_dim stays for a rule per dimension.
-    select coalesce(
-        nullif(pg_catalog.current_setting('agentmem.exact_search_max_rows', true), '')::int,
-        6000
-    )
-$$;
-
-comment on function agentmem_private.exact_search_max_rows(int) is
-'Internal: how many candidate rows a vector search scans exactly before it turns to an HNSW index:
-the setting agentmem.exact_search_max_rows when set, else 6,000 at any dimension (an exact scan costs
-about the same per row at 384 and 768 dimensions), the measured point where an exact scan stops being
-cheaper than an index scan of the same recall (README, "Tuning").';
-
-create or replace function agentmem_private.count_max_rows(p_dim int)
-returns int
-language sql
-stable
-security invoker
-set search_path from current
-as $$
-    -- Past the exact-scan limit the count goes on, up to 8 times it, so that
-    -- hnsw_ef_search knows what share of the index the search filters.
-    select least(8::bigint * agentmem_private.exact_search_max_rows(p_dim), 2000000000)::int
-$$;
-
-comment on function agentmem_private.count_max_rows(int) is
-'Internal: how far a vector search counts its candidate rows (8 times agentmem.exact_search_max_rows):
-at or below the exact-scan limit the count decides the exact scan; above it, it is the share of the
-index the search filters, for agentmem_private.hnsw_ef_search.';
-
-create or replace function agentmem_private.index_share(p_index text, p_rows bigint)
-returns float8
-language sql
-stable
-security invoker
-set search_path from current
-as $$
-    select least(1.0, greatest(p_rows, 1)::float8 / nullif(greatest(c.reltuples, 0), 0))
-    from pg_catalog.pg_class as c
-    where c.oid = pg_catalog.to_regclass(pg_catalog.format('agentmem.%I', p_index))
-$$;
-
-comment on function agentmem_private.index_share(text, bigint) is
-'Internal: the share of an index''s rows (pg_class.reltuples, kept by VACUUM, ANALYZE and CREATE INDEX)
-a search filters for: p_rows (the candidate rows counted, at most count_max_rows) over them, at most 1;
-NULL when the index has no row count yet.';
-
-create or replace function agentmem_private.index_rows(p_index text)
-returns bigint
-language sql
-stable
-security invoker
-set search_path from current
-as $$
-    select greatest(c.reltuples, 0)::bigint
-    from pg_catalog.pg_class as c
-    where c.oid = pg_catalog.to_regclass(pg_catalog.format('agentmem.%I', p_index))
-$$;
-
-comment on function agentmem_private.index_rows(text) is
-'Internal: the rows of an index as of its last VACUUM, ANALYZE or CREATE INDEX (pg_class.reltuples;
-0 when never counted); NULL when there is no such index.';
-
-create or replace function agentmem_private.has_other_users(p_tenant text, p_user_id text)
-returns boolean
-language sql
-stable
-security invoker
-set search_path from current
-as $$
-    -- Two probes of the B-tree on (tenant_id, user_id, ...): the first user id
-    -- below and above this one. Any model counts (the cheap, safe side).
-    select
-        exists (
-            select from agentmem.message_embeddings as e
-            where e.tenant_id = p_tenant and e.user_id < p_user_id
-        )
-        or exists (
-            select from agentmem.message_embeddings as e
-            where e.tenant_id = p_tenant and e.user_id > p_user_id
-        )
-$$;
-
-comment on function agentmem_private.has_other_users(text, text) is
-'Internal: whether the tenant has message embeddings of any user other than p_user_id (of any model):
-two B-tree probes. A user alone in a tenant with its own index searches all of it (share 1), so its
-search need not count its rows past the exact-scan limit.';
-
-create or replace function agentmem_private.hnsw_ef_search(
-    p_share float8, p_rows bigint, p_k int, p_shared boolean, p_first boolean default false
-) returns int
-language sql
-stable
-security invoker
-set search_path from current
-as $$
-    -- Measured on random 768-d vectors (README, "Tuning"): a tenant's own
-    -- index (m 32, ef_construction 128) reaches recall@10 0.95 at ef 40 for
-    -- 6,000 rows and at ef 600 for 30,000, so the full ef grows with the rows
-    -- (rows / 40); a filtered slice of a share s keeps about s of what the
-    -- scan visits (/ s); the shared index (pgvector's m 16) needs twice its
-    -- ef (x 2). The first pass (p_first) uses the base alone, which suffices
-    -- wherever the neighbours are close (nearest_messages decides).
-    select case
-        when nullif(pg_catalog.current_setting('agentmem.ef_search', true), '') is not null
-            then pg_catalog.current_setting('agentmem.ef_search', true)::int
-        when p_share is null then 1000
-        else least(
-            1000,
-            pg_catalog.ceil(
-                case
-                    when p_first then greatest(100, 2 * (p_k + 20))
-                    else greatest(2 * (p_k + 20), p_rows / 40.0) * case when p_shared then 2 else 1 end
-                end
-                / greatest(p_share, 0.001)
-            )
-        )::int
-    end
-$$;
-
-comment on function agentmem_private.hnsw_ef_search(float8, bigint, int, boolean, boolean) is
-'Internal: the hnsw.ef_search of one index search, at most 1,000 (pgvector''s maximum): the setting
-agentmem.ef_search when set; 1,000 when the index has no row count (p_share NULL); else
-max(2 x (k + 20), rows / 40) / share, twice that through the model''s shared index, or for a first pass
-(p_first) max(100, 2 x (k + 20)) / share. p_rows: the candidate rows counted; p_share: their share of the
-index (agentmem_private.index_share). Measured: README, "Tuning".';
-
-create or replace function agentmem_private.escalate_distance()
-returns float8
-language sql
-stable
-security invoker
-set search_path from current
-as $$
-    select coalesce(
-        nullif(pg_catalog.current_setting('agentmem.ef_escalate_distance', true), '')::float8, 0.5
-    )
-$$;
-
-comment on function agentmem_private.escalate_distance() is
-'Internal: the cosine distance of the k-th neighbour of a first, cheap index pass above which the search
-runs again at the full ef_search: the setting agentmem.ef_escalate_distance, else 0.5 (similarity 0.5).
-Neighbours that far are no closer than unrelated rows, the case (random-like data) where a small ef
-misses true neighbours (README, "Tuning").';
+-- The DBA's management of big tenants' own indexes: the statements that build
+-- them (tenant_index_ddl), the calls that build, measure and drop them, and the
+-- views of the tenants that need one (tenants_needing_index) and of those built
+-- (tenant_indexes). Searches find them by their deterministic names in pg_class
+-- (sql/11_vector_search.sql), so there is no catalogue table to keep in step
+-- with DDL the DBA may run by hand (e.g. CREATE INDEX CONCURRENTLY). Figures
+-- behind the defaults: README, "Tuning".
 
 create or replace function agentmem_private.embedding_tables()
 returns setof text
@@ -191,140 +36,6 @@ $$;
 
 comment on function agentmem_private.embedding_tables() is
 'Internal: the agentmem tables with tenant_id, model and embedding columns (those a tenant index can cover).';
-
-create or replace function agentmem_private.tenant_index_name(p_table text, p_tenant text, p_model text)
-returns text
-language sql
-immutable
-security invoker
-set search_path from current
-as $$
-    -- model names cannot contain '|', so tenant|model is unambiguous
-    select p_table || '_t' || left(md5(p_tenant || '|' || p_model), 16) || '_hnsw'
-$$;
-
-comment on function agentmem_private.tenant_index_name(text, text, text) is
-'Internal: the deterministic name of a tenant''s own HNSW index on one table for one model
-(table_t<16 hex digits of md5(tenant|model)>_hnsw): searches look it up in pg_class.';
-
-create or replace function agentmem_private.usable_index_expression(p_index text)
-returns text
-language sql
-stable
-security invoker
-set search_path from current
-as $$
-    select case when i.indisvalid and i.indisready then pg_catalog.pg_get_expr(i.indexprs, i.indrelid) end
-    from pg_catalog.pg_index as i
-    where i.indexrelid = pg_catalog.to_regclass(pg_catalog.format('agentmem.%I', p_index))
-$$;
-
-comment on function agentmem_private.usable_index_expression(text) is
-'Internal: the indexed expression of an index of the agentmem schema that searches may use (it exists,
-is valid and ready: an interrupted CREATE INDEX CONCURRENTLY leaves an invalid one); NULL otherwise.';
-
-create or replace function agentmem_private.has_tenant_index(p_table text, p_tenant text, p_model text)
-returns boolean
-language sql
-stable
-security invoker
-set search_path from current
-as $$
-    -- Its expression, l2_normalize(embedding::vector(d))::vector(d), is not the model's
-    -- shared index's (embedding::vector(d)): a search written with it can use
-    -- no other index. (An index of this name built by an earlier version, on
-    -- embedding::vector(d), does not count: create_tenant_index rebuilds it.)
-    select coalesce(agentmem_private.usable_index_expression(
-        agentmem_private.tenant_index_name(p_table, p_tenant, p_model)
-    ) like '%l2_normalize(%', false)
-$$;
-
-comment on function agentmem_private.has_tenant_index(text, text, text) is
-'Internal: whether the tenant''s own HNSW index of this table and model exists, is valid (an interrupted
-CREATE INDEX CONCURRENTLY leaves an invalid one, which searches ignore) and is on
-l2_normalize(embedding::vector(d))::vector(d) (agentmem_private.own_index_distance).';
-
-create or replace function agentmem_private.own_index_distance(p_alias text, p_dim int)
-returns text
-language sql
-immutable
-security invoker
-set search_path from current
-as $$
-    select pg_catalog.format('l2_normalize(%1$s.embedding::vector(%2$s))::vector(%2$s) <=> $1::vector(%2$s)', p_alias, p_dim)
-$$;
-
-comment on function agentmem_private.own_index_distance(text, int) is
-'Internal: the distance expression of a search through a tenant''s own HNSW index (the cosine distance
-to $1, which l2_normalize does not change). Its index expression is not the shared index''s, so the
-planner cannot take the shared index for it: with the same expression it did whenever its cost came
-out lower, e.g. at ef_search 300 for a 6,000-row tenant of 20,000 rows, at recall 0.73 instead of 0.99.';
-
-create or replace function agentmem_private.exact_index_name(p_table text, p_tenant text, p_model text)
-returns text
-language sql
-immutable
-security invoker
-set search_path from current
-as $$
-    select pg_catalog.left(agentmem_private.tenant_index_name(p_table, p_tenant, p_model), -5) || '_exact'
-$$;
-
-comment on function agentmem_private.exact_index_name(text, text, text) is
-'Internal: the deterministic name of a tenant''s exact index on one table for one model: its HNSW
-index''s (agentmem_private.tenant_index_name) ending in _exact instead of _hnsw.';
-
-create or replace function agentmem_private.has_exact_index(p_table text, p_tenant text, p_model text)
-returns boolean
-language sql
-stable
-security invoker
-set search_path from current
-as $$
-    select agentmem_private.usable_index_expression(
-        agentmem_private.exact_index_name(p_table, p_tenant, p_model)
-    ) is not null
-$$;
-
-comment on function agentmem_private.has_exact_index(text, text, text) is
-'Internal: whether the tenant''s exact index of this table and model exists and is valid.';
-
-create or replace function agentmem_private.exact_index_distance(p_alias text, p_dim int)
-returns text
-language sql
-immutable
-security invoker
-set search_path from current
-as $$
-    select pg_catalog.format('l2_normalize(%1$s.embedding::vector(%2$s))::halfvec(%2$s) <=> $1::halfvec(%2$s)', p_alias, p_dim)
-$$;
-
-comment on function agentmem_private.exact_index_distance(text, int) is
-'Internal: the ORDER BY expression of a read through a tenant''s exact index: the cosine distance to $1
-in half precision (the index''s; the search re-ranks the k + 20 rows it takes by their exact distance).';
-
-create or replace function agentmem_private.exact_index_max_rows(p_dim int)
-returns bigint
-language sql
-stable
-security invoker
-set search_path from current
-as $$
-    -- A read of the whole exact index costs about rows x dimension; for
-    -- 30,000 rows of 768 dimensions it was 0.64 to 0.75 times a full HNSW
-    -- pass (ef_search 750) measured beside it, in two runs (README, "Tuning"). The default
-    -- keeps it about there: 31,250 rows at 768 dimensions, 62,500 at 384.
-    select coalesce(
-        nullif(pg_catalog.current_setting('agentmem.exact_index_max_rows', true), '')::bigint,
-        24000000 / greatest(p_dim, 1)
-    )
-$$;
-
-comment on function agentmem_private.exact_index_max_rows(int) is
-'Internal: the most rows a tenant''s exact index may hold to be built by agentmem.create_tenant_index and
-read by a search: the setting agentmem.exact_index_max_rows, else 24,000,000 / dimension (31,250 rows at
-768 dimensions, 62,500 at 384): about the size at which reading all of it was measured cheaper than a full
-HNSW pass (README, "Tuning").';
 
 create or replace function agentmem_private.check_tenant_index_args(
     p_tenant text, p_model text, p_table text
@@ -437,24 +148,6 @@ once it is valid; should the build fail, drop the invalid index with agentmem.dr
 table_name: message_embeddings (default), facts or cache_entries; any other table or kind: AM020;
 AM011 for an unknown model; AM002 for an empty tenant id. For the DBA; not granted to agentmem_app.';
 
-create or replace function agentmem_private.exact_index_first_pass(p_table text, p_tenant text, p_model text)
-returns text
-language sql
-stable
-security invoker
-set search_path from current
-as $$
-    select pg_catalog.substring(pg_catalog.obj_description(pg_catalog.to_regclass(pg_catalog.format(
-        'agentmem.%I', agentmem_private.exact_index_name(p_table, p_tenant, p_model)
-    )), 'pg_class'), '^agentmem first pass: (exact|hnsw)\M')
-$$;
-
-comment on function agentmem_private.exact_index_first_pass(text, text, text) is
-'Internal: the first pass recorded on the tenant''s exact index, ''exact'' (searches read that index
-first, without an HNSW pass) or ''hnsw'': its comment, written by agentmem.measure_tenant_index (or by a
-DBA in the same form), begins ''agentmem first pass: exact'' or ''agentmem first pass: hnsw''. NULL when
-it records none (never measured) or there is no such index.';
-
 create or replace function agentmem.measure_tenant_index(
     tenant_id text,
     model text default null
@@ -491,13 +184,15 @@ begin
             hint = 'Build them with agentmem.create_tenant_index (which measures them too), or with the two '
             'statements of agentmem.tenant_index_ddl, then measure.';
     end if;
-    -- The first pass of a search of the whole tenant, as nearest_messages runs
+    -- The first pass of a search of the whole tenant, as vector_search runs
     -- it: hnsw.ef_search of a first pass, k = 10 (+ 1 for the sampled row,
     -- which finds itself) and its 20 more rows.
     perform pg_catalog.set_config('hnsw.ef_search', agentmem_private.hnsw_ef_search(
-        1, agentmem_private.index_rows(
+        p_share => 1,
+        p_rows => agentmem_private.index_rows(
             agentmem_private.tenant_index_name('message_embeddings', measure_tenant_index.tenant_id, v_model)
-        ), v_k, false, true
+        ),
+        p_k => v_k, p_shared => false, p_first => true
     )::text, true);
     sampled := 0;
     far := 0;
@@ -510,7 +205,7 @@ begin
             'select (array_agg(h.distance order by h.distance))[$2 + 1] '
             'from (select %1$s as distance from agentmem.message_embeddings as e '
             '      where e.tenant_id = %2$L and e.model = %3$L order by %1$s limit $2 + 21) as h',
-            agentmem_private.own_index_distance('e', v_dim), measure_tenant_index.tenant_id, v_model
+            agentmem_private.vector_distance(path => 'own index', dimension => v_dim), measure_tenant_index.tenant_id, v_model
         )
         into v_distance
         using v_embedding, v_k;

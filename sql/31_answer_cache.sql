@@ -282,9 +282,6 @@ language plpgsql
 volatile
 security definer
 set search_path from current
-set "hnsw.iterative_scan" = 'relaxed_order'
-set "hnsw.ef_search" = 1000
-set enable_sort = on
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
@@ -303,8 +300,8 @@ declare
     v_best_question text;
     v_best_guard boolean;
     v_hit_id uuid;
-    v_scope_rows int;
-    v_exact boolean;
+    v_ids uuid[];
+    v_distances float8[];
 begin
     perform agentmem_private.cache_check_scope(cache_lookup.acl_hash, cache_lookup.prompt_version, cache_lookup.llm_model);
     v_dim := agentmem_private.check_embedding(v_model, cache_lookup.question_embedding);
@@ -342,61 +339,29 @@ begin
     if not v_intent.high_stakes and octet_length(cache_lookup.question) <= agentmem_private.guard_max_bytes() then
         v_tokens := agentmem_private.guard_tokens(cache_lookup.question);
         v_features := agentmem_private.guard_features(v_tokens);
-        -- A small scope (counted through cache_entries_scope_idx, up to
-        -- agentmem.exact_search_max_rows) is scanned exactly; a bigger one goes
-        -- through the tenant's own HNSW index when it has one, else the model's.
-        select count(*) into v_scope_rows from (
-            select from agentmem.cache_entries as e
-            where
-                e.tenant_id = v_tenant and e.model = v_model and e.acl_hash = cache_lookup.acl_hash
-                and e.prompt_version = cache_lookup.prompt_version and e.llm_model = cache_lookup.llm_model
-                and e.corpus_version = v_version
-            limit greatest(agentmem_private.exact_search_max_rows(v_dim), agentmem_private.count_max_rows(v_dim)) + 1
-        ) as s;
-        v_exact := v_scope_rows <= agentmem_private.exact_search_max_rows(v_dim);
-        if not v_exact then
-            -- hnsw.ef_search from the share of the index the key's entries are
-            -- (the count went on past the limit for it); the SET clause restores it.
-            perform pg_catalog.set_config('hnsw.ef_search', agentmem_private.hnsw_ef_search(
-                agentmem_private.index_share(case
-                    when agentmem_private.has_tenant_index('cache_entries', v_tenant, v_model)
-                        then agentmem_private.tenant_index_name('cache_entries', v_tenant, v_model)
-                    else agentmem_private.model_index_name('cache_entries', v_model)
-                end, v_scope_rows),
-                v_scope_rows, 5,
-                not agentmem_private.has_tenant_index('cache_entries', v_tenant, v_model)
-            )::text, true);
-        end if;
-        -- sorts off for the nearest-neighbour statement only (so that the planner
-        -- keeps to the HNSW index); the function's SET clause restores it on exit
-        perform pg_catalog.set_config('enable_sort', 'off', true);
-        for v_cand in execute pg_catalog.format(
-            'select c.* from ('
-            || ' select e.entry_id, e.question, e.answer, e.source_ids, ci.threshold, ci.high_stakes,'
-            || '   (1 - (%1$s <=> $1::vector(%2$s)))::real as similarity'
-            || ' from agentmem.cache_entries as e join agentmem.cache_intents as ci on ci.intent = e.intent'
-            || ' where e.model = %3$L and %4$s and e.acl_hash = $3 and e.corpus_version = $4'
-            || '   and e.prompt_version = $5 and e.llm_model = $6 and e.expires_at > now()'
-            || '   and octet_length(e.question) <= %5$s'
-            || ' order by %1$s <=> $1::vector(%2$s) limit 5) as c'
-            || ' order by c.similarity desc',
-            -- the exact scan's expression (no cast) does not match the HNSW indexes'; the
-            -- tenant's own index has an expression of its own (own_index_distance)
-            case
-                when v_exact then 'e.embedding'
-                when agentmem_private.has_tenant_index('cache_entries', v_tenant, v_model)
-                    then 'l2_normalize(e.embedding::vector(' || v_dim || '))::vector(' || v_dim || ')'
-                else 'e.embedding::vector(' || v_dim || ')'
-            end,
-            v_dim, v_model,
-            case
-                when not v_exact and agentmem_private.has_tenant_index('cache_entries', v_tenant, v_model)
-                    then pg_catalog.format('e.tenant_id = %L', v_tenant)
-                else 'e.tenant_id = $2'
-            end,
-            agentmem_private.guard_max_bytes()
-        ) using cache_lookup.question_embedding, v_tenant, cache_lookup.acl_hash, v_version,
-            cache_lookup.prompt_version, cache_lookup.llm_model
+        -- The nearest questions in the key, unexpired and of at most the guard's size: the
+        -- vector search of every feature (exact scan of a small key, counted through
+        -- cache_entries_scope_idx; above agentmem.exact_search_max_rows entries the tenant's
+        -- own HNSW index, else the model's). Their ids first, into variables: on a Citus
+        -- cluster a statement that both reads a distributed table and calls a function that
+        -- reads one is sent whole to a worker, where the nested query fails.
+        select array_agg(n.id order by n.distance, n.id), array_agg(n.distance order by n.distance, n.id)
+        into v_ids, v_distances
+        from agentmem_private.vector_search(
+            table_name => 'cache_entries', tenant_id => v_tenant, model => v_model, dimension => v_dim,
+            query_embedding => cache_lookup.question_embedding, k => 5,
+            acl_hash => cache_lookup.acl_hash, prompt_version => cache_lookup.prompt_version,
+            llm_model => cache_lookup.llm_model, corpus_version => v_version,
+            question_max_bytes => agentmem_private.guard_max_bytes()
+        ) as n;
+        for v_cand in
+            select
+                e.entry_id, e.question, e.answer, e.source_ids, ci.threshold, ci.high_stakes,
+                (1 - n.distance)::real as similarity
+            from unnest(v_ids, v_distances) with ordinality as n (id, distance, nearness)
+            inner join agentmem.cache_entries as e on e.tenant_id = v_tenant and e.entry_id = n.id
+            inner join agentmem.cache_intents as ci on e.intent = ci.intent
+            order by n.nearness
         loop
             if v_cand.high_stakes then
                 continue;           -- a high-stakes entry is served from an exact match only

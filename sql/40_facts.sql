@@ -297,23 +297,16 @@ language plpgsql
 stable
 security definer
 set search_path from current
-set "hnsw.iterative_scan" = 'relaxed_order'
-set "hnsw.ef_search" = 1000
-set enable_sort = off
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
     v_model text := coalesce(recall_facts.model, agentmem_private.default_model());
     v_dim int;
-    v_rows int;
     v_query tsquery;
     v_vec_ids uuid[];
     v_vec_similarities real[];
     v_txt_ids uuid[];
     v_pool int := greatest(recall_facts.candidate_pool, recall_facts.k);
-    -- The vector branch: the model's HNSW index (same expression as the
-    -- index, the dimension as a literal); $5 rows.
-    v_nearest text;
 begin
     perform agentmem_private.check_user_id(recall_facts.user_id);
     perform agentmem_private.check_range('k', recall_facts.k, 1, 100);
@@ -321,57 +314,6 @@ begin
         'recall_facts', v_model, recall_facts.query_embedding, recall_facts.query_text, recall_facts.candidate_pool, recall_facts.rrf_k
     );
     v_query := agentmem_private.text_query(recall_facts.query_text);
-    if recall_facts.query_embedding is not null then
-        -- As message search: few candidates are scanned exactly (B-tree on
-        -- (tenant, user)); more go through the tenant's own HNSW index when it
-        -- has one, else the model's shared one, asking for $5 + 20 rows and
-        -- keeping the $5 nearest (relaxed order).
-        -- The count goes on past the limit (count_max_rows), for the share of
-        -- the index the user's facts are: hnsw.ef_search from it
-        -- (agentmem_private.hnsw_ef_search; the SET clause restores it on return).
-        select count(*) into v_rows from (
-            select from agentmem.facts as f
-            where f.tenant_id = v_tenant and f.user_id = recall_facts.user_id and f.model = v_model
-            limit greatest(agentmem_private.exact_search_max_rows(v_dim), agentmem_private.count_max_rows(v_dim)) + 1
-        ) as s;
-        if v_rows > agentmem_private.exact_search_max_rows(v_dim) then
-            perform pg_catalog.set_config('hnsw.ef_search', agentmem_private.hnsw_ef_search(
-                agentmem_private.index_share(case
-                    when agentmem_private.has_tenant_index('facts', v_tenant, v_model)
-                        then agentmem_private.tenant_index_name('facts', v_tenant, v_model)
-                    else agentmem_private.model_index_name('facts', v_model)
-                end, v_rows),
-                v_rows, greatest(recall_facts.k, case when v_query is null then 0 else v_pool end),
-                not agentmem_private.has_tenant_index('facts', v_tenant, v_model)
-            )::text, true);
-        end if;
-        v_nearest := pg_catalog.format(
-            'select n.* from ('
-            '  select f.fact_id, f.subject, f.fact, (1 - (%1$s <=> $1::vector(%2$s)))::real as similarity,'
-            '         f.source_message_ids, f.updated_at, %1$s <=> $1::vector(%2$s) as distance'
-            '  from agentmem.facts as f'
-            '  where f.model = %3$L and %4$s and f.user_id = $4 and f.embedding is not null'
-            '  order by %1$s <=> $1::vector(%2$s)'
-            '  limit $5 + 20'
-            ') as n order by n.distance, n.fact_id limit $5',
-            -- the exact scan's expression (no cast) does not match the HNSW indexes'; the
-            -- tenant's own index has an expression of its own (own_index_distance)
-            case
-                when v_rows <= agentmem_private.exact_search_max_rows(v_dim) then 'f.embedding'
-                when agentmem_private.has_tenant_index('facts', v_tenant, v_model)
-                    then 'l2_normalize(f.embedding::vector(' || v_dim || '))::vector(' || v_dim || ')'
-                else 'f.embedding::vector(' || v_dim || ')'
-            end,
-            v_dim, v_model,
-            case
-                when v_rows > agentmem_private.exact_search_max_rows(v_dim)
-                    and agentmem_private.has_tenant_index('facts', v_tenant, v_model)
-                    then pg_catalog.format('f.tenant_id = %L', v_tenant)
-                else 'f.tenant_id = $3'
-            end
-        );
-    end if;
-
     if v_query is null and recall_facts.query_embedding is null then
         raise notice 'recall_facts: query_text holds no searchable word, so nothing was searched'
         using
@@ -380,35 +322,31 @@ begin
         return;
     end if;
 
-    if v_query is null then
-        -- The vector branch alone.
-        return query execute
-        'select r.fact_id, r.subject, r.fact, r.similarity, r.source_message_ids, r.updated_at,'
-        '       (row_number() over (order by r.distance, r.fact_id))::int,'
-        '       null::int,'
-        '       1.0::float8 / ($6 + row_number() over (order by r.distance, r.fact_id))'
-        ' from (' || v_nearest || ') as r order by r.distance, r.fact_id'
-        using recall_facts.query_embedding, v_model, v_tenant, recall_facts.user_id, recall_facts.k, recall_facts.rrf_k;
-        return;
-    end if;
-
-    -- The text branch's ranked ids first, into a variable: on a Citus cluster a
+    -- Each branch's ranked ids first, into variables: on a Citus cluster a
     -- statement that both reads a distributed table and calls a function that
     -- reads one is sent whole to a worker, where the nested query fails.
-    select array_agg(x.fact_id order by x.text_rank) into v_txt_ids
-    from agentmem_private.text_match_facts(
-        v_tenant, recall_facts.user_id, v_model, v_query,
-        case when recall_facts.query_embedding is null then recall_facts.k else v_pool end
-    ) as x;
     if recall_facts.query_embedding is not null then
-        execute
-        'select array_agg(r.fact_id order by r.distance, r.fact_id), array_agg(r.similarity order by r.distance, r.fact_id)'
-        ' from (' || v_nearest || ') as r'
+        select
+            array_agg(n.id order by n.distance, n.id),
+            array_agg((1 - n.distance)::real order by n.distance, n.id)
         into v_vec_ids, v_vec_similarities
-        using recall_facts.query_embedding, v_model, v_tenant, recall_facts.user_id, v_pool;
+        from agentmem_private.vector_search(
+            table_name => 'facts', tenant_id => v_tenant, model => v_model, dimension => v_dim,
+            query_embedding => recall_facts.query_embedding,
+            k => case when v_query is null then recall_facts.k else v_pool end,
+            user_id => recall_facts.user_id
+        ) as n;
+    end if;
+    if v_query is not null then
+        select array_agg(x.fact_id order by x.text_rank) into v_txt_ids
+        from agentmem_private.text_match_facts(
+            v_tenant, recall_facts.user_id, v_model, v_query,
+            case when recall_facts.query_embedding is null then recall_facts.k else v_pool end
+        ) as x;
     end if;
 
-    -- The text branch alone, or both fused by reciprocal rank.
+    -- Fused by reciprocal rank: score = sum over the branches of 1 / (rrf_k + rank);
+    -- with one branch, its order.
     return query
     select
         f.fact_id, f.subject, f.fact, v_vec_similarities[u.vector_rank], f.source_message_ids, f.updated_at,
@@ -421,8 +359,10 @@ $$;
 
 comment on function agentmem.recall_facts(text, vector, int, text, text, int, int) is
 'The user''s facts best matching a query embedding, a query text or both, best first, with their sources.
-Searches the current tenant and one model''s facts only. query_embedding only: the most similar facts
-through the model''s HNSW index (iterative scans, so a small user among many still gets k rows).
+Searches the current tenant and one model''s facts only. query_embedding only: the most similar facts,
+by the vector search of search_messages (an exact scan up to agentmem.exact_search_max_rows facts of
+the user, above it the tenant''s own HNSW index when a DBA built one, else the model''s, with iterative
+scans, so a small user among many still gets k rows).
 query_text only (e.g. from psql): full-text search of subject and fact (GIN index, ts_rank, any of
 the text''s words, operators never syntax). Both (hybrid): each branch''s best candidate_pool facts
 (at least k) fused by reciprocal rank, score = 1 / (rrf_k + vector_rank) + 1 / (rrf_k + text_rank).

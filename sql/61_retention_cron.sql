@@ -19,7 +19,10 @@ comment on function agentmem_private.cron_job_name() is
 -- cron.schedule_in_database from here. We do not create dblink ourselves (it is
 -- not a trusted extension and opens outbound connections): when it is missing
 -- the error gives the exact statement to run in the cron database instead.
-create or replace function agentmem_private.cron_call(p_sql text, p_columns text)
+-- cron_call takes the job's call for its hints (p_call) since there are two jobs.
+drop function if exists agentmem_private.cron_call(text, text);
+
+create or replace function agentmem_private.cron_call(p_sql text, p_columns text, p_call text)
 returns setof record
 language plpgsql
 volatile
@@ -36,7 +39,7 @@ begin
         using
             errcode = 'AM050',
             detail = 'pg_cron is not in shared_preload_libraries, so nothing would run the job.',
-            hint = 'Call agentmem.apply_retention() from any scheduler (cron, a systemd timer, a Kubernetes '
+            hint = 'Call ' || p_call || ' from any scheduler (cron, a systemd timer, a Kubernetes '
             || 'CronJob, your application) every few minutes as a superuser or BYPASSRLS role: it is safe to run too often.';
     end if;
     if v_cron_db = current_database() then
@@ -44,7 +47,7 @@ begin
             raise exception 'pg_cron is loaded but its extension is not created in database %', v_cron_db
             using
                 errcode = 'AM050',
-                hint = 'Run "create extension pg_cron;" in this database, or call agentmem.apply_retention() from any scheduler.';
+                hint = 'Run "create extension pg_cron;" in this database, or call ' || p_call || ' from any scheduler.';
         end if;
         return query execute p_sql;
         return;
@@ -60,8 +63,8 @@ begin
             detail = 'Reaching pg_cron''s functions from another database needs dblink.',
             hint = pg_catalog.format(
                 'Either run "create extension dblink;" here and call again, or run this in database %I: %s; '
-                'or call agentmem.apply_retention() from any scheduler.',
-                v_cron_db, p_sql
+                'or call %s from any scheduler.',
+                v_cron_db, p_sql, p_call
             );
     end if;
     -- The address pg_cron itself uses (cron.host), this server's port, the
@@ -79,11 +82,12 @@ begin
 end
 $$;
 
-comment on function agentmem_private.cron_call(text, text) is
+comment on function agentmem_private.cron_call(text, text, text) is
 'Internal: run a query against pg_cron''s schema, here or (through dblink) in cron.database_name. '
-'p_columns is the column definition list of its result. Raises AM050 when pg_cron is out of reach.';
+'p_columns is the column definition list of its result; p_call the job''s call, which the hints of its '
+'errors say to run from any other scheduler. Raises AM050 when pg_cron is out of reach.';
 
-create or replace function agentmem.schedule_retention(schedule text default '*/15 * * * *')
+create or replace function agentmem_private.cron_schedule(p_jobname text, p_schedule text, p_call text)
 returns bigint
 language plpgsql
 volatile
@@ -94,35 +98,28 @@ declare
     v_sql text;
     v_jobid bigint;
 begin
-    if agentmem_private.is_blank(schedule_retention.schedule) or length(schedule_retention.schedule) > 200 then
+    if agentmem_private.is_blank(p_schedule) or length(p_schedule) > 200 then
         raise exception 'schedule must be a cron expression of at most 200 characters, e.g. */15 * * * *'
         using errcode = 'AM020';
     end if;
     if pg_catalog.current_setting('cron.database_name', true) = current_database() then
-        v_sql := pg_catalog.format(
-            'select cron.schedule(%L, %L, %L)',
-            agentmem_private.cron_job_name(), schedule_retention.schedule, 'select agentmem.apply_retention()'
-        );
+        v_sql := pg_catalog.format('select cron.schedule(%L, %L, %L)', p_jobname, p_schedule, 'select ' || p_call);
     else
         v_sql := pg_catalog.format(
             'select cron.schedule_in_database(%L, %L, %L, %L)',
-            agentmem_private.cron_job_name(), schedule_retention.schedule, 'select agentmem.apply_retention()',
-            current_database()
+            p_jobname, p_schedule, 'select ' || p_call, current_database()
         );
     end if;
-    select t.jobid into v_jobid from agentmem_private.cron_call(v_sql, 'jobid bigint') as t (jobid bigint);
+    select t.jobid into v_jobid from agentmem_private.cron_call(v_sql, 'jobid bigint', p_call) as t (jobid bigint);
     return v_jobid;
 end
 $$;
 
-comment on function agentmem.schedule_retention(text) is
-'Register (or re-register) this database''s retention job with pg_cron: "select agentmem.apply_retention()"
-on the given cron schedule, run as the calling role (a superuser or BYPASSRLS role). When pg_cron lives in
-another database (cron.database_name) it calls cron.schedule_in_database there through dblink, which must
-be installed here; otherwise AM050 with the exact statement to run in the cron database. Without pg_cron,
-AM050 whose hint says to call agentmem.apply_retention() from any scheduler. Returns pg_cron''s job id.';
+comment on function agentmem_private.cron_schedule(text, text, text) is
+'Internal: register (or re-register) the pg_cron job p_jobname of this database: "select p_call" on the
+cron schedule p_schedule (AM020 when blank or over 200 characters), as the calling role; pg_cron''s job id.';
 
-create or replace function agentmem.unschedule_retention()
+create or replace function agentmem_private.cron_unschedule(p_jobname text, p_call text)
 returns boolean
 language plpgsql
 volatile
@@ -136,12 +133,44 @@ begin
     from agentmem_private.cron_call(
         pg_catalog.format(
             'select count(cron.unschedule(j.jobid)) from cron.job as j where j.jobname = %L and j.database = %L',
-            agentmem_private.cron_job_name(), current_database()
+            p_jobname, current_database()
         ),
-        'n bigint'
+        'n bigint', p_call
     ) as t (n bigint);
     return v_removed > 0;
 end
+$$;
+
+comment on function agentmem_private.cron_unschedule(text, text) is
+'Internal: remove the pg_cron job p_jobname of this database; whether there was one (p_call: as cron_call).';
+
+create or replace function agentmem.schedule_retention(schedule text default '*/15 * * * *')
+returns bigint
+language sql
+volatile
+security invoker
+set search_path from current
+as $$
+    select agentmem_private.cron_schedule(
+        agentmem_private.cron_job_name(), schedule_retention.schedule, 'agentmem.apply_retention()'
+    )
+$$;
+
+comment on function agentmem.schedule_retention(text) is
+'Register (or re-register) this database''s retention job with pg_cron: "select agentmem.apply_retention()"
+on the given cron schedule, run as the calling role (a superuser or BYPASSRLS role). When pg_cron lives in
+another database (cron.database_name) it calls cron.schedule_in_database there through dblink, which must
+be installed here; otherwise AM050 with the exact statement to run in the cron database. Without pg_cron,
+AM050 whose hint says to call agentmem.apply_retention() from any scheduler. Returns pg_cron''s job id.';
+
+create or replace function agentmem.unschedule_retention()
+returns boolean
+language sql
+volatile
+security invoker
+set search_path from current
+as $$
+    select agentmem_private.cron_unschedule(agentmem_private.cron_job_name(), 'agentmem.apply_retention()')
 $$;
 
 comment on function agentmem.unschedule_retention() is
@@ -178,7 +207,8 @@ begin
             agentmem_private.cron_job_name(), current_database()
         ),
         'jobid bigint, schedule text, active boolean, status text, start_time timestamptz, '
-        'end_time timestamptz, return_message text'
+        'end_time timestamptz, return_message text',
+        'agentmem.apply_retention()'
     ) as t (
         jobid bigint, schedule text, active boolean, status text, start_time timestamptz,
         end_time timestamptz, return_message text

@@ -138,6 +138,21 @@ class Admin(SyncClient):
                    tenant_id, model)
 
     @literal
+    def apply_index_upkeep(self, max_builds: int = 1) -> Sql[JobRun]:
+        """One run of the index upkeep job: builds the own indexes of at most max_builds tenants that
+        crossed agentmem.tenant_index_min_rows, drops those searches no longer use; the run's record."""
+        return one(JobRun, "select * from agentmem.apply_index_upkeep(max_builds => %s)", max_builds)
+
+    @literal
+    def schedule_index_upkeep(self, schedule: str = "23 * * * *", max_builds: int = 1) -> Sql[int]:
+        return value(int, "select agentmem.schedule_index_upkeep(schedule => %s, max_builds => %s)",
+                     schedule, max_builds)
+
+    @literal
+    def unschedule_index_upkeep(self) -> Sql[bool]:
+        return value(bool, "select agentmem.unschedule_index_upkeep()")
+
+    @literal
     def drop_tenant_index(self, tenant_id: str, model: str | None = None,
                           table_name: str = "message_embeddings") -> Sql[bool]:
         return value(bool, "select agentmem.drop_tenant_index(tenant_id => %s, model => %s, table_name => %s)",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import uuid
 from dataclasses import dataclass
+from typing import Any
 from decimal import Decimal
 
 # -- conversation memory -----------------------------------------------------------------------
@@ -179,11 +180,15 @@ class RetentionPolicy:
 
 @dataclass(frozen=True)
 class JobRun:
+    """A run of a maintenance job (agentmem.job_runs): for 'retention', rows_removed counts the rows
+    removed per kind; for 'index_upkeep', it lists the indexes built and dropped, the tenants
+    measured and those left (see agentmem.apply_index_upkeep)."""
+
     tenant_id: str | None
     run_id: int | None
     job: str
     started_at: dt.datetime
     finished_at: dt.datetime
-    rows_removed: dict[str, int]
+    rows_removed: dict[str, Any]
     total_removed: int
     error: str | None

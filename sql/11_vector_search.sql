@@ -1,0 +1,574 @@
+-- Vector search: the one path by which messages (search_messages), facts
+-- (recall_facts) and the answer cache (cache_lookup) find the nearest rows of
+-- one tenant and model. agentmem_private.vector_search counts the candidate
+-- rows, picks an exact scan, the tenant's own HNSW index (and its exact index)
+-- or the model's shared HNSW index, sets hnsw.ef_search from the share of the
+-- index the candidates are, and writes every distance through
+-- agentmem_private.vector_distance. The rest of this file are the measured
+-- limits and index look-ups it uses. Figures behind the defaults: README, "Tuning".
+
+-- Functions of older installs that vector_search stands for: dropped, so that
+-- every search reads the one path.
+drop function if exists agentmem_private.nearest_messages(text, text, text, int, vector, int, uuid);
+drop function if exists agentmem_private.count_user_rows(text, text, text, uuid, int);
+drop function if exists agentmem_private.own_index_distance(text, int);
+drop function if exists agentmem_private.exact_index_distance(text, int);
+
+create or replace function agentmem_private.exact_search_max_rows(p_dim int)
+returns int
+language sql
+stable
+security invoker
+set search_path from current
+as $$
+    -- An exact scan costs about the same per row at 384 and 768 dimensions
+    -- (one heap page per row: 10,000 rows 76 to 80 ms at 384, 80 to 100 ms
+    -- at 768, side by side); 6,000 rows is where it costs what the tenant's
+    -- own HNSW index costs at recall@10 >= 0.95 on random 768-d vectors
+    -- (README, "Tuning"). p_dim stays for a rule per dimension.
+    select coalesce(
+        nullif(pg_catalog.current_setting('agentmem.exact_search_max_rows', true), '')::int,
+        6000
+    )
+$$;
+
+comment on function agentmem_private.exact_search_max_rows(int) is
+'Internal: how many candidate rows a vector search scans exactly before it turns to an HNSW index:
+the setting agentmem.exact_search_max_rows when set, else 6,000 at any dimension (an exact scan costs
+about the same per row at 384 and 768 dimensions), the measured point where an exact scan stops being
+cheaper than an index scan of the same recall (README, "Tuning").';
+
+create or replace function agentmem_private.count_max_rows(p_dim int)
+returns int
+language sql
+stable
+security invoker
+set search_path from current
+as $$
+    -- Past the exact-scan limit the count goes on, up to 8 times it, so that
+    -- hnsw_ef_search knows what share of the index the search filters.
+    select least(8::bigint * agentmem_private.exact_search_max_rows(p_dim), 2000000000)::int
+$$;
+
+comment on function agentmem_private.count_max_rows(int) is
+'Internal: how far a vector search counts its candidate rows (8 times agentmem.exact_search_max_rows):
+at or below the exact-scan limit the count decides the exact scan; above it, it is the share of the
+index the search filters, for agentmem_private.hnsw_ef_search.';
+
+create or replace function agentmem_private.index_share(p_index text, p_rows bigint)
+returns float8
+language sql
+stable
+security invoker
+set search_path from current
+as $$
+    select least(1.0, greatest(p_rows, 1)::float8 / nullif(greatest(c.reltuples, 0), 0))
+    from pg_catalog.pg_class as c
+    where c.oid = pg_catalog.to_regclass(pg_catalog.format('agentmem.%I', p_index))
+$$;
+
+comment on function agentmem_private.index_share(text, bigint) is
+'Internal: the share of an index''s rows (pg_class.reltuples, kept by VACUUM, ANALYZE and CREATE INDEX)
+a search filters for: p_rows (the candidate rows counted, at most count_max_rows) over them, at most 1;
+NULL when the index has no row count yet.';
+
+create or replace function agentmem_private.index_rows(p_index text)
+returns bigint
+language sql
+stable
+security invoker
+set search_path from current
+as $$
+    select greatest(c.reltuples, 0)::bigint
+    from pg_catalog.pg_class as c
+    where c.oid = pg_catalog.to_regclass(pg_catalog.format('agentmem.%I', p_index))
+$$;
+
+comment on function agentmem_private.index_rows(text) is
+'Internal: the rows of an index as of its last VACUUM, ANALYZE or CREATE INDEX (pg_class.reltuples;
+0 when never counted); NULL when there is no such index.';
+
+create or replace function agentmem_private.has_other_users(p_tenant text, p_user_id text)
+returns boolean
+language sql
+stable
+security invoker
+set search_path from current
+as $$
+    -- Two probes of the B-tree on (tenant_id, user_id, ...): the first user id
+    -- below and above this one. Any model counts (the cheap, safe side).
+    select
+        exists (
+            select from agentmem.message_embeddings as e
+            where e.tenant_id = p_tenant and e.user_id < p_user_id
+        )
+        or exists (
+            select from agentmem.message_embeddings as e
+            where e.tenant_id = p_tenant and e.user_id > p_user_id
+        )
+$$;
+
+comment on function agentmem_private.has_other_users(text, text) is
+'Internal: whether the tenant has message embeddings of any user other than p_user_id (of any model):
+two B-tree probes. A user alone in a tenant with its own index searches all of it (share 1), so its
+search need not count its rows past the exact-scan limit.';
+
+create or replace function agentmem_private.hnsw_ef_search(
+    p_share float8, p_rows bigint, p_k int, p_shared boolean, p_first boolean default false
+) returns int
+language sql
+stable
+security invoker
+set search_path from current
+as $$
+    -- Measured on random 768-d vectors (README, "Tuning"): a tenant's own
+    -- index (m 32, ef_construction 128) reaches recall@10 0.95 at ef 40 for
+    -- 6,000 rows and at ef 600 for 30,000, so the full ef grows with the rows
+    -- (rows / 40); a filtered slice of a share s keeps about s of what the
+    -- scan visits (/ s); the shared index (pgvector's m 16) needs twice its
+    -- ef (x 2). The first pass (p_first) uses the base alone, which suffices
+    -- wherever the neighbours are close (vector_search decides).
+    select case
+        when nullif(pg_catalog.current_setting('agentmem.ef_search', true), '') is not null
+            then pg_catalog.current_setting('agentmem.ef_search', true)::int
+        when p_share is null then 1000
+        else least(
+            1000,
+            pg_catalog.ceil(
+                case
+                    when p_first then greatest(100, 2 * (p_k + 20))
+                    else greatest(2 * (p_k + 20), p_rows / 40.0) * case when p_shared then 2 else 1 end
+                end
+                / greatest(p_share, 0.001)
+            )
+        )::int
+    end
+$$;
+
+comment on function agentmem_private.hnsw_ef_search(float8, bigint, int, boolean, boolean) is
+'Internal: the hnsw.ef_search of one index search, at most 1,000 (pgvector''s maximum): the setting
+agentmem.ef_search when set; 1,000 when the index has no row count (p_share NULL); else
+max(2 x (k + 20), rows / 40) / share, twice that through the model''s shared index, or for a first pass
+(p_first) max(100, 2 x (k + 20)) / share. p_rows: the candidate rows counted; p_share: their share of the
+index (agentmem_private.index_share). Measured: README, "Tuning".';
+
+create or replace function agentmem_private.escalate_distance()
+returns float8
+language sql
+stable
+security invoker
+set search_path from current
+as $$
+    select coalesce(
+        nullif(pg_catalog.current_setting('agentmem.ef_escalate_distance', true), '')::float8, 0.5
+    )
+$$;
+
+comment on function agentmem_private.escalate_distance() is
+'Internal: the cosine distance of the k-th neighbour of a first, cheap index pass above which the search
+runs again at the full ef_search: the setting agentmem.ef_escalate_distance, else 0.5 (similarity 0.5).
+Neighbours that far are no closer than unrelated rows, the case (random-like data) where a small ef
+misses true neighbours (README, "Tuning").';
+
+create or replace function agentmem_private.tenant_index_name(p_table text, p_tenant text, p_model text)
+returns text
+language sql
+immutable
+security invoker
+set search_path from current
+as $$
+    -- model names cannot contain '|', so tenant|model is unambiguous
+    select p_table || '_t' || left(md5(p_tenant || '|' || p_model), 16) || '_hnsw'
+$$;
+
+comment on function agentmem_private.tenant_index_name(text, text, text) is
+'Internal: the deterministic name of a tenant''s own HNSW index on one table for one model
+(table_t<16 hex digits of md5(tenant|model)>_hnsw): searches look it up in pg_class.';
+
+create or replace function agentmem_private.usable_index_expression(p_index text)
+returns text
+language sql
+stable
+security invoker
+set search_path from current
+as $$
+    select case when i.indisvalid and i.indisready then pg_catalog.pg_get_expr(i.indexprs, i.indrelid) end
+    from pg_catalog.pg_index as i
+    where i.indexrelid = pg_catalog.to_regclass(pg_catalog.format('agentmem.%I', p_index))
+$$;
+
+comment on function agentmem_private.usable_index_expression(text) is
+'Internal: the indexed expression of an index of the agentmem schema that searches may use (it exists,
+is valid and ready: an interrupted CREATE INDEX CONCURRENTLY leaves an invalid one); NULL otherwise.';
+
+create or replace function agentmem_private.has_tenant_index(p_table text, p_tenant text, p_model text)
+returns boolean
+language sql
+stable
+security invoker
+set search_path from current
+as $$
+    -- Its expression, l2_normalize(embedding::vector(d))::vector(d), is not the model's
+    -- shared index's (embedding::vector(d)): a search written with it can use
+    -- no other index. (An index of this name built by an earlier version, on
+    -- embedding::vector(d), does not count: create_tenant_index rebuilds it.)
+    select coalesce(agentmem_private.usable_index_expression(
+        agentmem_private.tenant_index_name(p_table, p_tenant, p_model)
+    ) like '%l2_normalize(%', false)
+$$;
+
+comment on function agentmem_private.has_tenant_index(text, text, text) is
+'Internal: whether the tenant''s own HNSW index of this table and model exists, is valid (an interrupted
+CREATE INDEX CONCURRENTLY leaves an invalid one, which searches ignore) and is on
+l2_normalize(embedding::vector(d))::vector(d) (agentmem_private.vector_distance, path ''own index'').';
+
+create or replace function agentmem_private.exact_index_name(p_table text, p_tenant text, p_model text)
+returns text
+language sql
+immutable
+security invoker
+set search_path from current
+as $$
+    select pg_catalog.left(agentmem_private.tenant_index_name(p_table, p_tenant, p_model), -5) || '_exact'
+$$;
+
+comment on function agentmem_private.exact_index_name(text, text, text) is
+'Internal: the deterministic name of a tenant''s exact index on one table for one model: its HNSW
+index''s (agentmem_private.tenant_index_name) ending in _exact instead of _hnsw.';
+
+create or replace function agentmem_private.has_exact_index(p_table text, p_tenant text, p_model text)
+returns boolean
+language sql
+stable
+security invoker
+set search_path from current
+as $$
+    select agentmem_private.usable_index_expression(
+        agentmem_private.exact_index_name(p_table, p_tenant, p_model)
+    ) is not null
+$$;
+
+comment on function agentmem_private.has_exact_index(text, text, text) is
+'Internal: whether the tenant''s exact index of this table and model exists and is valid.';
+
+create or replace function agentmem_private.exact_index_max_rows(p_dim int)
+returns bigint
+language sql
+stable
+security invoker
+set search_path from current
+as $$
+    -- A read of the whole exact index costs about rows x dimension; for
+    -- 30,000 rows of 768 dimensions it was 0.64 to 0.75 times a full HNSW
+    -- pass (ef_search 750) measured beside it, in two runs (README, "Tuning"). The default
+    -- keeps it about there: 31,250 rows at 768 dimensions, 62,500 at 384.
+    select coalesce(
+        nullif(pg_catalog.current_setting('agentmem.exact_index_max_rows', true), '')::bigint,
+        24000000 / greatest(p_dim, 1)
+    )
+$$;
+
+comment on function agentmem_private.exact_index_max_rows(int) is
+'Internal: the most rows a tenant''s exact index may hold to be built by agentmem.create_tenant_index and
+read by a search: the setting agentmem.exact_index_max_rows, else 24,000,000 / dimension (31,250 rows at
+768 dimensions, 62,500 at 384): about the size at which reading all of it was measured cheaper than a full
+HNSW pass (README, "Tuning").';
+
+create or replace function agentmem_private.exact_index_first_pass(p_table text, p_tenant text, p_model text)
+returns text
+language sql
+stable
+security invoker
+set search_path from current
+as $$
+    select pg_catalog.substring(pg_catalog.obj_description(pg_catalog.to_regclass(pg_catalog.format(
+        'agentmem.%I', agentmem_private.exact_index_name(p_table, p_tenant, p_model)
+    )), 'pg_class'), '^agentmem first pass: (exact|hnsw)\M')
+$$;
+
+comment on function agentmem_private.exact_index_first_pass(text, text, text) is
+'Internal: the first pass recorded on the tenant''s exact index, ''exact'' (searches read that index
+first, without an HNSW pass) or ''hnsw'': its comment, written by agentmem.measure_tenant_index (or by a
+DBA in the same form), begins ''agentmem first pass: exact'' or ''agentmem first pass: hnsw''. NULL when
+it records none (never measured) or there is no such index.';
+
+create or replace function agentmem_private.vector_distance(path text, dimension int)
+returns text
+language sql
+immutable
+security invoker
+set search_path from current
+as $$
+    -- Each index answers only an ORDER BY of its own expression: the shared
+    -- index's is embedding::vector(d), a tenant's own HNSW index's
+    -- l2_normalize(embedding::vector(d))::vector(d) (not the shared one's, so
+    -- the planner cannot take the shared index for it: with the same
+    -- expression it did whenever its cost came out lower, e.g. at ef_search 300
+    -- for a 6,000-row tenant of 20,000 rows, at recall 0.73 instead of 0.99),
+    -- its exact index's the same in half precision. The exact scan's (no cast)
+    -- matches no index.
+    select case vector_distance.path
+        when 'exact scan' then 'e.embedding <=> $1'
+        when 'shared index' then pg_catalog.format('e.embedding::vector(%1$s) <=> $1::vector(%1$s)', vector_distance.dimension)
+        when 'own index'
+            then pg_catalog.format(
+                'l2_normalize(e.embedding::vector(%1$s))::vector(%1$s) <=> $1::vector(%1$s)', vector_distance.dimension
+            )
+        when 'exact index'
+            then pg_catalog.format(
+                'l2_normalize(e.embedding::vector(%1$s))::halfvec(%1$s) <=> $1::halfvec(%1$s)', vector_distance.dimension
+            )
+    end
+$$;
+
+comment on function agentmem_private.vector_distance(text, int) is
+'Internal: the cosine distance of a row (alias e) to the query embedding ($1), as SQL text, in the form
+the search path reads: ''exact scan'' (e.embedding <=> $1, no index), ''shared index'' (the model''s HNSW
+index, on embedding::vector(d)), ''own index'' (a tenant''s HNSW index, on
+l2_normalize(embedding::vector(d))::vector(d), which l2_normalize does not change the cosine distance of)
+or ''exact index'' (a tenant''s exact index, the same in half precision: an ORDER BY only, its rows
+re-ranked by the exact scan''s distance). NULL for any other path. The one place a search''s distance is
+written: tests/test_vector_search.py fails on any other function that writes one.';
+
+create or replace function agentmem_private.vector_search(
+    table_name text,
+    tenant_id text,
+    model text,
+    dimension int,
+    query_embedding vector,
+    k int,
+    user_id text default null,
+    conversation_id uuid default null,
+    acl_hash text default null,
+    prompt_version text default null,
+    llm_model text default null,
+    corpus_version bigint default null,
+    question_max_bytes int default null
+) returns table (id uuid, distance float8)
+language plpgsql
+stable
+security invoker
+set search_path from current
+set "hnsw.iterative_scan" = 'relaxed_order'
+set "hnsw.ef_search" = 1000
+set enable_sort = off
+set work_mem = '64MB'
+as $$
+declare
+    v_exact_max int := agentmem_private.exact_search_max_rows(vector_search.dimension);
+    v_own boolean;
+    v_own_index text;
+    v_id text := case vector_search.table_name
+        when 'message_embeddings' then 'message_id'
+        when 'facts' then 'fact_id'
+        when 'cache_entries' then 'entry_id'
+    end;
+    v_where text;
+    v_narrowing text;
+    v_row_check text;
+    v_alone boolean;
+    v_rows int;
+    v_share float8;
+    v_ef int;
+    v_ef_full int;
+    v_exact_index boolean;
+    v_path text;
+    v_ids uuid[];
+    v_distances float8[];
+begin
+    if v_id is null then
+        raise exception 'vector_search: % is not a table with embeddings', vector_search.table_name
+        using errcode = 'AM020', hint = 'message_embeddings, facts or cache_entries.';
+    end if;
+    -- The candidate rows, written once (v_where) and read by every statement
+    -- below: the count, the exact scan, the passes through an HNSW index and
+    -- the read of an exact index. Values go in as literals (format %L): the
+    -- planner sees them as it sees the query embedding, which every statement
+    -- takes as $1 through EXECUTE ... USING (a plan for these values, never a
+    -- generic one), and a literal tenant lets it prove a tenant index's
+    -- predicate. A new filter (a time window, say) is one more argument and
+    -- one more line of v_narrowing: counted with the rest (so that a narrow
+    -- one is scanned exactly), applied on every path, and it stops the lone
+    -- user's shortcut (which assumes all of the user's rows). A condition the
+    -- count's B-tree cannot check cheaply goes to v_row_check instead: checked
+    -- on every row read, not counted. The price of one dynamic path: each
+    -- statement is parsed and planned on every call (about 0.1 to 0.3 ms;
+    -- bench/results/search_path.md), where static statements would reuse a
+    -- generic plan.
+    v_where := pg_catalog.format('e.tenant_id = %L and e.model = %L', vector_search.tenant_id, vector_search.model)
+        -- facts and cached answers stored without a vector wait for a worker (embedding => NULL)
+        || case when vector_search.table_name <> 'message_embeddings' then ' and e.embedding is not null' else '' end
+        || case when vector_search.user_id is not null
+            then pg_catalog.format(' and e.user_id = %L', vector_search.user_id) else ''
+        end
+        || case when vector_search.acl_hash is not null
+            then pg_catalog.format(
+                ' and e.acl_hash = %L and e.prompt_version = %L and e.llm_model = %L and e.corpus_version = %s',
+                vector_search.acl_hash, vector_search.prompt_version, vector_search.llm_model,
+                vector_search.corpus_version
+            )
+            else ''
+        end;
+    v_narrowing := case when vector_search.conversation_id is not null
+        then pg_catalog.format(' and e.conversation_id = %L', vector_search.conversation_id) else ''
+    end;
+    v_where := v_where || v_narrowing;
+    v_row_check := case when vector_search.table_name = 'cache_entries' then ' and e.expires_at > now()' else '' end
+        || case when vector_search.question_max_bytes is not null
+            then pg_catalog.format(' and octet_length(e.question) <= %s', vector_search.question_max_bytes) else ''
+        end;
+
+    -- How many candidates. A user alone in a tenant with its own index (two
+    -- B-tree probes find no other user) has the index's rows
+    -- (pg_class.reltuples, kept by VACUUM, ANALYZE and CREATE INDEX) and
+    -- searches all of it, share 1: no count (a third of such a user's search
+    -- in the server: 0.75 of 2.4 ms for 30,000 rows, 100k clustered 384-d).
+    -- Anyone else is counted, once, through the table's B-tree (tenant, user,
+    -- ... or the cache's scope) up to count_max_rows (8 times the exact-scan
+    -- limit): whether to scan exactly, and past the limit the share of the
+    -- index the search filters, for hnsw.ef_search. A lone user whose index
+    -- counts no more rows than the limit is counted too, to the limit only (an
+    -- index not yet analysed since its tenant grew must not send a big user
+    -- to the exact scan).
+    -- Whether the tenant has its own index is looked up once: here when the
+    -- shortcut may apply, else only once the count says an index is needed.
+    v_alone := vector_search.table_name = 'message_embeddings' and vector_search.user_id is not null
+        and v_narrowing = '' and v_row_check = '';
+    if v_alone then
+        v_own := agentmem_private.has_tenant_index(vector_search.table_name, vector_search.tenant_id, vector_search.model);
+        v_alone := v_own and not agentmem_private.has_other_users(vector_search.tenant_id, vector_search.user_id);
+    end if;
+    if v_alone then
+        v_own_index := agentmem_private.tenant_index_name(
+            vector_search.table_name, vector_search.tenant_id, vector_search.model
+        );
+        v_rows := agentmem_private.index_rows(v_own_index);
+    end if;
+    if not v_alone or v_rows <= v_exact_max then
+        execute pg_catalog.format(
+            'select count(*) from (select from agentmem.%I as e where %s limit %s) as s',
+            vector_search.table_name, v_where,
+            case
+                when v_alone then v_exact_max
+                else greatest(v_exact_max, agentmem_private.count_max_rows(vector_search.dimension))
+            end + 1
+        )
+        into v_rows;
+    end if;
+
+    if v_rows > v_exact_max then
+        -- An HNSW index: the tenant's own, else the model's shared one, in the
+        -- distance expression of that index (vector_distance); sorts are off
+        -- (the function's SET clause) so that the planner keeps to the index.
+        -- The iterative scan (relaxed order) goes on until enough rows pass
+        -- the filter; it asks for k + 20 rows and keeps the k nearest: relaxed
+        -- order hands rows back roughly, not exactly, nearest first.
+        -- hnsw.ef_search (hnsw_ef_search; the SET clause restores it on
+        -- return): a first pass with a small one, again with the full one
+        -- (grown with the candidates and their share of the index) when the
+        -- k-th neighbour is no closer than unrelated rows (escalate_distance),
+        -- where a small ef misses true neighbours.
+        -- A tenant with an exact index (create_tenant_index builds one for
+        -- message_embeddings of up to exact_index_max_rows) is read through it
+        -- instead of that second pass: every row of the tenant in one
+        -- sequential read, sorted by distance (IVFFlat with one list; its sort
+        -- is what work_mem is raised for), the k + 20 nearest candidates
+        -- re-ranked by their exact distance. A tenant whose first passes
+        -- mostly come back far, as measure_tenant_index found on its rows,
+        -- reads the exact index straight away.
+        v_own := coalesce(v_own, agentmem_private.has_tenant_index(
+            vector_search.table_name, vector_search.tenant_id, vector_search.model
+        ));
+        if v_own and v_own_index is null then
+            v_own_index := agentmem_private.tenant_index_name(
+                vector_search.table_name, vector_search.tenant_id, vector_search.model
+            );
+        end if;
+        v_path := case when v_own then 'own index' else 'shared index' end;
+        v_share := case
+            when v_alone then 1  -- its rows are already the index's, or counted past them
+            else agentmem_private.index_share(
+                case
+                    when v_own then v_own_index
+                    else agentmem_private.model_index_name(vector_search.table_name, vector_search.model)
+                end,
+                v_rows
+            )
+        end;
+        v_ef := agentmem_private.hnsw_ef_search(
+            p_share => v_share, p_rows => v_rows, p_k => vector_search.k, p_shared => not v_own, p_first => true
+        );
+        v_ef_full := agentmem_private.hnsw_ef_search(
+            p_share => v_share, p_rows => v_rows, p_k => vector_search.k, p_shared => not v_own, p_first => false
+        );
+        v_exact_index := v_own
+            and agentmem_private.has_exact_index(vector_search.table_name, vector_search.tenant_id, vector_search.model)
+            and agentmem_private.index_rows(agentmem_private.exact_index_name(
+                vector_search.table_name, vector_search.tenant_id, vector_search.model
+            )) <= agentmem_private.exact_index_max_rows(vector_search.dimension);
+        if v_exact_index and coalesce(agentmem_private.exact_index_first_pass(
+            vector_search.table_name, vector_search.tenant_id, vector_search.model
+        ) = 'exact', false) then
+            v_path := 'exact index';
+        end if;
+        loop
+            perform pg_catalog.set_config('hnsw.ef_search', v_ef::text, true);
+            execute pg_catalog.format(
+                'select (array_agg(h.id order by h.distance))[1:$2], (array_agg(h.distance order by h.distance))[1:$2] '
+                'from (select e.%1$I as id, %2$s as distance from agentmem.%3$I as e '
+                '      where %4$s%5$s order by %6$s limit $2 + 20) as h',
+                v_id,
+                agentmem_private.vector_distance(
+                    path => case when v_path = 'exact index' then 'exact scan' else v_path end,
+                    dimension => vector_search.dimension
+                ),
+                vector_search.table_name, v_where, v_row_check,
+                agentmem_private.vector_distance(path => v_path, dimension => vector_search.dimension)
+            )
+            into v_ids, v_distances
+            using vector_search.query_embedding, vector_search.k;
+            exit when v_path = 'exact index';
+            exit when coalesce(cardinality(v_distances), 0) >= vector_search.k
+                and v_distances[vector_search.k] <= agentmem_private.escalate_distance();
+            if v_exact_index then
+                v_path := 'exact index';
+            else
+                exit when v_ef >= v_ef_full;
+                v_ef := v_ef_full;
+            end if;
+        end loop;
+    end if;
+    if v_rows <= v_exact_max or coalesce(cardinality(v_ids), 0) < vector_search.k then
+        -- Few candidates (or an index scan that gave up at hnsw.max_scan_tuples):
+        -- an exact scan, through the table's B-tree on the tenant.
+        execute pg_catalog.format(
+            'select array_agg(h.id order by h.distance), array_agg(h.distance order by h.distance) '
+            'from (select e.%1$I as id, %2$s as distance from agentmem.%3$I as e '
+            '      where %4$s%5$s order by %2$s limit $2) as h',
+            v_id, agentmem_private.vector_distance(path => 'exact scan', dimension => vector_search.dimension),
+            vector_search.table_name, v_where, v_row_check
+        )
+        into v_ids, v_distances
+        using vector_search.query_embedding, vector_search.k;
+    end if;
+    return query select u.id, u.distance from unnest(v_ids, v_distances) as u (id, distance);
+end
+$$;
+
+comment on function agentmem_private.vector_search(
+    text, text, text, int, vector, int, text, uuid, text, text, text, bigint, int
+) is
+'Internal: the k rows of one tenant and model nearest a query embedding in message_embeddings, facts or
+cache_entries (ids and cosine distances, nearest first): the one vector search of search_messages,
+recall_facts and cache_lookup. Candidates: tenant_id and model, and the caller''s scope: user_id;
+conversation_id; the cache''s key (acl_hash, prompt_version, llm_model, corpus_version) with entries
+unexpired and of at most question_max_bytes. At or below agentmem.exact_search_max_rows candidates an
+exact scan; above it the tenant''s own HNSW index when it has one (agentmem.create_tenant_index), else
+the model''s shared HNSW index, with iterative scans: a first pass at a small hnsw.ef_search, a second at
+the full one (agentmem_private.hnsw_ef_search: from the candidates and their share of the index) when
+the k-th neighbour is farther than agentmem_private.escalate_distance, or instead of that second pass a
+read of the tenant''s exact index when it has one of at most agentmem_private.exact_index_max_rows rows
+(that read alone, without the first pass, for a tenant agentmem.measure_tenant_index found far); an
+exact scan when the index stops short. Every statement is built from one predicate of the candidate
+rows (v_where in its body: a new filter goes there, once, and applies to every path) and the distance of
+agentmem_private.vector_distance, and runs through EXECUTE ... USING, planned with the query embedding.';
