@@ -21,6 +21,7 @@ DISTANCE = re.compile(r"<=>|<->|<#>|<\+>|<~>|<%>")  # pgvector's distance operat
 NOT_A_SEARCH = {
     "agentmem_private.vector_distance",  # the one place
     "agentmem.upsert_fact",  # a fact's stored embedding against its new one (near-duplicate merge)
+    "agentmem_private.apply_fact_vector",  # the same check, when the new version's vector arrives later
 }
 
 
