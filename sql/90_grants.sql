@@ -35,7 +35,7 @@ begin
         from pg_catalog.pg_class as c
         where
             c.relnamespace = 'agentmem'::regnamespace and c.relkind in ('r', 'p')
-            and c.relname not in ('job_runs', 'erasure_log')
+            and c.relname not in ('job_runs', 'erasure_log', 'access_log')
             and exists (
                 select from pg_catalog.pg_attribute as a
                 where a.attrelid = c.oid and a.attname = 'tenant_id' and not a.attisdropped
@@ -47,8 +47,9 @@ begin
     end loop;
 end
 $owner_tables$;
-revoke all on agentmem.schema_migrations, agentmem.job_runs, agentmem.erasure_log from agentmem_owner;
-grant select, insert on agentmem.erasure_log to agentmem_owner;
+revoke all on agentmem.schema_migrations, agentmem.job_runs, agentmem.erasure_log, agentmem.access_log
+from agentmem_owner;
+grant select, insert on agentmem.erasure_log, agentmem.access_log to agentmem_owner;
 revoke all on agentmem.models, agentmem.cache_intents, agentmem.text_search_settings from agentmem_owner;
 grant select on agentmem.models, agentmem.cache_intents, agentmem.text_search_settings to agentmem_owner;
 grant usage, select on all sequences in schema agentmem to agentmem_owner;
