@@ -75,6 +75,9 @@ agentmem.tenant_index_ddl(text, text, text, boolean, text),
 agentmem.create_tenant_index(text, text, text),
 agentmem.drop_tenant_index(text, text, text),
 agentmem.measure_tenant_index(text, text),
+-- A whole tenant's export and import (sql/55_export.sql).
+agentmem.export_tenant(text),
+agentmem.import_tenant(text, text[]),
 -- Distributing on Citus is the DBA's (sql/85_distribute.sql).
 agentmem.distribute(int),
 agentmem.is_distributed()
