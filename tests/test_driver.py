@@ -31,7 +31,8 @@ CONVENIENCES = {"remember", "recall", "recall_facts_about", "cached_answer", "st
 ADMIN = {"apply_retention", "schedule_retention", "unschedule_retention", "set_default_retention_policy",
          "clear_default_retention_policy", "register_model", "grant_app_role", "retention_health",
          "set_text_search_config", "tenant_index_ddl", "create_tenant_index", "drop_tenant_index",
-         "measure_tenant_index", "tenants_needing_index", "distribute", "is_distributed"}
+         "measure_tenant_index", "tenants_needing_index", "distribute", "is_distributed", "export_tenant",
+         "import_tenant"}
 VIEWS = {"retention_health", "tenants_needing_index"}  # read by Admin, not functions
 
 

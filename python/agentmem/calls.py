@@ -84,6 +84,10 @@ def value(kind: type[T], query: str, *params: Any) -> Sql[T]:
     return Sql(query, params, "scalar")
 
 
+def _lines(found: list[dict]) -> list[str]:
+    return [r["line"] for r in found]
+
+
 def nothing(query: str, *params: Any) -> Sql[None]:
     return Sql(query, params, "none")
 
@@ -388,6 +392,15 @@ class Calls:
         return one(AccessReceipt, "select * from agentmem.update_fact(fact_id => %s, fact => %s, embedding => %s, "
                    "source_message_ids => %s::uuid[])", fact_id, fact, as_vector(embedding),
                    [str(s) for s in source_message_ids])
+
+    @literal
+    def export_user(self, user_id: str, *, conn: Conn = None) -> Sql[list[str]]:
+        """The user's export, one JSON document per line (``"\n".join(lines) + "\n"`` is the file)."""
+        return rows(dict, "select line from agentmem.export_user(user_id => %s)", user_id).then(_lines)
+
+    @literal
+    def import_user(self, lines: Sequence[str], *, conn: Conn = None) -> Sql[AccessReceipt]:
+        return one(AccessReceipt, "select * from agentmem.import_user(lines => %s::text[])", list(lines))
 
     # -- forgetting and the tenant's retention policies ---------------------------------------
 
