@@ -45,7 +45,7 @@ create or replace function agentmem_private.installed_version()
 returns jsonb
 language sql
 stable
-security definer
+security invoker
 set search_path from current
 as $$
     select jsonb_build_object('agentmem_version', s.applied_by_version, 'schema_version', s.version)
@@ -55,8 +55,8 @@ as $$
 $$;
 
 comment on function agentmem_private.installed_version() is
-'Internal: the agentmem version that applied the last migration, and its number (security definer: '
-'owned by the installer, it reads the ledger the API''s owner has no privilege on).';
+'Internal: the agentmem version that applied the last migration, and its number, from the ledger '
+'(the API''s owner may read these two columns of it and nothing else).';
 
 create or replace function agentmem_private.export_skip(p_table regclass)
 returns text[]

@@ -50,6 +50,8 @@ $owner_tables$;
 revoke all on agentmem.schema_migrations, agentmem.job_runs, agentmem.erasure_log, agentmem.access_log
 from agentmem_owner;
 grant select, insert on agentmem.erasure_log, agentmem.access_log to agentmem_owner;
+-- An export's header names the installed version: two columns of the ledger, read-only.
+grant select (version, applied_by_version) on agentmem.schema_migrations to agentmem_owner;
 revoke all on agentmem.models, agentmem.cache_intents, agentmem.text_search_settings from agentmem_owner;
 grant select on agentmem.models, agentmem.cache_intents, agentmem.text_search_settings to agentmem_owner;
 grant usage, select on all sequences in schema agentmem to agentmem_owner;

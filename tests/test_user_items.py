@@ -236,3 +236,47 @@ def test_delete_message_waits_for_a_write_of_the_user_in_flight(app_url, connect
     t.join(30)
     assert done.is_set()
     assert [r[0] for r in admin.execute("select content from agentmem.messages")] == ["in flight"]
+
+
+# -- isolation probes on the new functions ---------------------------------------------------------
+
+NEW_CALLS = [
+    "select * from agentmem.list_conversations(user_id => 'u1')",
+    "select * from agentmem.list_facts(user_id => 'u1', include_superseded => true)",
+    "select agentmem.delete_message(message_id => gen_random_uuid())",
+    "select agentmem.delete_fact(fact_id => gen_random_uuid())",
+    "select * from agentmem.export_user(user_id => 'u1')",
+    "select agentmem.import_user(lines => array['{}'])",
+]
+
+
+def test_without_a_tenant_every_new_call_is_refused(connect, app_url, admin):
+    conn = connect(app_url)
+    for query in NEW_CALLS:
+        assert sqlstate_of(conn, query) == "AM001", query
+    assert count(admin, "access_log") == 0
+
+
+def test_hostile_cursors_and_ids_reach_nothing(app, connect, app_url, admin):
+    other = connect(app_url, tenant="globex")
+    populate(other, "u1", "blorpy")
+    populate(app, "u2", "quuxly")
+    theirs = other.execute("select cursor from agentmem.list_conversations(user_id => 'u1')").fetchall()
+    # another tenant's cursor only positions a listing of this tenant: it shows nothing of theirs
+    rows = app.execute("select title from agentmem.list_conversations(user_id => 'u1', after => %s)",
+                       (theirs[0][0],)).fetchall()
+    assert rows == []
+    for bad in ["' or 1=1 --", "1.2.3", "99999999999999999999.00000000-0000-0000-0000-000000000000",
+                "1." + "0" * 36, "-1.ffffffff-ffff-ffff-ffff-ffffffffffff.x", "\x00"[:0] + "1.2"]:
+        assert sqlstate_of(app, "select * from agentmem.list_conversations(user_id => 'u2', after => %s)",
+                           (bad,)) == "AM020", bad
+        assert sqlstate_of(app, "select * from agentmem.list_facts(user_id => 'u2', include_superseded => true, "
+                           "after => %s)", (bad,)) == "AM020", bad
+    for uid in ["", " ", "u" * 300, None]:
+        assert sqlstate_of(app, "select * from agentmem.list_facts(user_id => %s)", (uid,)) == "AM020"
+        assert sqlstate_of(app, "select * from agentmem.export_user(user_id => %s)", (uid,)) == "AM020"
+    before = snapshot(admin)
+    their_msgs = [r[0] for r in admin.execute("select message_id from agentmem.messages where tenant_id = 'globex'")]
+    for m in their_msgs:
+        assert sqlstate_of(app, "select agentmem.delete_message(message_id => %s)", (m,)) == "AM030"
+    assert snapshot(admin) == before
