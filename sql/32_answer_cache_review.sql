@@ -44,6 +44,8 @@ declare
     v_tenant text := agentmem.current_tenant();
     v_entry uuid;
     v_kind text;
+    v_wrong boolean;
+    v_now timestamptz := now();
 begin
     if correct is null then
         raise exception 'correct must be true or false' using errcode = 'AM020';
@@ -58,15 +60,15 @@ begin
     -- A served answer judged wrong is withdrawn at once; it is back in service
     -- only when no served hit of it is judged wrong any more (a verdict changed).
     if v_entry is not null and v_kind in ('exact', 'semantic') then
+        v_wrong := exists (
+            select from agentmem.cache_hits as h
+            where
+                h.tenant_id = v_tenant and h.entry_id = v_entry and h.kind in ('exact', 'semantic')
+                and not h.reviewed_correct
+        );
+        -- (the time as a value: Citus refuses now() inside CASE/COALESCE of a distributed update)
         update agentmem.cache_entries as e
-        set withdrawn_at = case
-            when exists (
-                select from agentmem.cache_hits as h
-                where
-                    h.tenant_id = v_tenant and h.entry_id = v_entry and h.kind in ('exact', 'semantic')
-                    and not h.reviewed_correct
-            ) then coalesce(e.withdrawn_at, now())
-        end
+        set withdrawn_at = case when v_wrong then coalesce(e.withdrawn_at, v_now) end
         where e.tenant_id = v_tenant and e.entry_id = v_entry;
     end if;
 end

@@ -93,6 +93,8 @@ declare
     v_skip_f text[] := agentmem_private.export_skip('agentmem.facts');
     v_skip_h text[] := agentmem_private.export_skip('agentmem.fact_history') || array['fact_id', 'user_id'];
     v_skip_e text[] := agentmem_private.export_skip('agentmem.cache_entries');
+    -- Read on the coordinator, apart from the queries Citus sends to a worker.
+    v_installed jsonb := agentmem_private.installed_version();
 begin
     return next (
         jsonb_build_object(
@@ -111,7 +113,7 @@ begin
                     select e.model from agentmem.cache_entries as e where e.tenant_id = p_tenant and e.user_id = p_user
                 )
             ), '[]')
-        ) || agentmem_private.installed_version()
+        ) || v_installed
     )::text;
 
     return query
