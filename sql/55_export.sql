@@ -591,6 +591,16 @@ begin
             )),
             'cache_entries', agentmem_private.import_insert('agentmem.cache_entries', p_tenant, v_entries)
         );
+        -- A conversation already here that the file's messages go past (an older
+        -- import of it) takes its next index from them.
+        update agentmem.conversations as c
+        set next_index = x.next_index
+        from (
+            select (d ->> 'conversation_id')::uuid as conversation_id, max((d ->> 'message_index')::int) + 1 as next_index
+            from jsonb_array_elements(v_msgs) as t (d)
+            group by 1
+        ) as x
+        where c.tenant_id = p_tenant and c.conversation_id = x.conversation_id and c.next_index < x.next_index;
         -- The reverse index of the cached answers' sources.
         insert into agentmem.cache_entry_sources as s (tenant_id, doc_id, entry_id)
         select distinct p_tenant, src, (d ->> 'entry_id')::uuid
@@ -718,7 +728,8 @@ comment on function agentmem.export_tenant(text) is
 'Export every user of one tenant (DBA only: security invoker, not granted to agentmem_app; run as a
 superuser or BYPASSRLS role, AM041 otherwise): a header of scope tenant, then one block per user
 exactly as export_user writes it (header .. end), in user_id order, then an end row (rows, users).
-Read user by user; the server keeps the result in a tuplestore, which goes to disk past work_mem, and
+Run it in a REPEATABLE READ transaction for a copy consistent across users (agentmem export --tenant
+does). Read user by user; the server keeps the result in a tuplestore, which goes to disk past work_mem, and
 a client reading it through a cursor (agentmem export --tenant) holds one batch at a time, so neither
 side holds the tenant in memory. Cached answers stored without a user_id are not exported (they
 belong to no one). Leaves a receipt in agentmem.access_log (kind export_tenant).';

@@ -56,6 +56,8 @@ class Progress:
 
 
 def _stream(conn: psycopg.Connection, query: str, params: tuple, tenant: str | None) -> Iterator[str]:
+    # One snapshot for the whole export (a tenant's users are read by several statements).
+    conn.isolation_level = psycopg.IsolationLevel.REPEATABLE_READ
     with conn.transaction():
         if tenant is not None:
             conn.execute(SET_TENANT, (tenant,))
