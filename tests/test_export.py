@@ -330,3 +330,23 @@ def test_the_file_is_not_read_as_sql_text_by_copy_text_format(app):
     assert copy_bytes(app).decode().split("\n")[1:-1] == body(export(app))
     with pytest.raises(psycopg.Error):
         app.execute("select agentmem.import_user(lines => array['{\"type\": \"header\"'])")
+
+
+def test_a_tenant_import_refused_in_its_last_user_writes_nothing(app, admin, server, tmp_path):
+    populate(app, "u1", "zorkmid")
+    populate(app, "u2", "quuxly")
+    lines = [r[0] for r in admin.execute("select line from agentmem.export_tenant(tenant_id => 'acme')")]
+    last_msg = max(i for i, line in enumerate(lines) if '"type": "message"' in line)
+    doc = json.loads(lines[last_msg])
+    doc["embeddings"][0]["embedding"] = "[1,2,3]"
+    bad = [*lines[:last_msg], json.dumps(doc), *lines[last_msg + 1:]]
+    (tmp_path / "bad.jsonl").write_text("\n".join(bad) + "\n")
+    before = snapshot(admin)
+    assert main(["import", str(tmp_path / "bad.jsonl"), "--database-url", server.db_url(admin.info.dbname),
+                 "--tenant", "moved"]) == 1
+    assert snapshot(admin) == before
+    # truncated in the middle of a user block: refused too
+    (tmp_path / "cut.jsonl").write_text("\n".join(lines[:last_msg]) + "\n")
+    assert main(["import", str(tmp_path / "cut.jsonl"), "--database-url", server.db_url(admin.info.dbname),
+                 "--tenant", "moved"]) == 1
+    assert snapshot(admin) == before
