@@ -466,20 +466,21 @@ begin
         );
     end if;
     -- Messages in the file's conversations, retrieval records of the file's messages.
-    select d ->> 'message_id' into v_id from jsonb_array_elements(v_msgs) as t (d)
-    where not exists (
-        select from jsonb_array_elements(v_convs) as c (cd) where cd ->> 'conversation_id' = d ->> 'conversation_id'
-    )
+    -- (anti-joins: each array is expanded once)
+    select m.id into v_id
+    from (select d ->> 'message_id' as id, d ->> 'conversation_id' as conv from jsonb_array_elements(v_msgs) as t (d)) as m
+    left join (select d ->> 'conversation_id' as conv from jsonb_array_elements(v_convs) as t (d)) as c on c.conv = m.conv
+    where c.conv is null
     limit 1;
     if found then
         perform agentmem_private.import_refuse(
             'AM020', pg_catalog.format('message %s belongs to no conversation of the export', v_id), null, null
         );
     end if;
-    select d ->> 'message_id' into v_id from jsonb_array_elements(v_rets) as t (d)
-    where not exists (
-        select from jsonb_array_elements(v_msgs) as m (md) where md ->> 'message_id' = d ->> 'message_id'
-    )
+    select r.id into v_id
+    from (select d ->> 'message_id' as id from jsonb_array_elements(v_rets) as t (d)) as r
+    left join (select d ->> 'message_id' as id from jsonb_array_elements(v_msgs) as t (d)) as m on m.id = r.id
+    where m.id is null
     limit 1;
     if found then
         perform agentmem_private.import_refuse(
