@@ -350,3 +350,16 @@ def test_a_tenant_import_refused_in_its_last_user_writes_nothing(app, admin, ser
     assert main(["import", str(tmp_path / "cut.jsonl"), "--database-url", server.db_url(admin.info.dbname),
                  "--tenant", "moved"]) == 1
     assert snapshot(admin) == before
+
+
+def test_the_cli_shows_progress_on_stderr_when_asked(app, app_url, tmp_path, capsys):
+    populate(app, "u1", "zorkmid")
+    assert main(["export", "--database-url", app_url, "--tenant", "acme", "--user", "u1", "-o",
+                 str(tmp_path / "u1.jsonl"), "--progress"]) == 0
+    assert "agentmem: exported 14 rows" in capsys.readouterr().err
+    app.execute("select agentmem.forget_user(user_id => 'u1')")
+    assert main(["import", str(tmp_path / "u1.jsonl"), "--database-url", app_url, "--tenant", "acme",
+                 "--progress"]) == 0
+    captured = capsys.readouterr()
+    assert "agentmem: imported 14 rows" in captured.err and "messages 6" in captured.out
+    assert main(["import", str(tmp_path / "u1.jsonl"), "--database-url", app_url]) == 1   # no --tenant
