@@ -413,7 +413,9 @@ begin
         then pg_catalog.format(' and e.conversation_id = %L', vector_search.conversation_id) else ''
     end;
     v_where := v_where || v_narrowing;
-    v_row_check := case when vector_search.table_name = 'cache_entries' then ' and e.expires_at > now()' else '' end
+    -- a cached answer serves while unexpired and not withdrawn by a review (review_hit)
+    v_row_check := case when vector_search.table_name = 'cache_entries'
+            then ' and e.expires_at > now() and e.withdrawn_at is null' else '' end
         || case when vector_search.question_max_bytes is not null
             then pg_catalog.format(' and octet_length(e.question) <= %s', vector_search.question_max_bytes) else ''
         end;

@@ -211,7 +211,8 @@ begin
     on conflict on constraint cache_entries_key_uq do update
         set question = excluded.question, intent = excluded.intent, answer = excluded.answer,
         embedding = excluded.embedding, source_ids = excluded.source_ids, user_id = excluded.user_id,
-        conversation_id = excluded.conversation_id, created_at = excluded.created_at, expires_at = excluded.expires_at
+        conversation_id = excluded.conversation_id, created_at = excluded.created_at, expires_at = excluded.expires_at,
+        withdrawn_at = null
     returning e.entry_id into v_entry;
     delete from agentmem.cache_entry_sources as s
     where s.tenant_id = v_tenant and s.entry_id = v_entry and s.doc_id <> all(cache_store.source_ids);
@@ -244,7 +245,7 @@ comment on function agentmem.cache_store(
 'Cache an answer to a question; returns whether it was stored, the entry id, or the reason it was not.
 Keyed on the current tenant, acl_hash, the tenant''s corpus version, prompt_version, llm_model (the
 generating model) and the normalised question: storing the same question again in the same key
-replaces the answer (one entry, safe under concurrent stores). TTL: ttl, else the intent''s.
+replaces the answer (one entry, safe under concurrent stores) and puts a withdrawn entry back in service. TTL: ttl, else the intent''s.
 Refuses (stored => false, a reason, nothing written) an answer that looks personalised: dates,
 currency amounts or capitalised names that the question does not contain; safe_to_share => true
 overrides. source_ids are the documents the answer was written from (see invalidate_source);
@@ -318,6 +319,7 @@ begin
         and e.acl_hash = cache_lookup.acl_hash and e.corpus_version = v_version
         and e.prompt_version = cache_lookup.prompt_version and e.llm_model = cache_lookup.llm_model
         and e.expires_at > now() and e.question_norm = v_norm
+        and e.withdrawn_at is null
     order by e.created_at desc
     limit 1;
     if found then
@@ -426,9 +428,9 @@ $$;
 comment on function agentmem.cache_lookup(text, vector, text, text, text, text, text, text) is
 'Look a question up in the answer cache: one row, hit or miss.
 1. Exact: the normalised question (normalize_question) in the full key: current tenant, acl_hash,
-   the tenant''s corpus version, prompt_version, llm_model; not expired.
+   the tenant''s corpus version, prompt_version, llm_model; not expired, not withdrawn (review_hit).
 2. Semantic, only when exact misses and the intent is not high-stakes: the nearest cached questions in
-   the same key (an exact scan up to agentmem.exact_search_max_rows entries in the key, above it the
+   the same key, not withdrawn (an exact scan up to agentmem.exact_search_max_rows entries in the key, above it the
    tenant''s own HNSW index when a DBA built one, else the model''s); the nearest one with cosine similarity at or above the threshold
    (the larger of the asking and the cached intent''s) that passes the guard with the asked question
    (question_guard_agrees: the same question_guard_features, negation scope compared on shared words)

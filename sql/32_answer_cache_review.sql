@@ -44,22 +44,46 @@ set search_path from current
 as $$
 declare
     v_hit_id uuid := agentmem_private.uuid_arg('hit_id', review_hit.hit_id);
+    v_tenant text := agentmem.current_tenant();
+    v_entry uuid;
+    v_kind text;
+    v_wrong boolean;
+    v_now timestamptz := now();
 begin
     if correct is null then
         raise exception 'correct must be true or false' using errcode = 'AM020';
     end if;
     update agentmem.cache_hits as h
     set reviewed_correct = review_hit.correct, reviewed_at = now()
-    where h.tenant_id = agentmem.current_tenant() and h.hit_id = v_hit_id;
+    where h.tenant_id = v_tenant and h.hit_id = v_hit_id
+    returning h.entry_id, h.kind into v_entry, v_kind;
     if not found then
         raise exception 'no cache hit %', v_hit_id using errcode = 'AM030';
+    end if;
+    -- A served answer judged wrong is withdrawn at once; it is back in service
+    -- only when no served hit of it is judged wrong any more (a verdict changed).
+    if v_entry is not null and v_kind in ('exact', 'semantic') then
+        v_wrong := exists (
+            select from agentmem.cache_hits as h
+            where
+                h.tenant_id = v_tenant and h.entry_id = v_entry and h.kind in ('exact', 'semantic')
+                and not h.reviewed_correct
+        );
+        -- (the time as a value: Citus refuses now() inside CASE/COALESCE of a distributed update)
+        update agentmem.cache_entries as e
+        set withdrawn_at = case when v_wrong then coalesce(e.withdrawn_at, v_now) end
+        where e.tenant_id = v_tenant and e.entry_id = v_entry;
     end if;
 end
 $$;
 
 comment on function agentmem.review_hit(anycompatible, boolean) is
 'Record a reviewer''s verdict on a logged hit: was the cached answer right for the question asked?
-AM030 for an unknown hit (or another tenant''s).
+A verdict of wrong (correct => false) on a served hit (exact or semantic) withdraws its entry at once:
+exact and semantic lookups never serve it again (they miss, or serve another entry), and it is kept,
+with its verdicts, for cache_report (column withdrawn) until it expires or is swept. Changing every
+wrong verdict of that entry to right puts it back in service. A verdict on a miss withdraws nothing.
+AM020 for correct => NULL; AM030 for an unknown hit (or another tenant''s).
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
 create or replace function agentmem.cache_report(
@@ -69,7 +93,7 @@ create or replace function agentmem.cache_report(
     since timestamptz default '-infinity'
 ) returns table (
     threshold real, queries bigint, hits bigint, reviewed bigint, reviewed_wrong bigint,
-    hits_per_1000 numeric, wrong_per_1000 numeric, net_value_per_1000 numeric
+    hits_per_1000 numeric, wrong_per_1000 numeric, net_value_per_1000 numeric, withdrawn bigint
 )
 language plpgsql
 stable
@@ -137,7 +161,13 @@ begin
     select
         r.threshold, r.queries, r.hits, r.reviewed, r.reviewed_wrong,
         round(r.hpk, 2), round(r.wpk, 2),
-        round((r.hpk - r.wpk) * cache_report.cost_uncached - r.wpk * cache_report.cost_wrong, 2)
+        round((r.hpk - r.wpk) * cache_report.cost_uncached - r.wpk * cache_report.cost_wrong, 2),
+        (
+            select count(*) from agentmem.cache_entries as e
+            where
+                e.tenant_id = agentmem.current_tenant() and e.withdrawn_at is not null
+                and e.withdrawn_at >= cache_report.since
+        )
     from r
     order by r.threshold;
 end
@@ -152,6 +182,8 @@ wrong rate(t) = reviewed_wrong(t) / reviewed(t) from the reviewed sample at that
 hits_per_1000 = 1000 * hits / queries;  wrong_per_1000 = hits_per_1000 * wrong rate;
 net_value_per_1000 = (hits_per_1000 - wrong_per_1000) * cost_uncached - wrong_per_1000 * cost_wrong
 (a right hit saves one LLM call; a wrong hit costs cost_wrong). NULL where nothing was reviewed.
+withdrawn: entries taken out of service since "since" because a served answer was judged wrong (the
+same number on every row).
 AM020 for a cost that is NULL, NaN, infinite, negative or over 1e15, for since => NULL, and for
 thresholds that are empty, not one-dimensional from index 1, over 1,000, or hold NULL, NaN or a
 value outside -1..1.

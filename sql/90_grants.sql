@@ -35,7 +35,7 @@ begin
         from pg_catalog.pg_class as c
         where
             c.relnamespace = 'agentmem'::regnamespace and c.relkind in ('r', 'p')
-            and c.relname not in ('job_runs', 'erasure_log')
+            and c.relname not in ('job_runs', 'erasure_log', 'access_log')
             and exists (
                 select from pg_catalog.pg_attribute as a
                 where a.attrelid = c.oid and a.attname = 'tenant_id' and not a.attisdropped
@@ -47,8 +47,11 @@ begin
     end loop;
 end
 $owner_tables$;
-revoke all on agentmem.schema_migrations, agentmem.job_runs, agentmem.erasure_log from agentmem_owner;
-grant select, insert on agentmem.erasure_log to agentmem_owner;
+revoke all on agentmem.schema_migrations, agentmem.job_runs, agentmem.erasure_log, agentmem.access_log
+from agentmem_owner;
+grant select, insert on agentmem.erasure_log, agentmem.access_log to agentmem_owner;
+-- An export's header names the installed version: two columns of the ledger, read-only.
+grant select (version, applied_by_version) on agentmem.schema_migrations to agentmem_owner;
 revoke all on agentmem.models, agentmem.cache_intents, agentmem.text_search_settings
 from agentmem_owner, agentmem_queue;
 grant select on agentmem.models, agentmem.cache_intents, agentmem.text_search_settings to agentmem_owner;
@@ -94,6 +97,9 @@ agentmem.measure_tenant_index(text, text),
 agentmem.apply_index_upkeep(int),
 agentmem.schedule_index_upkeep(text, int),
 agentmem.unschedule_index_upkeep(),
+-- A whole tenant's export and import (sql/55_export.sql).
+agentmem.export_tenant(text),
+agentmem.import_tenant(text, text[]),
 -- Distributing on Citus is the DBA's (sql/85_distribute.sql).
 agentmem.distribute(int),
 agentmem.is_distributed(),

@@ -455,11 +455,11 @@ def test_every_lookup_is_logged_and_reviews_feed_the_report(app, admin):
         "select * from agentmem.cache_report(cost_uncached => 0.02, cost_wrong => 5)").fetchall()}
     assert len(report) == 15
     # at 0.95: 4 queries, 2 hits (exact + semantic), both reviewed right
-    q, hits, reviewed, wrong, hpk, wpk, net = report[0.95]
-    assert (q, hits, reviewed, wrong) == (4, 2, 2, 0)
+    q, hits, reviewed, wrong, hpk, wpk, net, withdrawn = report[0.95]
+    assert (q, hits, reviewed, wrong, withdrawn) == (4, 2, 2, 0, 0)  # a wrong near miss withdraws nothing
     assert float(hpk) == 500 and float(wpk) == 0 and float(net) == pytest.approx(500 * 0.02)
     # at 0.90 the near miss would have been served, and it was wrong
-    q, hits, reviewed, wrong, hpk, wpk, net = report[0.9]
+    q, hits, reviewed, wrong, hpk, wpk, net, withdrawn = report[0.9]
     assert (hits, reviewed, wrong) == (3, 3, 1)
     assert float(hpk) == 750 and float(wpk) == 250
     assert float(net) == pytest.approx((750 - 250) * 0.02 - 250 * 5)

@@ -117,7 +117,8 @@ def test_the_app_role_holds_execute_on_the_api_and_no_other_privilege(admin):
     assert private_exec == []
     for fn in ("register_model(text,integer,text,text)", "apply_retention(integer)", "grant_app_role(text)",
                "set_default_retention_policy(text,interval)", "clear_default_retention_policy(text)",
-               "schedule_retention(text)", "unschedule_retention()"):
+               "schedule_retention(text)", "unschedule_retention()", "export_tenant(text)",
+               "import_tenant(text,text[])"):
         assert admin.execute("select has_function_privilege('agentmem_app', %s, 'execute')",
                              (f"agentmem.{fn}",)).fetchone() == (False,), fn
     assert admin.execute("select has_function_privilege('agentmem_app', 'agentmem.store_message(anycompatible,text,text,"
@@ -134,6 +135,8 @@ def test_the_app_role_holds_execute_on_the_api_and_no_other_privilege(admin):
     "insert into agentmem.conversations (tenant_id, user_id) values ('acme', 'u')",
     "update agentmem.erasure_log set rows_removed = '{}'",
     "delete from agentmem.erasure_log",
+    "select * from agentmem.access_log",
+    "delete from agentmem.access_log",
     "update agentmem.corpus_versions set version = 0",
     "select * from agentmem.schema_migrations",
     "select * from agentmem.job_runs",

@@ -22,7 +22,7 @@ import psycopg
 from pgvector.psycopg import register_vector
 
 from ._adapt import check_params
-from .calls import Sql, SyncClient, literal, nothing, one, rows, value
+from .calls import Sql, SyncClient, _lines, literal, nothing, one, rows, value
 from .client import row_factory, shape
 from .errors import translate
 from .rows import JobRun, RetentionPolicy
@@ -91,6 +91,20 @@ class Admin(SyncClient):
     @literal
     def clear_default_retention_policy(self, kind: str) -> Sql[bool]:
         return value(bool, "select agentmem.clear_default_retention_policy(kind => %s)", kind)
+
+    # -- moving a tenant -----------------------------------------------------------------------
+
+    @literal
+    def export_tenant(self, tenant_id: str) -> Sql[list[str]]:
+        """A tenant's export, one JSON document per line, fetched whole (``agentmem export --tenant``
+        streams it through a cursor instead)."""
+        return rows(dict, "select line from agentmem.export_tenant(tenant_id => %s)", tenant_id).then(_lines)
+
+    @literal
+    def import_tenant(self, tenant_id: str, lines: list[str]) -> Sql[dict]:
+        """Import a tenant export, or whole user blocks of one, into tenant_id; rows inserted per table."""
+        return value(dict, "select agentmem.import_tenant(tenant_id => %s, lines => %s::text[])", tenant_id,
+                     list(lines))
 
     # -- models and roles ---------------------------------------------------------------------
 

@@ -37,8 +37,9 @@ import numpy as np
 from psycopg.types.json import Jsonb
 
 from ._adapt import as_vector, as_vectors
-from .rows import (CacheLookup, CacheStore, ContextItem, Fact, FactUpsert, FactVersion, Message, MessageHit,
-                   Receipt, ReportRow, RetentionPolicy, SampledHit, StoredMessage, TopicShift, WindowMessage)
+from .rows import (AccessReceipt, CacheLookup, CacheStore, ContextItem, ConversationSummary, Fact, FactUpsert,
+                   FactVersion, ListedFact, Message, MessageHit, Receipt, ReportRow, RetentionPolicy, SampledHit,
+                   StoredMessage, TopicShift, WindowMessage)
 
 if TYPE_CHECKING:
     import psycopg
@@ -81,6 +82,10 @@ def rows(row: type[T], query: str, *params: Any) -> Sql[list[T]]:
 def value(kind: type[T], query: str, *params: Any) -> Sql[T]:
     """The first column of the first row (`kind` is what it is, for the type checker)."""
     return Sql(query, params, "scalar")
+
+
+def _lines(found: list[dict]) -> list[str]:
+    return [r["line"] for r in found]
 
 
 def nothing(query: str, *params: Any) -> Sql[None]:
@@ -368,6 +373,44 @@ class Calls:
     @literal
     def fact_history(self, fact_id: uuid.UUID | str, *, conn: Conn = None) -> Sql[list[FactVersion]]:
         return rows(FactVersion, "select * from agentmem.fact_history(fact_id => %s)", fact_id)
+
+    # -- a user's memory item by item ---------------------------------------------------------
+
+    @literal
+    def list_conversations(self, user_id: str, after: str | None = None, page_size: int = 100, *,
+                           conn: Conn = None) -> Sql[list[ConversationSummary]]:
+        return rows(ConversationSummary, "select * from agentmem.list_conversations(user_id => %s, after => %s, "
+                    "page_size => %s)", user_id, after, page_size)
+
+    @literal
+    def list_facts(self, user_id: str, include_superseded: bool = False, after: str | None = None,
+                   page_size: int = 100, *, conn: Conn = None) -> Sql[list[ListedFact]]:
+        return rows(ListedFact, "select * from agentmem.list_facts(user_id => %s, include_superseded => %s, "
+                    "after => %s, page_size => %s)", user_id, include_superseded, after, page_size)
+
+    @literal
+    def delete_message(self, message_id: uuid.UUID | str, *, conn: Conn = None) -> Sql[AccessReceipt]:
+        return one(AccessReceipt, "select * from agentmem.delete_message(message_id => %s)", message_id)
+
+    @literal
+    def delete_fact(self, fact_id: uuid.UUID | str, *, conn: Conn = None) -> Sql[AccessReceipt]:
+        return one(AccessReceipt, "select * from agentmem.delete_fact(fact_id => %s)", fact_id)
+
+    @literal
+    def update_fact(self, fact_id: uuid.UUID | str, fact: str, embedding: Embedding,
+                    source_message_ids: Sequence[uuid.UUID | str] = (), *, conn: Conn = None) -> Sql[AccessReceipt]:
+        return one(AccessReceipt, "select * from agentmem.update_fact(fact_id => %s, fact => %s, embedding => %s, "
+                   "source_message_ids => %s::uuid[])", fact_id, fact, as_vector(embedding),
+                   [str(s) for s in source_message_ids])
+
+    @literal
+    def export_user(self, user_id: str, *, conn: Conn = None) -> Sql[list[str]]:
+        """The user's export, one JSON document per line (``"\n".join(lines) + "\n"`` is the file)."""
+        return rows(dict, "select line from agentmem.export_user(user_id => %s)", user_id).then(_lines)
+
+    @literal
+    def import_user(self, lines: Sequence[str], *, conn: Conn = None) -> Sql[AccessReceipt]:
+        return one(AccessReceipt, "select * from agentmem.import_user(lines => %s::text[])", list(lines))
 
     # -- forgetting and the tenant's retention policies ---------------------------------------
 

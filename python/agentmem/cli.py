@@ -1,4 +1,5 @@
-"""The ``agentmem`` command: migrate, status, distribute, psql-script, docs, dev-server, psql, embed, cache-report, demo."""
+"""The ``agentmem`` command: migrate, status, distribute, psql-script, docs, dev-server, psql, embed,
+cache-report, worker, export, import, demo."""
 
 from __future__ import annotations
 
@@ -88,6 +89,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ollama-host", help="the Ollama server (default: OLLAMA_HOST, else 127.0.0.1:11434)")
     p.add_argument("--poll", type=float, default=30.0,
                    help="idle: seconds between claims without a NOTIFY (retries whose backoff ended; default 30)")
+    p = sub.add_parser("export", help="write a user's (or, for a DBA, a whole tenant's) memory as JSON Lines")
+    p.add_argument("--database-url")
+    p.add_argument("--tenant", required=True)
+    p.add_argument("--user", help="the user to export; without it, every user of the tenant (a DBA: superuser "
+                   "or BYPASSRLS)")
+    p.add_argument("-o", "--output", type=Path, help="the file to write (default: standard output)")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="rows done on stderr (default: when stderr is a terminal)")
+    p = sub.add_parser("import", help="read an export back (all or nothing; importing twice changes nothing)")
+    p.add_argument("file", type=Path, help="the .jsonl file, or - for standard input")
+    p.add_argument("--database-url")
+    p.add_argument("--tenant", help="the tenant to import into (a tenant export: default its header's tenant)")
+    p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                   help="rows done on stderr (default: when stderr is a terminal)")
     p = sub.add_parser("demo", help="a short narrated tour through the real API")
     p.add_argument("--database-url")
     args = parser.parse_args(argv)
@@ -159,6 +174,22 @@ def main(argv: list[str] | None = None) -> int:
             return worker_main(_database_url(args), model=args.model, batch_size=args.batch, once=args.once,
                                lease_seconds=args.lease, embedder=args.embedder, host=args.ollama_host,
                                poll=args.poll)
+        elif args.command == "export":
+            from .transfer import export
+            if args.output:
+                with open(args.output, "w", encoding="utf-8", newline="\n") as out:
+                    export(_database_url(args), out, tenant=args.tenant, user_id=args.user, progress=args.progress)
+            else:
+                export(_database_url(args), sys.stdout, tenant=args.tenant, user_id=args.user,
+                       progress=args.progress)
+        elif args.command == "import":
+            from .transfer import import_file
+            if str(args.file) == "-":
+                counts = import_file(_database_url(args), sys.stdin, tenant=args.tenant, progress=args.progress)
+            else:
+                with open(args.file, encoding="utf-8", newline="\n") as source:
+                    counts = import_file(_database_url(args), source, tenant=args.tenant, progress=args.progress)
+            print("imported: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
         elif args.command == "demo":
             from .demo import run
             return run(args.database_url or os.environ.get("AGENTMEM_DATABASE_URL"))

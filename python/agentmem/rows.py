@@ -117,6 +117,7 @@ class ReportRow:
     hits_per_1000: Decimal | None
     wrong_per_1000: Decimal | None
     net_value_per_1000: Decimal | None
+    withdrawn: int = 0
 
 
 # -- facts, forgetting, retention --------------------------------------------------------------
@@ -157,6 +158,52 @@ class FactVersion:
     source_message_ids: list[uuid.UUID]
     valid_from: dt.datetime
     replaced_at: dt.datetime
+
+
+@dataclass(frozen=True)
+class ConversationSummary:
+    """A conversation as list_conversations returns it; cursor is the `after` of the next page."""
+
+    conversation_id: uuid.UUID
+    title: str | None
+    metadata: dict
+    message_count: int
+    first_message_at: dt.datetime | None
+    last_message_at: dt.datetime | None
+    summary: str | None
+    summary_through: int | None
+    created_at: dt.datetime
+    updated_at: dt.datetime
+    cursor: str
+
+
+@dataclass(frozen=True)
+class ListedFact:
+    """A fact (status current) or one of its earlier versions (replaced, corrected), as list_facts returns it."""
+
+    fact_id: uuid.UUID
+    subject: str
+    fact: str
+    model: str
+    source_message_ids: list[uuid.UUID]
+    status: str
+    valid_from: dt.datetime
+    valid_to: dt.datetime | None
+    created_at: dt.datetime
+    cursor: str
+
+
+@dataclass(frozen=True)
+class AccessReceipt:
+    """What an export, import, single-item deletion or correction did: kind, the database role, rows per
+    table, when. No content, no identifier of the user or item."""
+
+    tenant_id: str
+    access_id: uuid.UUID
+    kind: str
+    actor: str
+    rows_affected: dict[str, int]
+    logged_at: dt.datetime
 
 
 @dataclass(frozen=True)

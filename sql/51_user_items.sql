@@ -1,0 +1,478 @@
+-- A user's memory item by item: list a user's conversations and facts (keyset
+-- pages, newest first), delete one message or one fact, correct one fact. Every
+-- deletion and correction leaves a receipt in agentmem.access_log (kind, actor,
+-- rows per table, when; no content, no identifier).
+
+create or replace function agentmem_private.access_receipt(p_tenant text, p_kind text, p_rows jsonb)
+returns agentmem.access_log
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+declare
+    v_row agentmem.access_log;
+begin
+    insert into agentmem.access_log as a (tenant_id, kind, rows_affected)
+    values (p_tenant, p_kind, p_rows)
+    returning * into v_row;
+    return v_row;
+end
+$$;
+
+comment on function agentmem_private.access_receipt(text, text, jsonb) is
+'Internal: write and return an access-log receipt (export, import, single-item deletion or correction).';
+
+create or replace function agentmem_private.page_cursor(p_at timestamptz, p_id uuid, p_seq bigint default null)
+returns text
+language sql
+immutable
+parallel safe
+security invoker
+set search_path from current
+as $$
+    select
+        ((extract(epoch from p_at) * 1000000)::bigint)::text || '.' || p_id::text
+        || coalesce('.' || p_seq::text, '')
+$$;
+
+comment on function agentmem_private.page_cursor(timestamptz, uuid, bigint) is
+'Internal: the keyset cursor of a listed row: microseconds since the epoch, the id, and (facts with '
+'their history) the row''s place among its fact''s versions. Opaque to callers.';
+
+create or replace function agentmem_private.parse_cursor(p_cursor text, p_with_seq boolean)
+returns table (at timestamptz, id uuid, seq bigint)
+language plpgsql
+immutable
+security invoker
+set search_path from current
+as $$
+declare
+    v_parts text[];
+begin
+    if p_cursor is null then
+        return query select 'infinity'::timestamptz, 'ffffffff-ffff-ffff-ffff-ffffffffffff'::uuid,
+            9223372036854775807::bigint;
+        return;
+    end if;
+    v_parts := pg_catalog.regexp_match(
+        p_cursor,
+        case
+            when p_with_seq then '^(-?[0-9]{1,18})\.([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.([0-9]{1,19})$'
+            else '^(-?[0-9]{1,18})\.([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})()$'
+        end
+    );
+    if v_parts is null or (p_with_seq and v_parts[3]::numeric > 9223372036854775807) then
+        raise exception 'after is not a cursor this function returned: %', left(p_cursor, 100)
+        using
+            errcode = 'AM020',
+            hint = 'Pass the cursor column of the last row of the previous page, or leave after out for the first page.';
+    end if;
+    return query select
+        'epoch'::timestamptz + v_parts[1]::bigint * interval '1 microsecond',
+        v_parts[2]::uuid,
+        case when p_with_seq then v_parts[3]::bigint end;
+end
+$$;
+
+comment on function agentmem_private.parse_cursor(text, boolean) is
+'Internal: the parts of a keyset cursor (page_cursor); NULL means before the first row. AM020 for a malformed one.';
+
+create or replace function agentmem.list_conversations(
+    user_id text,
+    after text default null,
+    page_size int default 100
+) returns table (
+    conversation_id uuid,
+    title text,
+    metadata jsonb,
+    message_count bigint,
+    first_message_at timestamptz,
+    last_message_at timestamptz,
+    summary text,
+    summary_through int,
+    created_at timestamptz,
+    updated_at timestamptz,
+    cursor text
+)
+language plpgsql
+stable
+security definer
+set search_path from current
+as $$
+declare
+    v_tenant text := agentmem.current_tenant();
+    v_after record;
+begin
+    perform agentmem_private.check_user_id(list_conversations.user_id);
+    perform agentmem_private.check_range('page_size', list_conversations.page_size, 1, 1000);
+    select * into v_after from agentmem_private.parse_cursor(list_conversations.after, false);
+    return query
+    select
+        c.conversation_id, c.title, c.metadata, coalesce(s.n, 0), s.first_at, s.last_at, c.summary,
+        c.summary_through, c.created_at, c.updated_at,
+        agentmem_private.page_cursor(c.created_at, c.conversation_id)
+    from (
+        select cc.*
+        from agentmem.conversations as cc
+        where
+            cc.tenant_id = v_tenant and cc.user_id = list_conversations.user_id
+            and (cc.created_at, cc.conversation_id) < (v_after.at, v_after.id)
+        order by cc.created_at desc, cc.conversation_id desc
+        limit list_conversations.page_size
+    ) as c
+    left join lateral (
+        select count(*) as n, min(m.created_at) as first_at, max(m.created_at) as last_at
+        from agentmem.messages as m
+        where m.tenant_id = v_tenant and m.conversation_id = c.conversation_id
+    ) as s on true
+    order by c.created_at desc, c.conversation_id desc;
+end
+$$;
+
+comment on function agentmem.list_conversations(text, text, int) is
+'One page of a user''s conversations in the current tenant, newest first: id, title, metadata, how many
+messages, the first and last message''s time, the running summary (and the message_index it covers).
+Keyset pages: pass the cursor of the last row as after for the next page (NULL: the first page). Pages
+are stable under concurrent writes: a conversation started meanwhile is newer than the cursor and never
+shifts a later page, so no row is listed twice or skipped.
+page_size: 1 to 1,000 (AM020); AM020 for a blank user_id or one over 256 characters, or an after that
+is not a cursor. A user with no conversations gets no rows.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+
+create or replace function agentmem.list_facts(
+    user_id text,
+    include_superseded boolean default false,
+    after text default null,
+    page_size int default 100
+) returns table (
+    fact_id uuid,
+    subject text,
+    fact text,
+    model text,
+    source_message_ids uuid[],
+    status text,
+    valid_from timestamptz,
+    valid_to timestamptz,
+    created_at timestamptz,
+    cursor text
+)
+language plpgsql
+stable
+security definer
+set search_path from current
+as $$
+declare
+    v_tenant text := agentmem.current_tenant();
+    v_after record;
+    v_current constant bigint := 9223372036854775807;
+begin
+    perform agentmem_private.check_user_id(list_facts.user_id);
+    perform agentmem_private.check_range('page_size', list_facts.page_size, 1, 1000);
+    if list_facts.include_superseded is null then
+        raise exception 'include_superseded must be true or false' using errcode = 'AM020';
+    end if;
+    select * into v_after from agentmem_private.parse_cursor(list_facts.after, list_facts.include_superseded);
+    return query
+    with f as (
+        -- the cursor's own fact (its older versions may follow) and the next page_size facts
+        select ff.*
+        from agentmem.facts as ff
+        where
+            ff.tenant_id = v_tenant and ff.user_id = list_facts.user_id and list_facts.include_superseded
+            and ff.created_at = v_after.at and ff.fact_id = v_after.id
+        union all
+        (
+            select ff.*
+            from agentmem.facts as ff
+            where
+                ff.tenant_id = v_tenant and ff.user_id = list_facts.user_id
+                and (ff.created_at, ff.fact_id) < (v_after.at, v_after.id)
+            order by ff.created_at desc, ff.fact_id desc
+            limit list_facts.page_size
+        )
+    ),
+    versions as (
+        select
+            f.fact_id, f.subject, f.fact, f.model, f.source_message_ids, 'current'::text as status,
+            f.updated_at as valid_from, null::timestamptz as valid_to, f.created_at, v_current as seq
+        from f
+        union all
+        select
+            h.fact_id, h.subject, h.fact, f.model, h.source_message_ids, h.change,
+            h.valid_from, h.replaced_at, f.created_at, h.history_id
+        from f
+        join agentmem.fact_history as h on h.tenant_id = v_tenant and h.fact_id = f.fact_id
+        where list_facts.include_superseded
+    )
+    select
+        v.fact_id, v.subject, v.fact, v.model, v.source_message_ids, v.status, v.valid_from, v.valid_to,
+        v.created_at, agentmem_private.page_cursor(v.created_at, v.fact_id, case when list_facts.include_superseded then v.seq end)
+    from versions as v
+    where (v.created_at, v.fact_id, v.seq) < (v_after.at, v_after.id, coalesce(v_after.seq, v_current))
+    order by v.created_at desc, v.fact_id desc, v.seq desc
+    limit list_facts.page_size;
+end
+$$;
+
+comment on function agentmem.list_facts(text, boolean, text, int) is
+'One page of a user''s facts in the current tenant, newest first (by when the fact was first stored):
+the current fact of each slot (status current, valid_from its last change); with include_superseded
+also its earlier versions after it, newest first (status replaced: a contradicting fact took the slot;
+corrected: update_fact; valid_from and valid_to the time it held). Keyset pages: pass the cursor of
+the last row as after (NULL: the first page); stable under concurrent writes (a fact stored meanwhile
+is newer than the cursor). A cursor of a listing with include_superseded is valid only for one with it
+(and one without only for one without): AM020 otherwise.
+page_size: 1 to 1,000 (AM020); AM020 for a bad user_id, include_superseded NULL, or a malformed after.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+
+create or replace function agentmem.delete_message(message_id uuid)
+returns agentmem.access_log
+language plpgsql
+volatile
+security definer
+set search_path from current
+as $$
+declare
+    v_tenant text := agentmem.current_tenant();
+    v_msg agentmem.messages;
+    v_user text;
+    v_conv agentmem.conversations;
+    v_entries uuid[];
+    v_questions text[];
+    v_removed jsonb := '{}';
+    v_n bigint;
+begin
+    select m.user_id into v_user
+    from agentmem.messages as m
+    where m.tenant_id = v_tenant and m.message_id = delete_message.message_id;
+    if not found then
+        raise exception 'message % not found', coalesce(delete_message.message_id::text, 'NULL')
+        using
+            errcode = 'AM030', detail = 'It does not exist in the current tenant.',
+            hint = 'It may have been deleted already, or belong to another tenant.';
+    end if;
+    -- forget_user's discipline: the user's lock exclusive first (every write
+    -- of the user in flight is waited for; later ones wait for this one), then
+    -- the conversation's row, which store_messages and set_summary lock too.
+    perform agentmem_private.lock_user(v_tenant, v_user, true);
+    select m.* into v_msg
+    from agentmem.messages as m
+    where m.tenant_id = v_tenant and m.message_id = delete_message.message_id;
+    if not found then
+        raise exception 'message % not found', delete_message.message_id
+        using errcode = 'AM030', hint = 'It was deleted while this call waited for the user''s lock.';
+    end if;
+    select c.* into v_conv
+    from agentmem.conversations as c
+    where c.tenant_id = v_tenant and c.conversation_id = v_msg.conversation_id
+    for update;
+
+    -- Cached answers that cite the message as a source, or were written in its
+    -- conversation with its text as their question or answer.
+    select coalesce(array_agg(e.entry_id), '{}'), coalesce(array_agg(e.question), '{}') || coalesce(array_agg(e.answer), '{}')
+    into v_entries, v_questions
+    from agentmem.cache_entries as e
+    where
+        e.tenant_id = v_tenant
+        and (
+            e.entry_id in (
+                select s.entry_id from agentmem.cache_entry_sources as s
+                where s.tenant_id = v_tenant and s.doc_id = v_msg.message_id::text
+            )
+            or (e.conversation_id = v_msg.conversation_id and (e.question = v_msg.content or e.answer = v_msg.content))
+        );
+    -- The user's own lookups that asked the message's text go; other lookups
+    -- forget the matched question of a deleted entry.
+    delete from agentmem.cache_hits as h
+    where
+        h.tenant_id = v_tenant and h.user_id = v_user
+        and (h.question_asked = v_msg.content or h.entry_id = any(v_entries));
+    get diagnostics v_n = row_count;
+    v_removed := v_removed || jsonb_build_object('cache_hits', v_n);
+    update agentmem.cache_hits as h
+    set matched_question = null, entry_id = null
+    where
+        h.tenant_id = v_tenant
+        and (h.entry_id = any(v_entries) or h.matched_question = any(v_questions) or h.matched_question = v_msg.content);
+    get diagnostics v_n = row_count;
+    v_removed := v_removed || jsonb_build_object('cache_hits_unlinked', v_n);
+    v_removed := v_removed || jsonb_build_object(
+        'cache_entries', agentmem_private.delete_cache_entries(v_tenant, v_entries)
+    );
+
+    -- Facts whose only source it was go; others lose the link.
+    v_removed := v_removed || agentmem_private.prune_fact_sources(v_tenant, array[v_msg.message_id], true);
+    v_removed := v_removed || jsonb_build_object(
+        'embedding_cache', agentmem_private.forget_text_hashes(v_tenant, array[v_msg.content] || v_questions)
+    );
+    delete from agentmem.retrievals as r where r.tenant_id = v_tenant and r.message_id = v_msg.message_id;
+    get diagnostics v_n = row_count;
+    v_removed := v_removed || jsonb_build_object('retrievals', v_n);
+    delete from agentmem.message_embeddings as me where me.tenant_id = v_tenant and me.message_id = v_msg.message_id;
+    get diagnostics v_n = row_count;
+    v_removed := v_removed || jsonb_build_object('message_embeddings', v_n);
+    delete from agentmem.messages as m where m.tenant_id = v_tenant and m.message_id = v_msg.message_id;
+    v_removed := v_removed || jsonb_build_object('messages', 1);
+
+    -- A running summary that covers the message may repeat it: it goes, and
+    -- the next set_summary starts afresh. message_index is never reused.
+    if v_conv.summary_through is not null and v_msg.message_index <= v_conv.summary_through then
+        update agentmem.conversations as c
+        set summary = null, summary_through = null, updated_at = now()
+        where c.tenant_id = v_tenant and c.conversation_id = v_conv.conversation_id;
+        v_removed := v_removed || jsonb_build_object('summaries', 1);
+    else
+        update agentmem.conversations as c
+        set updated_at = now()
+        where c.tenant_id = v_tenant and c.conversation_id = v_conv.conversation_id;
+        v_removed := v_removed || jsonb_build_object('summaries', 0);
+    end if;
+    return agentmem_private.access_receipt(v_tenant, 'delete_message', v_removed);
+end
+$$;
+
+comment on function agentmem.delete_message(uuid) is
+'Delete one message of the current tenant and everything derived from it, in one transaction; returns
+the receipt (kept in agentmem.access_log: rows per table, the role, when; no content, no id).
+Goes with it: its embeddings, its retrieval record, cached answers citing it as a source (its id in
+source_ids) or written in its conversation with its text as question or answer (and the asker''s logged
+lookups of its text; other lookups forget the matched question), facts whose only source it was
+(other facts and fact history lose the link), embedding-cache rows of its text.
+message_index: the other messages keep theirs, so the conversation has a gap where it was; indexes are
+never reused (the next message gets the next one), and retrieval records, summaries and callers that
+hold indexes stay right. The running summary: when it covers the message (message_index <=
+summary_through) it is cleared (summary and summary_through NULL; summaries = 1 in the receipt), since
+it may repeat the message; the summariser writes a new one with set_summary.
+Concurrency: takes the user''s erasure lock exclusive, as forget_user does, then the conversation''s
+row: writes of the user in flight finish first, writes that start meanwhile run after it.
+AM030 for a message not in the current tenant.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+
+create or replace function agentmem_private.lock_fact(p_tenant text, p_fact_id uuid)
+returns agentmem.facts
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+declare
+    v_user text;
+    v_row agentmem.facts;
+begin
+    select f.user_id into v_user from agentmem.facts as f where f.tenant_id = p_tenant and f.fact_id = p_fact_id;
+    if found then
+        perform agentmem_private.lock_user(p_tenant, v_user, true);
+        select f.* into v_row from agentmem.facts as f where f.tenant_id = p_tenant and f.fact_id = p_fact_id for update;
+    end if;
+    if v_row.fact_id is null then
+        raise exception 'fact % not found', coalesce(p_fact_id::text, 'NULL')
+        using
+            errcode = 'AM030', detail = 'It does not exist in the current tenant.',
+            hint = 'It may have been deleted already, or belong to another tenant; list_facts lists a user''s facts.';
+    end if;
+    return v_row;
+end
+$$;
+
+comment on function agentmem_private.lock_fact(text, uuid) is
+'Internal: the fact, locked: its user''s erasure lock exclusive, then its row. AM030 when it is not in the tenant.';
+
+create or replace function agentmem.delete_fact(fact_id uuid)
+returns agentmem.access_log
+language plpgsql
+volatile
+security definer
+set search_path from current
+as $$
+declare
+    v_tenant text := agentmem.current_tenant();
+    v_fact agentmem.facts := agentmem_private.lock_fact(v_tenant, delete_fact.fact_id);
+    v_texts text[];
+    v_removed jsonb := '{}';
+    v_n bigint;
+begin
+    v_texts := array[v_fact.fact] || coalesce(array(
+        select h.fact from agentmem.fact_history as h where h.tenant_id = v_tenant and h.fact_id = v_fact.fact_id
+    ), '{}');
+    delete from agentmem.fact_history as h where h.tenant_id = v_tenant and h.fact_id = v_fact.fact_id;
+    get diagnostics v_n = row_count;
+    v_removed := v_removed || jsonb_build_object('fact_history', v_n);
+    delete from agentmem.facts as f where f.tenant_id = v_tenant and f.fact_id = v_fact.fact_id;
+    v_removed := v_removed || jsonb_build_object('facts', 1);
+    v_removed := v_removed || jsonb_build_object('embedding_cache', agentmem_private.forget_text_hashes(v_tenant, v_texts));
+    return agentmem_private.access_receipt(v_tenant, 'delete_fact', v_removed);
+end
+$$;
+
+comment on function agentmem.delete_fact(uuid) is
+'Delete one fact of the current tenant with its whole history (every earlier version) and the
+embedding-cache rows of their texts; returns the receipt (kept in agentmem.access_log; no content, no id).
+Takes the user''s erasure lock exclusive, as forget_user does. AM030 for a fact not in the current tenant.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+
+create or replace function agentmem.update_fact(
+    fact_id uuid,
+    fact text,
+    embedding vector,
+    source_message_ids uuid[] default '{}'
+) returns agentmem.access_log
+language plpgsql
+volatile
+security definer
+set search_path from current
+as $$
+declare
+    v_tenant text := agentmem.current_tenant();
+    v_old agentmem.facts;
+    v_sources uuid[];
+    v_removed jsonb := '{}';
+begin
+    if agentmem_private.is_blank(update_fact.fact) then
+        raise exception 'fact must be a non-empty text'
+        using errcode = 'AM020', hint = 'Pass the corrected statement, e.g. "The user is not vegetarian."';
+    end if;
+    if length(update_fact.fact) > 4000 then
+        raise exception 'fact is % characters long; the limit is 4000', length(update_fact.fact)
+        using errcode = 'AM021', hint = 'Split it into several standalone facts.';
+    end if;
+    perform agentmem_private.check_array('source_message_ids', update_fact.source_message_ids, 10000);
+    if update_fact.source_message_ids is null or array_position(update_fact.source_message_ids, null) is not null then
+        raise exception 'source_message_ids may not be NULL or contain NULL'
+        using errcode = 'AM020', hint = 'Pass the ids of the messages the correction comes from, or ''{}''.';
+    end if;
+    v_old := agentmem_private.lock_fact(v_tenant, update_fact.fact_id);
+    perform agentmem_private.check_embedding(v_old.model, update_fact.embedding);
+    v_sources := array(select distinct s from unnest(update_fact.source_message_ids) as s order by s);
+    insert into agentmem.fact_history as h (
+        tenant_id, fact_id, user_id, subject, fact, source_message_ids, valid_from, change
+    ) values (
+        v_tenant, v_old.fact_id, v_old.user_id, v_old.subject, v_old.fact, v_old.source_message_ids,
+        v_old.updated_at, 'corrected'
+    );
+    update agentmem.facts as f
+    set fact = update_fact.fact, embedding = update_fact.embedding, source_message_ids = v_sources, updated_at = now()
+    where f.tenant_id = v_tenant and f.fact_id = v_old.fact_id;
+    v_removed := jsonb_build_object(
+        'facts_updated', 1,
+        'fact_history', 1,
+        'embeddings_replaced', 1,
+        'embedding_cache', case
+            when v_old.fact = update_fact.fact then 0
+            else agentmem_private.forget_text_hashes(v_tenant, array[v_old.fact])
+        end
+    );
+    return agentmem_private.access_receipt(v_tenant, 'update_fact', v_removed);
+end
+$$;
+
+comment on function agentmem.update_fact(uuid, text, vector, uuid[]) is
+'Correct one fact of the current tenant by hand: the new text and its embedding (same model) replace the
+old ones; the old version goes to the fact''s history as a correction (list_facts with
+include_superseded shows it with status corrected). The old embedding is overwritten and the
+embedding-cache rows of the old text go. source_message_ids: the messages the correction comes from
+(default none: a correction by hand). Returns the receipt (kept in agentmem.access_log; no content).
+Takes the user''s erasure lock exclusive, as forget_user does. Errors: AM030 a fact not in the current
+tenant; AM020 a blank fact or bad source_message_ids; AM021 a fact over 4,000 characters; AM010 an
+embedding that is not one of the fact''s model.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';

@@ -1,0 +1,806 @@
+-- Export and import of a user's (or a tenant's) memory as JSON Lines: one JSON
+-- object per row, a header first and an end row last. The format (format_version 1):
+--   {"type": "header", "format": "agentmem-export", "format_version": 1, "scope": "user",
+--    "agentmem_version": ..., "schema_version": ..., "exported_at": ..., "tenant_id": ...,
+--    "user_id": ..., "models": [{"model": ..., "dimension": ...}, ...]}
+--   {"type": "conversation", <every column of agentmem.conversations>}
+--   {"type": "message", <every column of agentmem.messages>, "embeddings": [{"model", "embedding", "created_at"}]}
+--   {"type": "retrieval", <every column of agentmem.retrievals>}
+--   {"type": "fact", <every column of agentmem.facts>, "history": [<columns of agentmem.fact_history>]}
+--   {"type": "cache_entry", <every column of agentmem.cache_entries>}
+--   {"type": "end", "rows": <the number of rows between header and end>}
+-- Columns are written by name from the catalogue (less tenant_id, generated columns and
+-- identities), so a column a later release adds is written as one more key and read
+-- back by name; a key a file lacks takes the column's default. Vectors are pgvector's
+-- text ("[0.1,0.2,...]"), which reads back to the same float32 values; times are
+-- ISO 8601 in UTC whatever the session's TimeZone (the export functions pin it).
+-- A tenant export is a tenant header, then one user block (header .. end) per user, then an end row.
+
+create or replace function agentmem_private.export_format_version()
+returns int
+language sql
+immutable
+parallel safe
+security invoker
+set search_path from current
+as $$ select 1 $$;
+
+comment on function agentmem_private.export_format_version() is
+'Internal: the format_version export_user writes; import_user reads it and every older one, and refuses a newer one (AM040).';
+
+create or replace function agentmem_private.import_max_line_bytes()
+returns int
+language sql
+immutable
+parallel safe
+security invoker
+set search_path from current
+as $$ select 8 * 1024 * 1024 $$;
+
+comment on function agentmem_private.import_max_line_bytes() is
+'Internal: the largest row (line) import_user accepts, in bytes: 8 MiB (a message holds at most '
+'100,000 characters of content and of metadata; a 2,000-dimension vector is about 30 kB as text).';
+
+create or replace function agentmem_private.installed_version()
+returns jsonb
+language sql
+stable
+security invoker
+set search_path from current
+as $$
+    select jsonb_build_object('agentmem_version', s.applied_by_version, 'schema_version', s.version)
+    from agentmem.schema_migrations as s
+    order by s.version desc
+    limit 1
+$$;
+
+comment on function agentmem_private.installed_version() is
+'Internal: the agentmem version that applied the last migration, and its number, from the ledger '
+'(the API''s owner may read these two columns of it and nothing else).';
+
+create or replace function agentmem_private.export_skip(p_table regclass)
+returns text[]
+language sql
+stable
+security invoker
+set search_path from current
+as $$
+    select array['tenant_id'] || coalesce(array_agg(a.attname::text), '{}')
+    from pg_catalog.pg_attribute as a
+    where
+        a.attrelid = p_table and a.attnum > 0 and not a.attisdropped
+        and (a.attgenerated <> '' or a.attidentity = 'a')
+$$;
+
+comment on function agentmem_private.export_skip(regclass) is
+'Internal: the columns of a table an export leaves out: tenant_id, generated columns (derived) and '
+'identities generated always (internal numbers).';
+
+create or replace function agentmem_private.export_user_lines(p_tenant text, p_user text)
+returns setof text
+language plpgsql
+stable
+security invoker
+set search_path from current
+set timezone = 'UTC'
+as $$
+declare
+    v_rows bigint := 0;
+    v_n bigint;
+    v_skip_c text[] := agentmem_private.export_skip('agentmem.conversations');
+    v_skip_m text[] := agentmem_private.export_skip('agentmem.messages');
+    v_skip_r text[] := agentmem_private.export_skip('agentmem.retrievals');
+    v_skip_f text[] := agentmem_private.export_skip('agentmem.facts');
+    v_skip_h text[] := agentmem_private.export_skip('agentmem.fact_history') || array['fact_id', 'user_id'];
+    v_skip_e text[] := agentmem_private.export_skip('agentmem.cache_entries');
+    -- Read on the coordinator, apart from the queries Citus sends to a worker.
+    v_installed jsonb := agentmem_private.installed_version();
+begin
+    return next (
+        jsonb_build_object(
+            'type', 'header', 'format', 'agentmem-export',
+            'format_version', agentmem_private.export_format_version(),
+            'exported_at', now(), 'scope', 'user', 'tenant_id', p_tenant, 'user_id', p_user,
+            'models', coalesce((
+                select jsonb_agg(jsonb_build_object('model', mo.model, 'dimension', mo.dimension) order by mo.model)
+                from agentmem.models as mo
+                where mo.model in (
+                    select me.model from agentmem.message_embeddings as me
+                    where me.tenant_id = p_tenant and me.user_id = p_user
+                    union
+                    select f.model from agentmem.facts as f where f.tenant_id = p_tenant and f.user_id = p_user
+                    union
+                    select e.model from agentmem.cache_entries as e where e.tenant_id = p_tenant and e.user_id = p_user
+                )
+            ), '[]')
+        ) || v_installed
+    )::text;
+
+    return query
+    select (jsonb_build_object('type', 'conversation') || (to_jsonb(c) - v_skip_c))::text
+    from agentmem.conversations as c
+    where c.tenant_id = p_tenant and c.user_id = p_user
+    order by c.created_at, c.conversation_id;
+    get diagnostics v_n = row_count;
+    v_rows := v_rows + v_n;
+
+    return query
+    select (
+        jsonb_build_object('type', 'message') || (to_jsonb(m) - v_skip_m)
+        || jsonb_build_object('embeddings', coalesce((
+            select jsonb_agg(
+                jsonb_build_object('model', me.model, 'embedding', me.embedding, 'created_at', me.created_at)
+                order by me.model
+            )
+            from agentmem.message_embeddings as me
+            where me.tenant_id = p_tenant and me.message_id = m.message_id
+        ), '[]'))
+    )::text
+    from agentmem.messages as m
+    join agentmem.conversations as c on c.tenant_id = m.tenant_id and c.conversation_id = m.conversation_id
+    where m.tenant_id = p_tenant and m.user_id = p_user
+    order by c.created_at, c.conversation_id, m.message_index;
+    get diagnostics v_n = row_count;
+    v_rows := v_rows + v_n;
+
+    return query
+    select (jsonb_build_object('type', 'retrieval') || (to_jsonb(r) - v_skip_r))::text
+    from agentmem.retrievals as r
+    join agentmem.messages as m on m.tenant_id = r.tenant_id and m.message_id = r.message_id
+    join agentmem.conversations as c on c.tenant_id = m.tenant_id and c.conversation_id = m.conversation_id
+    where r.tenant_id = p_tenant and m.user_id = p_user
+    order by c.created_at, c.conversation_id, r.message_index;
+    get diagnostics v_n = row_count;
+    v_rows := v_rows + v_n;
+
+    return query
+    select (
+        jsonb_build_object('type', 'fact') || (to_jsonb(f) - v_skip_f)
+        || jsonb_build_object('history', coalesce((
+            select jsonb_agg(to_jsonb(h) - v_skip_h order by h.replaced_at, h.valid_from, h.history_id)
+            from agentmem.fact_history as h
+            where h.tenant_id = p_tenant and h.fact_id = f.fact_id
+        ), '[]'))
+    )::text
+    from agentmem.facts as f
+    where f.tenant_id = p_tenant and f.user_id = p_user
+    order by f.created_at, f.fact_id;
+    get diagnostics v_n = row_count;
+    v_rows := v_rows + v_n;
+
+    return query
+    select (jsonb_build_object('type', 'cache_entry') || (to_jsonb(e) - v_skip_e))::text
+    from agentmem.cache_entries as e
+    where e.tenant_id = p_tenant and e.user_id = p_user
+    order by e.created_at, e.entry_id;
+    get diagnostics v_n = row_count;
+    v_rows := v_rows + v_n;
+
+    return next jsonb_build_object('type', 'end', 'rows', v_rows)::text;
+end
+$$;
+
+comment on function agentmem_private.export_user_lines(text, text) is
+'Internal: the export of one user of a tenant, header to end row (see the header of sql/55_export.sql).';
+
+create or replace function agentmem.export_user(user_id text)
+returns table (line text)
+language plpgsql
+volatile
+security definer
+set search_path from current
+set timezone = 'UTC'
+as $$
+declare
+    v_tenant text := agentmem.current_tenant();
+    v_n bigint;
+begin
+    perform agentmem_private.check_user_id(export_user.user_id);
+    -- A consistent copy: no write of the user runs while it is read.
+    perform agentmem_private.lock_user(v_tenant, export_user.user_id, true);
+    return query select l from agentmem_private.export_user_lines(v_tenant, export_user.user_id) as l;
+    get diagnostics v_n = row_count;
+    perform agentmem_private.access_receipt(v_tenant, 'export_user', jsonb_build_object('rows', v_n - 2));
+end
+$$;
+
+comment on function agentmem.export_user(text) is
+'Export one user of the current tenant as JSON Lines: one JSON object per row, in a stable order: a
+header (format agentmem-export, format_version, agentmem_version, schema_version, exported_at,
+tenant_id, user_id, the models used), then conversations, messages (each with its embeddings and
+metadata), retrieval records, facts (each with its history), cached answers the user''s turns stored,
+and an end row with the number of rows between (so that a truncated file is refused on import).
+Keys are the tables'' column names; vectors are pgvector text. From psql, the file:
+  \copy (select line from agentmem.export_user(user_id => ''alice'')) to ''alice.jsonl'' with (format csv, quote e''\x01'', delimiter e''\x02'')
+(CSV with a quote and delimiter that JSON never holds writes each line as it is; the default text
+format would double every backslash). `agentmem export --user alice > alice.jsonl` writes the same bytes.
+Takes the user''s erasure lock exclusive while it reads (a consistent copy), and leaves a receipt in
+agentmem.access_log (kind export_user, rows; no content, no identifier). A user with no data gives a
+header and an end row. AM020 for a bad user_id.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+
+create or replace function agentmem_private.try_jsonb(p_text text)
+returns jsonb
+language plpgsql
+immutable
+security invoker
+set search_path from current
+as $$
+begin
+    return p_text::jsonb;
+exception when others then
+    return null;
+end
+$$;
+
+comment on function agentmem_private.try_jsonb(text) is
+'Internal: the text as jsonb, or NULL when it is not JSON.';
+
+create or replace function agentmem_private.import_refuse(p_code text, p_message text, p_detail text, p_hint text)
+returns void
+language plpgsql
+immutable
+security invoker
+set search_path from current
+as $$
+begin
+    raise exception '%', p_message
+    using errcode = p_code, detail = coalesce(p_detail, ''), hint = coalesce(p_hint, 'Nothing was imported.');
+end
+$$;
+
+comment on function agentmem_private.import_refuse(text, text, text, text) is
+'Internal: raise an import error (nothing is written: the import is one transaction).';
+
+create or replace function agentmem_private.import_insert(p_table regclass, p_tenant text, p_rows jsonb)
+returns bigint
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+declare
+    v_cols text;
+    v_vals text;
+    v_n bigint;
+begin
+    if p_rows is null or jsonb_array_length(p_rows) = 0 then
+        return 0;
+    end if;
+    -- Every column but tenant_id, generated ones and identities, by name; a
+    -- NOT NULL column a row lacks takes its default.
+    select
+        string_agg(pg_catalog.quote_ident(a.attname), ', ' order by a.attnum),
+        string_agg(
+            case
+                when a.attnotnull and d.adbin is not null
+                    then pg_catalog.format('coalesce(r.%I, %s)', a.attname, pg_catalog.pg_get_expr(d.adbin, d.adrelid))
+                else pg_catalog.format('r.%I', a.attname)
+            end,
+            ', ' order by a.attnum
+        )
+    into v_cols, v_vals
+    from pg_catalog.pg_attribute as a
+    left join pg_catalog.pg_attrdef as d on d.adrelid = a.attrelid and d.adnum = a.attnum
+    where
+        a.attrelid = p_table and a.attnum > 0 and not a.attisdropped
+        and a.attgenerated = '' and a.attidentity <> 'a' and a.attname <> 'tenant_id';
+    execute pg_catalog.format(
+        'with ins as (insert into %s (tenant_id, %s) select $1, %s from jsonb_populate_recordset(null::%s, $2) as r '
+        'on conflict do nothing returning 1) select count(*) from ins',
+        p_table, v_cols, v_vals, p_table
+    ) into v_n using p_tenant, p_rows;
+    return v_n;
+end
+$$;
+
+comment on function agentmem_private.import_insert(regclass, text, jsonb) is
+'Internal: insert the rows (a JSON array of objects keyed by column name) into the table for the tenant, '
+'skipping rows whose key is already there; returns how many were inserted.';
+
+create or replace function agentmem_private.import_user_lines(p_tenant text, p_lines text[])
+returns jsonb
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+declare
+    v_n int;
+    v_bad int;
+    v_header jsonb;
+    v_end jsonb;
+    v_user text;
+    v_version numeric;
+    v_docs jsonb;
+    v_convs jsonb;
+    v_msgs jsonb;
+    v_rets jsonb;
+    v_facts jsonb;
+    v_entries jsonb;
+    v_new_facts jsonb;
+    v_count jsonb := '{}';
+    v_id text;
+    v_model text;
+    v_vec text;
+begin
+    v_n := coalesce(cardinality(p_lines), 0);
+    if p_lines is not null and v_n > 0 and (array_ndims(p_lines) <> 1 or array_lower(p_lines, 1) <> 1) then
+        perform agentmem_private.import_refuse('AM020', 'lines must be a one-dimensional array from index 1', null, null);
+    end if;
+    select min(i) into v_bad from unnest(p_lines) with ordinality as t (l, i)
+    where octet_length(l) > agentmem_private.import_max_line_bytes();
+    if v_bad is not null then
+        perform agentmem_private.import_refuse(
+            'AM021', pg_catalog.format('line %s is over %s bytes', v_bad, agentmem_private.import_max_line_bytes()),
+            'No row agentmem exports is that large: a message holds at most 100,000 characters.',
+            'Nothing was imported. Check that the file is an agentmem export.'
+        );
+    end if;
+    -- Every line a JSON object.
+    select min(i) into v_bad from unnest(p_lines) with ordinality as t (l, i)
+    where l is null or jsonb_typeof(agentmem_private.try_jsonb(l)) is distinct from 'object';
+    if v_bad is not null then
+        perform agentmem_private.import_refuse(
+            'AM020', pg_catalog.format('line %s is not a JSON object', v_bad),
+            'Each line of an export is one JSON object (JSON Lines).', null
+        );
+    end if;
+    if v_n < 2 then
+        perform agentmem_private.import_refuse(
+            'AM020', 'the export is truncated: it has no end row',
+            pg_catalog.format('%s lines; an export has at least a header and an end row.', v_n), null
+        );
+    end if;
+    v_header := p_lines[1]::jsonb;
+    if v_header ->> 'type' is distinct from 'header' or v_header ->> 'format' is distinct from 'agentmem-export' then
+        perform agentmem_private.import_refuse(
+            'AM020', 'line 1 is not the header of an agentmem export',
+            'The first line must be {"type": "header", "format": "agentmem-export", ...}.', null
+        );
+    end if;
+    if jsonb_typeof(v_header -> 'format_version') is distinct from 'number'
+        or (v_header ->> 'format_version')::numeric <> trunc((v_header ->> 'format_version')::numeric)
+        or (v_header ->> 'format_version')::numeric < 1 then
+        perform agentmem_private.import_refuse('AM020', 'the header has no valid format_version', null, null);
+    end if;
+    v_version := (v_header ->> 'format_version')::numeric;
+    if v_version > agentmem_private.export_format_version() then
+        perform agentmem_private.import_refuse(
+            'AM040',
+            pg_catalog.format(
+                'the export is format version %s; this agentmem reads versions up to %s',
+                v_version, agentmem_private.export_format_version()
+            ),
+            pg_catalog.format('It was written by agentmem %s.', coalesce(v_header ->> 'agentmem_version', '(unknown)')),
+            'Upgrade agentmem here (agentmem migrate) to the writer''s version or later, then import again.'
+        );
+    end if;
+    if v_header ->> 'scope' is distinct from 'user' or jsonb_typeof(v_header -> 'user_id') is distinct from 'string' then
+        perform agentmem_private.import_refuse(
+            'AM020', 'the header is not that of one user''s export (scope user, a user_id)',
+            null, 'A tenant export is imported with agentmem.import_tenant (DBA), or agentmem import --tenant.'
+        );
+    end if;
+    v_user := v_header ->> 'user_id';
+    perform agentmem_private.check_user_id(v_user);
+    v_end := p_lines[v_n]::jsonb;
+    if v_end ->> 'type' is distinct from 'end' or jsonb_typeof(v_end -> 'rows') is distinct from 'number'
+        or (v_end ->> 'rows')::numeric <> v_n - 2 then
+        perform agentmem_private.import_refuse(
+            'AM020', 'the export is truncated: its last line is not the end row that counts the rows before it',
+            pg_catalog.format('%s lines read.', v_n), 'Export again, or copy the whole file.'
+        );
+    end if;
+
+    select coalesce(jsonb_agg(l::jsonb order by i), '[]') into v_docs
+    from unnest(p_lines[2:v_n - 1]) with ordinality as t (l, i);
+    -- Every row of a known type, of this user and of the header's tenant.
+    select min(i) into v_bad from jsonb_array_elements(v_docs) with ordinality as t (d, i)
+    where
+        d ->> 'type' is null
+        or d ->> 'type' not in ('conversation', 'message', 'retrieval', 'fact', 'cache_entry', 'header', 'end');
+    if v_bad is not null then
+        perform agentmem_private.import_refuse(
+            'AM020', pg_catalog.format('line %s has no known type', v_bad + 1),
+            'Types: header, conversation, message, retrieval, fact, cache_entry, end.', null
+        );
+    end if;
+    select min(i) into v_bad from jsonb_array_elements(v_docs) with ordinality as t (d, i)
+    where d ->> 'type' in ('header', 'end');
+    if v_bad is not null then
+        perform agentmem_private.import_refuse(
+            'AM020', pg_catalog.format('line %s is a second header or end row', v_bad + 1),
+            'import_user reads one user''s export; a tenant export goes to import_tenant.', null
+        );
+    end if;
+    select min(i) into v_bad from jsonb_array_elements(v_docs) with ordinality as t (d, i)
+    where
+        (d ? 'tenant_id' and d ->> 'tenant_id' is distinct from v_header ->> 'tenant_id')
+        or (d ? 'user_id' and d ->> 'user_id' is distinct from v_user)
+        or (d ->> 'type' in ('conversation', 'message', 'fact') and not d ? 'user_id');
+    if v_bad is not null then
+        perform agentmem_private.import_refuse(
+            'AM020', pg_catalog.format('line %s is a row of another user or tenant than the header''s', v_bad + 1),
+            'Every row of a user''s export belongs to the header''s user.', null
+        );
+    end if;
+
+    select
+        coalesce(jsonb_agg(d) filter (where d ->> 'type' = 'conversation'), '[]'),
+        coalesce(jsonb_agg(d) filter (where d ->> 'type' = 'message'), '[]'),
+        coalesce(jsonb_agg(d) filter (where d ->> 'type' = 'retrieval'), '[]'),
+        coalesce(jsonb_agg(d) filter (where d ->> 'type' = 'fact'), '[]'),
+        coalesce(jsonb_agg(d) filter (where d ->> 'type' = 'cache_entry'), '[]')
+    into v_convs, v_msgs, v_rets, v_facts, v_entries
+    from jsonb_array_elements(v_docs) as t (d);
+
+    -- Ids: present, well-formed, once each in the file.
+    select x.id into v_id from (
+        select d ->> 'conversation_id' as id, 1 as k from jsonb_array_elements(v_convs) as t (d)
+        union all select d ->> 'message_id', 2 from jsonb_array_elements(v_msgs) as t (d)
+        union all select d ->> 'message_id', 3 from jsonb_array_elements(v_rets) as t (d)
+        union all select d ->> 'fact_id', 4 from jsonb_array_elements(v_facts) as t (d)
+        union all select d ->> 'entry_id', 5 from jsonb_array_elements(v_entries) as t (d)
+    ) as x
+    where x.id is null or x.id !~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
+    limit 1;
+    if found then
+        perform agentmem_private.import_refuse(
+            'AM020', pg_catalog.format('a row has a missing or malformed id: %s', coalesce(left(v_id, 60), 'NULL')), null, null
+        );
+    end if;
+    select lower(x.id) into v_id from (
+        select d ->> 'conversation_id' as id, 1 as k from jsonb_array_elements(v_convs) as t (d)
+        union all select d ->> 'message_id', 2 from jsonb_array_elements(v_msgs) as t (d)
+        union all select d ->> 'message_id', 3 from jsonb_array_elements(v_rets) as t (d)
+        union all select d ->> 'fact_id', 4 from jsonb_array_elements(v_facts) as t (d)
+        union all select d ->> 'entry_id', 5 from jsonb_array_elements(v_entries) as t (d)
+    ) as x
+    group by x.k, lower(x.id) having count(*) > 1
+    limit 1;
+    if found then
+        perform agentmem_private.import_refuse(
+            'AM020', pg_catalog.format('the export holds row %s twice', v_id),
+            'Each conversation, message, retrieval record, fact and cached answer appears once.', null
+        );
+    end if;
+    -- Messages in the file's conversations, retrieval records of the file's messages.
+    -- (anti-joins: each array is expanded once)
+    select m.id into v_id
+    from (select d ->> 'message_id' as id, d ->> 'conversation_id' as conv from jsonb_array_elements(v_msgs) as t (d)) as m
+    left join (select d ->> 'conversation_id' as conv from jsonb_array_elements(v_convs) as t (d)) as c on c.conv = m.conv
+    where c.conv is null
+    limit 1;
+    if found then
+        perform agentmem_private.import_refuse(
+            'AM020', pg_catalog.format('message %s belongs to no conversation of the export', v_id), null, null
+        );
+    end if;
+    select r.id into v_id
+    from (select d ->> 'message_id' as id from jsonb_array_elements(v_rets) as t (d)) as r
+    left join (select d ->> 'message_id' as id from jsonb_array_elements(v_msgs) as t (d)) as m on m.id = r.id
+    where m.id is null
+    limit 1;
+    if found then
+        perform agentmem_private.import_refuse(
+            'AM020', pg_catalog.format('retrieval record of message %s, which the export does not hold', v_id), null, null
+        );
+    end if;
+
+    -- Ids taken by another user's rows in this tenant.
+    select x.id into v_id from (
+        select (d ->> 'conversation_id')::uuid as id from jsonb_array_elements(v_convs) as t (d)
+        where exists (
+            select from agentmem.conversations as c
+            where c.tenant_id = p_tenant and c.conversation_id = (d ->> 'conversation_id')::uuid and c.user_id <> v_user
+        )
+        union all
+        select (d ->> 'message_id')::uuid from jsonb_array_elements(v_msgs) as t (d)
+        where exists (
+            select from agentmem.messages as m
+            where m.tenant_id = p_tenant and m.message_id = (d ->> 'message_id')::uuid and m.user_id <> v_user
+        )
+        union all
+        select (d ->> 'fact_id')::uuid from jsonb_array_elements(v_facts) as t (d)
+        where exists (
+            select from agentmem.facts as f
+            where f.tenant_id = p_tenant and f.fact_id = (d ->> 'fact_id')::uuid and f.user_id <> v_user
+        )
+        union all
+        select (d ->> 'entry_id')::uuid from jsonb_array_elements(v_entries) as t (d)
+        where exists (
+            select from agentmem.cache_entries as e
+            where
+                e.tenant_id = p_tenant and e.entry_id = (d ->> 'entry_id')::uuid
+                and e.user_id is distinct from v_user
+        )
+    ) as x
+    limit 1;
+    if found then
+        perform agentmem_private.import_refuse(
+            'AM031', pg_catalog.format('id %s is taken in this tenant by a row of another user', v_id),
+            'Ids are kept on import; this one belongs to someone else here.',
+            'Nothing was imported. Import into another tenant, or erase the other row first.'
+        );
+    end if;
+
+    -- Models registered here, embeddings of their dimension.
+    select x.model into v_model from (
+        select e ->> 'model' as model from jsonb_array_elements(v_msgs) as t (d)
+        cross join lateral jsonb_array_elements(case when jsonb_typeof(d -> 'embeddings') = 'array' then d -> 'embeddings' else '[]' end) as e
+        union select d ->> 'model' from jsonb_array_elements(v_facts) as t (d)
+        union select d ->> 'model' from jsonb_array_elements(v_entries) as t (d)
+    ) as x
+    where x.model is null or not exists (select from agentmem.models as mo where mo.model = x.model)
+    limit 1;
+    if found then
+        perform agentmem_private.import_refuse(
+            'AM011', pg_catalog.format('the export uses the model %s, which is not registered here', coalesce(v_model, 'NULL')),
+            'Embeddings are kept on import, so their model must be registered with the same dimension.',
+            'Nothing was imported. A DBA registers it (agentmem.register_model), then import again.'
+        );
+    end if;
+    for v_model, v_vec in
+        select e ->> 'model', e ->> 'embedding' from jsonb_array_elements(v_msgs) as t (d)
+        cross join lateral jsonb_array_elements(d -> 'embeddings') as e
+        union all select d ->> 'model', d ->> 'embedding' from jsonb_array_elements(v_facts) as t (d)
+        union all select d ->> 'model', d ->> 'embedding' from jsonb_array_elements(v_entries) as t (d)
+    loop
+        begin
+            perform agentmem_private.check_embedding(v_model, v_vec::vector);
+        exception when sqlstate 'AM010' then
+            perform agentmem_private.import_refuse(
+                'AM010', 'the export holds an embedding that does not fit its model: ' || sqlerrm, null, null
+            );
+        when data_exception then
+            perform agentmem_private.import_refuse(
+                'AM010', 'the export holds an embedding that is not a vector: ' || sqlerrm, null, null
+            );
+        end;
+    end loop;
+
+    -- Facts new here (a fact already there keeps its history as it is).
+    select coalesce(jsonb_agg(d), '[]') into v_new_facts from jsonb_array_elements(v_facts) as t (d)
+    where not exists (
+        select from agentmem.facts as f where f.tenant_id = p_tenant and f.fact_id = (d ->> 'fact_id')::uuid
+    );
+    begin
+        v_count := v_count || jsonb_build_object(
+            'conversations', agentmem_private.import_insert('agentmem.conversations', p_tenant, v_convs),
+            'messages', agentmem_private.import_insert('agentmem.messages', p_tenant, v_msgs)
+        );
+        v_count := v_count || jsonb_build_object(
+            'message_embeddings', agentmem_private.import_insert('agentmem.message_embeddings', p_tenant, (
+                select coalesce(jsonb_agg(
+                    e || jsonb_build_object(
+                        'message_id', d -> 'message_id', 'user_id', d -> 'user_id',
+                        'conversation_id', d -> 'conversation_id'
+                    )
+                ), '[]')
+                from jsonb_array_elements(v_msgs) as t (d)
+                cross join lateral jsonb_array_elements(d -> 'embeddings') as e
+            )),
+            'retrievals', agentmem_private.import_insert('agentmem.retrievals', p_tenant, v_rets),
+            'facts', agentmem_private.import_insert('agentmem.facts', p_tenant, v_facts),
+            'fact_history', agentmem_private.import_insert('agentmem.fact_history', p_tenant, (
+                select coalesce(jsonb_agg(h || jsonb_build_object('fact_id', d -> 'fact_id', 'user_id', d -> 'user_id')), '[]')
+                from jsonb_array_elements(v_new_facts) as t (d)
+                cross join lateral jsonb_array_elements(
+                    case when jsonb_typeof(d -> 'history') = 'array' then d -> 'history' else '[]' end
+                ) as h
+            )),
+            'cache_entries', agentmem_private.import_insert('agentmem.cache_entries', p_tenant, v_entries)
+        );
+        -- A conversation already here that the file's messages go past (an older
+        -- import of it) takes its next index from them.
+        update agentmem.conversations as c
+        set next_index = x.next_index
+        from (
+            select (d ->> 'conversation_id')::uuid as conversation_id, max((d ->> 'message_index')::int) + 1 as next_index
+            from jsonb_array_elements(v_msgs) as t (d)
+            group by 1
+        ) as x
+        where c.tenant_id = p_tenant and c.conversation_id = x.conversation_id and c.next_index < x.next_index;
+        -- The reverse index of the cached answers' sources.
+        insert into agentmem.cache_entry_sources as s (tenant_id, doc_id, entry_id)
+        select distinct p_tenant, src, (d ->> 'entry_id')::uuid
+        from jsonb_array_elements(v_entries) as t (d)
+        cross join lateral jsonb_array_elements_text(coalesce(d -> 'source_ids', '[]')) as src
+        on conflict do nothing;
+    exception
+        when unique_violation or exclusion_violation then
+            perform agentmem_private.import_refuse(
+                'AM031', 'the export collides with rows already here: ' || sqlerrm,
+                'E.g. a fact for a subject the user already has a different fact for, or a message index taken.',
+                'Nothing was imported. Erase the user here first (forget_user) to import the export whole.'
+            );
+        when foreign_key_violation or not_null_violation or check_violation then
+            perform agentmem_private.import_refuse(
+                'AM020', 'a row of the export does not fit: ' || sqlerrm, null, null
+            );
+        when data_exception then
+            perform agentmem_private.import_refuse(
+                'AM020', 'a value of the export does not fit its column: ' || sqlerrm, null, null
+            );
+    end;
+    return v_count || jsonb_build_object('rows_read', v_n - 2);
+end
+$$;
+
+comment on function agentmem_private.import_user_lines(text, text[]) is
+'Internal: check one user''s export (header to end row) whole, then insert its rows into the tenant, '
+'skipping rows already there; returns the rows inserted per table.';
+
+create or replace function agentmem.import_user(lines text[])
+returns agentmem.access_log
+language plpgsql
+volatile
+security definer
+set search_path from current
+as $$
+declare
+    v_tenant text := agentmem.current_tenant();
+    v_user text := agentmem_private.try_jsonb(import_user.lines[1]) ->> 'user_id';
+    v_count jsonb;
+begin
+    -- The user's lock exclusive: an import runs alone among the user's writes,
+    -- so two imports of one file leave one copy.
+    if v_user is not null and not agentmem_private.is_blank(v_user) and length(v_user) <= 256 then
+        perform agentmem_private.lock_user(v_tenant, v_user, true);
+    end if;
+    v_count := agentmem_private.import_user_lines(v_tenant, import_user.lines);
+    return agentmem_private.access_receipt(v_tenant, 'import_user', v_count);
+end
+$$;
+
+comment on function agentmem.import_user(lines text[]) is
+'Import one user''s export (the lines export_user wrote, in order) into the current tenant of this
+database; returns the receipt (rows inserted per table and rows_read, kept in agentmem.access_log).
+All or nothing: the whole file is checked before anything is written, and any refusal writes nothing.
+Idempotent: rows already here (same id, same user) are skipped, so importing twice leaves one copy.
+Ids are kept. Embeddings are kept and must be of a model registered here with the same dimension.
+Reads format_version 1 and older; a key a file lacks takes the column''s default, a key this release
+does not know is ignored.
+Refusals: AM040 a newer format_version; AM020 a line that is not a JSON object, no header, no end row
+or one that miscounts (a truncated file), a second header, a row of unknown type, a row of another user
+or tenant than the header''s, a missing or malformed id, a row twice, a message outside the file''s
+conversations, a value that does not fit its column; AM021 a line over 8 MiB (8,388,608 bytes);
+AM011 a model not registered here; AM010 an embedding of the wrong dimension or not a vector;
+AM031 an id taken here by another user''s row, or a row colliding with one already here (a subject
+the user already has another fact for, a message index taken).
+Takes the user''s erasure lock exclusive.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+
+create or replace function agentmem.export_tenant(tenant_id text)
+returns table (line text)
+language plpgsql
+volatile
+security invoker
+set search_path from current
+set timezone = 'UTC'
+as $$
+declare
+    v_user text;
+    v_users bigint := 0;
+    v_rows bigint := 0;
+    v_n bigint;
+begin
+    perform agentmem_private.check_sees_every_tenant(
+        'agentmem.export_tenant', 'an export of a tenant reads every user of it',
+        'Run it as a superuser or a role with BYPASSRLS (agentmem export --tenant).'
+    );
+    if agentmem_private.is_blank(export_tenant.tenant_id) then
+        raise exception 'tenant_id must be a non-empty text' using errcode = 'AM020';
+    end if;
+    line := (
+        jsonb_build_object(
+            'type', 'header', 'format', 'agentmem-export', 'format_version', agentmem_private.export_format_version(),
+            'exported_at', now(), 'scope', 'tenant', 'tenant_id', export_tenant.tenant_id
+        ) || agentmem_private.installed_version()
+    )::text;
+    return next;
+    -- One user at a time: each block is read and sent before the next one.
+    for v_user in
+        select distinct u.user_id from (
+            select c.user_id from agentmem.conversations as c where c.tenant_id = export_tenant.tenant_id
+            union
+            select f.user_id from agentmem.facts as f where f.tenant_id = export_tenant.tenant_id
+            union
+            select e.user_id from agentmem.cache_entries as e
+            where e.tenant_id = export_tenant.tenant_id and e.user_id is not null
+        ) as u
+        order by u.user_id
+    loop
+        return query select l from agentmem_private.export_user_lines(export_tenant.tenant_id, v_user) as l;
+        get diagnostics v_n = row_count;
+        v_rows := v_rows + v_n;
+        v_users := v_users + 1;
+    end loop;
+    line := jsonb_build_object('type', 'end', 'rows', v_rows, 'users', v_users)::text;
+    return next;
+    perform agentmem_private.access_receipt(
+        export_tenant.tenant_id, 'export_tenant', jsonb_build_object('users', v_users, 'rows', v_rows - 2 * v_users)
+    );
+end
+$$;
+
+comment on function agentmem.export_tenant(text) is
+'Export every user of one tenant (DBA only: security invoker, not granted to agentmem_app; run as a
+superuser or BYPASSRLS role, AM041 otherwise): a header of scope tenant, then one block per user
+exactly as export_user writes it (header .. end), in user_id order, then an end row (rows, users).
+Run it in a REPEATABLE READ transaction for a copy consistent across users (agentmem export --tenant
+does). Read user by user; the server keeps the result in a tuplestore, which goes to disk past work_mem, and
+a client reading it through a cursor (agentmem export --tenant) holds one batch at a time, so neither
+side holds the tenant in memory. Cached answers stored without a user_id are not exported (they
+belong to no one). Leaves a receipt in agentmem.access_log (kind export_tenant).';
+
+create or replace function agentmem.import_tenant(tenant_id text, lines text[])
+returns jsonb
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+declare
+    v_count jsonb := '{}';
+    v_one jsonb;
+    v_start int;
+    v_i int;
+    v_doc jsonb;
+    v_users int := 0;
+    v_n int := coalesce(cardinality(import_tenant.lines), 0);
+    v_key text;
+begin
+    perform agentmem_private.check_sees_every_tenant(
+        'agentmem.import_tenant', 'an import of a tenant writes rows of a tenant it does not set',
+        'Run it as a superuser or a role with BYPASSRLS (agentmem import --tenant).'
+    );
+    perform agentmem.set_tenant(tenant_id => import_tenant.tenant_id, local => true);
+    -- A whole tenant export, or part of one made of whole user blocks (agentmem
+    -- import --tenant sends one block per call, in one transaction).
+    v_i := 1;
+    while v_i <= v_n loop
+        v_doc := agentmem_private.try_jsonb(import_tenant.lines[v_i]);
+        if v_doc ->> 'type' = 'header' and v_doc ->> 'scope' = 'tenant' then
+            if (v_doc ->> 'format_version')::numeric > agentmem_private.export_format_version() then
+                perform agentmem_private.import_refuse(
+                    'AM040', pg_catalog.format('the export is format version %s; this agentmem reads versions up to %s',
+                        v_doc ->> 'format_version', agentmem_private.export_format_version()),
+                    null, 'Upgrade agentmem here (agentmem migrate), then import again.'
+                );
+            end if;
+            v_i := v_i + 1;
+            continue;
+        end if;
+        if v_doc ->> 'type' = 'end' and v_doc ? 'users' then
+            v_i := v_i + 1;
+            continue;
+        end if;
+        v_start := v_i;
+        -- A user block runs to its end row.
+        loop
+            v_i := v_i + 1;
+            exit when v_i > v_n or agentmem_private.try_jsonb(import_tenant.lines[v_i - 1]) ->> 'type' = 'end';
+        end loop;
+        v_one := agentmem_private.import_user_lines(import_tenant.tenant_id, import_tenant.lines[v_start:v_i - 1]);
+        v_users := v_users + 1;
+        for v_key in select jsonb_object_keys(v_one) loop
+            v_count := v_count || jsonb_build_object(
+                v_key, coalesce((v_count ->> v_key)::bigint, 0) + (v_one ->> v_key)::bigint
+            );
+        end loop;
+    end loop;
+    v_count := v_count || jsonb_build_object('users', v_users);
+    perform agentmem_private.access_receipt(import_tenant.tenant_id, 'import_tenant', v_count);
+    return v_count;
+end
+$$;
+
+comment on function agentmem.import_tenant(text, text[]) is
+'Import a tenant export (export_tenant) into tenant_id of this database (DBA only: security invoker,
+not granted to agentmem_app; a superuser or BYPASSRLS role, AM041 otherwise). lines: the whole file,
+or whole user blocks of it (agentmem import --tenant sends one block per call in one transaction, so
+that memory holds one user at a time). Each user block is checked and imported as import_user does,
+with the same refusals; all or nothing within the caller''s transaction. Returns rows inserted per
+table and users, and leaves a receipt in agentmem.access_log (kind import_tenant).';
