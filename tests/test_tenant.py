@@ -165,7 +165,8 @@ def test_every_table_carries_tenant_id_with_forced_rls(admin):
          where c.relnamespace = 'agentmem'::regnamespace and c.relkind in ('r', 'p')
            and c.relname not in ('schema_migrations')
     """).fetchall()
-    exempt = {"models", "cache_intents", "text_search_settings"}  # installation-wide catalogues, no tenant data
+    # installation-wide catalogues, no tenant data (tenant_grants, tenant_binding, retention_cursors: the DBA's)
+    exempt = {"models", "cache_intents", "text_search_settings", "tenant_grants", "tenant_binding", "retention_cursors"}
     policies = dict(admin.execute(
         "select tablename, qual || ' / ' || with_check from pg_policies "
         "where schemaname = 'agentmem' and policyname = 'tenant_isolation'").fetchall())
