@@ -104,9 +104,13 @@ begin
     if may_act_as.tenant_id is null then
         return false;
     end if;
-    if agentmem.tenant_binding_mode() = 'role' then
-        -- Index probes on the login role's grants, the application's case.
-        if exists (
+    if agentmem.tenant_binding_mode() = 'none' then
+        return true;
+    end if;
+    -- Both modes: the login role holds a grant of the tenant (index probes on
+    -- its grants). Mode jwt: and the verified token's claim names it.
+    if (
+        exists (
             select from agentmem.tenant_grants as g
             where g.role_name = session_user and g.scope = 'tenant' and g.tenant = may_act_as.tenant_id
         ) or exists (
@@ -117,10 +121,11 @@ begin
             where
                 g.role_name = session_user and g.scope = 'prefix'
                 and pg_catalog.starts_with(may_act_as.tenant_id, g.tenant)
-        ) then
+        )
+    ) then
+        if agentmem.tenant_binding_mode() = 'role' then
             return true;
         end if;
-    elsif agentmem.tenant_binding_mode() = 'jwt' then
         begin
             v_claims := nullif(pg_catalog.current_setting('request.jwt.claims', true), '')::jsonb;
         exception when invalid_text_representation then
@@ -133,8 +138,6 @@ begin
         if pg_catalog.jsonb_typeof(v_claim) = 'array' and v_claim @> pg_catalog.jsonb_build_array(may_act_as.tenant_id) then
             return true;
         end if;
-    else
-        return true;
     end if;
     -- Who is bound by nothing: superusers and BYPASSRLS roles (row-level
     -- security does not confine them anyway), the DBA who owns the schema, and
@@ -153,9 +156,10 @@ $$;
 comment on function agentmem.may_act_as(text) is
 'Whether this session may act as the tenant tenant_id under the installation''s tenant binding.
 Mode role: the session''s login role (session_user, which SET ROLE does not change) holds a grant of
-the tenant, of a prefix of it or of every tenant (agentmem.grant_tenant). Mode jwt: the claim named in
-agentmem.tenant_binding (default tenant_id; a dotted path reaches into objects) of request.jwt.claims is
-that tenant, or an array holding it. Mode none: any tenant. Superusers, BYPASSRLS roles, the owner of
+the tenant, of a prefix of it or of every tenant (agentmem.grant_tenant). Mode jwt: that, and the claim
+named in agentmem.tenant_binding (default tenant_id; a dotted path reaches into objects) of
+request.jwt.claims is that tenant or an array holding it (the gateway''s login, e.g. PostgREST''s
+authenticator, is granted the tenants its tokens may name). Mode none: any tenant. Superusers, BYPASSRLS roles, the owner of
 schema agentmem and agentmem_owner may act as any tenant. agentmem.current_tenant() raises AM041 where
 this is false. It reads agentmem.tenant_grants and agentmem.tenant_binding (catalogues without row-level
 security) and nothing else.
@@ -201,13 +205,15 @@ begin
             detail = case agentmem.tenant_binding_mode()
                 when 'role' then pg_catalog.format('Tenants are bound to login roles; role %s holds no grant of this tenant.',
                     session_user)
-                else 'Tenants are bound to a claim of the token in request.jwt.claims (agentmem.tenant_binding '
-                    || 'names it), which does not name this tenant.'
+                else pg_catalog.format('Tenants are bound to a claim of the token in request.jwt.claims '
+                    || '(agentmem.tenant_binding names it): it does not name this tenant, or login %s holds no grant of it.',
+                    session_user)
             end,
             hint = case agentmem.tenant_binding_mode()
                 when 'role' then pg_catalog.format('A DBA grants it: select agentmem.grant_tenant(role_name => %L, tenant_id => %L);',
                     session_user, left(v_tenant, 40))
-                else 'Set the tenant named by the verified token''s claim.'
+                else 'Set the tenant the verified token''s claim names; a DBA grants the gateway''s login its tenants '
+                || '(agentmem.grant_tenant).'
             end;
     end if;
     -- On Citus (loaded when its setting exists, and created in this database),
@@ -358,8 +364,8 @@ as $$
     union all
     select
         p.schema_name, u.rolname,
-        pg_catalog.format('owns function %s', f.oid::regprocedure),
-        pg_catalog.format('alter function %s owner to %I;  -- or drop it', f.oid::regprocedure,
+        pg_catalog.format('owns function %s', pg_catalog.format('%I.%I(%s)', p.schema_name, f.proname, pg_catalog.pg_get_function_identity_arguments(f.oid))),
+        pg_catalog.format('alter function %s owner to %I;  -- or drop it', pg_catalog.format('%I.%I(%s)', p.schema_name, f.proname, pg_catalog.pg_get_function_identity_arguments(f.oid)),
             (select d.nspowner::regrole::text from dba as d))
     from path as p
     inner join pg_catalog.pg_proc as f on f.pronamespace = p.oid
@@ -367,8 +373,8 @@ as $$
     union all
     select
         p.schema_name, u.rolname,
-        pg_catalog.format('owns operator %s', o.oid::regoperator),
-        pg_catalog.format('alter operator %s owner to %I;  -- or drop it', o.oid::regoperator,
+        pg_catalog.format('owns operator %s', pg_catalog.format('%I.%s(%s, %s)', p.schema_name, o.oprname, o.oprleft::regtype, o.oprright::regtype)),
+        pg_catalog.format('alter operator %s owner to %I;  -- or drop it', pg_catalog.format('%I.%s(%s, %s)', p.schema_name, o.oprname, o.oprleft::regtype, o.oprright::regtype),
             (select d.nspowner::regrole::text from dba as d))
     from path as p
     inner join pg_catalog.pg_operator as o on o.oprnamespace = p.oid

@@ -167,6 +167,12 @@ begin
     -- the batch takes one run's batch and the next run serves those after it.
     -- Every tenant's expired rows go within as many runs as there are tenants
     -- with expired rows, whatever the others hold.
+    -- With an installation default as well, the tenants with a policy of
+    -- their own get half the batch first, so neither group starves the other.
+    select p.max_age into v_default from agentmem.retention_policies as p where p.tenant_id = '' and p.kind = p_kind;
+    if v_default is not null then
+        v_left := greatest(p_batch / 2, 1);
+    end if;
     v_cursor := coalesce((select c.last_tenant from agentmem.retention_cursors as c
                           where c.kind = p_kind and c.policy = 'own'), '');
     for v_policy in
@@ -186,8 +192,11 @@ begin
         on conflict on constraint retention_cursors_pkey do update
             set last_tenant = excluded.last_tenant, updated_at = excluded.updated_at;
     end if;
-    select p.max_age into v_default from agentmem.retention_policies as p where p.tenant_id = '' and p.kind = p_kind;
-    if v_default is null or v_left <= 0 then
+    if v_default is null then
+        return;
+    end if;
+    v_left := p_batch - (greatest(p_batch / 2, 1) - v_left);
+    if v_left <= 0 then
         return;
     end if;
     v_own := array(select p.tenant_id from agentmem.retention_policies as p where p.kind = p_kind and p.tenant_id <> '');
@@ -232,7 +241,10 @@ $$;
 
 comment on function agentmem_private.retention_delete(text, text, text, text, int) is
 'Internal: delete at most p_batch rows of agentmem.p_table older than their tenant''s policy '
-'for p_kind (or the default), oldest first, skipping rows locked by others. Returns what it deleted.';
+'for p_kind (or the default), skipping rows locked by others, in turn across tenants: tenants with a '
+'policy of their own (half the batch when there is a default) and those under the default each from '
+'after the last tenant the previous run served (agentmem.retention_cursors), so every tenant''s '
+'expired rows go within as many runs as tenants have expired rows. Returns what it deleted.';
 
 create or replace function agentmem_private.retention_kind(p_kind text, p_batch int)
 returns bigint

@@ -116,12 +116,12 @@ begin
                           where a.grantee = 0 and a.privilege_type = 'CREATE')
            or pg_catalog.pg_has_role(u.oid, p.nspowner, 'usage')
         union all
-        select p.schema_name, pg_catalog.format('role %s owns function %s', u.rolname, f.oid::regprocedure),
-               pg_catalog.format('alter function %s owner to %I;', f.oid::regprocedure, v_dba::regrole::text)
+        select p.schema_name, pg_catalog.format('role %s owns function %s', u.rolname, pg_catalog.format('%I.%I(%s)', p.schema_name, f.proname, pg_catalog.pg_get_function_identity_arguments(f.oid))),
+               pg_catalog.format('alter function %s owner to %I;', pg_catalog.format('%I.%I(%s)', p.schema_name, f.proname, pg_catalog.pg_get_function_identity_arguments(f.oid)), v_dba::regrole::text)
         from path as p join pg_catalog.pg_proc as f on f.pronamespace = p.oid join untrusted as u on u.nsp = p.oid and f.proowner = u.oid
         union all
-        select p.schema_name, pg_catalog.format('role %s owns operator %s', u.rolname, o.oid::regoperator),
-               pg_catalog.format('alter operator %s owner to %I;', o.oid::regoperator, v_dba::regrole::text)
+        select p.schema_name, pg_catalog.format('role %s owns operator %s', u.rolname, pg_catalog.format('%I.%s(%s, %s)', p.schema_name, o.oprname, o.oprleft::regtype, o.oprright::regtype)),
+               pg_catalog.format('alter operator %s owner to %I;', pg_catalog.format('%I.%s(%s, %s)', p.schema_name, o.oprname, o.oprleft::regtype, o.oprright::regtype), v_dba::regrole::text)
         from path as p join pg_catalog.pg_operator as o on o.oprnamespace = p.oid join untrusted as u on u.nsp = p.oid and o.oprowner = u.oid
     )
     select string_agg(schema_name || ': ' || problem, '; '), string_agg(distinct fix, ' ')
