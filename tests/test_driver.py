@@ -31,8 +31,9 @@ CONVENIENCES = {"remember", "recall", "recall_facts_about", "cached_answer", "st
 ADMIN = {"apply_retention", "schedule_retention", "unschedule_retention", "set_default_retention_policy",
          "clear_default_retention_policy", "register_model", "grant_app_role", "retention_health",
          "set_text_search_config", "tenant_index_ddl", "create_tenant_index", "drop_tenant_index",
-         "measure_tenant_index", "tenants_needing_index", "distribute", "is_distributed"}
-VIEWS = {"retention_health", "tenants_needing_index"}  # read by Admin, not functions
+         "measure_tenant_index", "tenants_needing_index", "distribute", "is_distributed",
+         "grant_tenant", "revoke_tenant", "set_tenant_binding", "tenant_grant_list", "search_path_health"}
+VIEWS = {"retention_health", "tenants_needing_index", "tenant_grant_list", "search_path_health"}  # read by Admin
 
 
 def literals(cls) -> set[str]:

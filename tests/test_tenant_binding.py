@@ -502,3 +502,48 @@ def test_concurrent_grant_and_revoke_leave_one_answer(admin, roles):
         t.join()
     assert not errors
     assert admin.execute("select count(*) from agentmem.tenant_grants where role_name = %s", (role,)).fetchone() == (0,)
+
+
+# -- the driver ---------------------------------------------------------------------------------
+
+def test_the_admin_and_the_driver_manage_and_respect_the_binding(admin_url, server, dbname, roles):
+    from agentmem.admin import Admin
+    from agentmem.client import Memory
+    from agentmem.errors import InsufficientPrivilege
+    app = roles("tb_app")
+    with Admin.connect(admin_url) as dba:
+        assert dba.grant_tenant(app, tenant_id="tenant-a") is True
+        assert dba.grant_tenant(app, tenant_prefix="eu/") is True
+        assert {(g["scope"], g["tenant"]) for g in dba.tenant_grant_list() if g["role_name"] == app} == {
+            ("tenant", "tenant-a"), ("prefix", "eu/")}
+        assert dba.search_path_health() == []
+        assert dba.set_tenant_binding("role")["mode"] == "role"
+    with Memory.connect(server.db_url(dbname, app), tenant="tenant-a") as mem:
+        assert mem.tenant_binding_mode() == "role"
+        assert mem.may_act_as("eu/x") is True and mem.may_act_as("tenant-b") is False
+        assert mem.current_tenant() == "tenant-a"
+        with pytest.raises(InsufficientPrivilege) as info:
+            mem.for_tenant("tenant-b").current_tenant()
+        assert info.value.sqlstate == "AM041" and "grant_tenant" in info.value.hint
+    with Admin.connect(admin_url) as dba:
+        assert dba.revoke_tenant(app, tenant_prefix="eu/") is True
+
+
+def test_the_driver_passes_a_gateways_jwt_claims_through_unchanged(admin_url, server, dbname, roles, jwt_mode):
+    """Behind a gateway that verified the token, the caller sets request.jwt.claims in its own transaction
+    and runs the driver's calls in it (conn=): the driver adds nothing and takes nothing away."""
+    from agentmem.client import Memory
+    from agentmem.errors import InsufficientPrivilege
+    gateway = roles("tb_gw")
+    with psycopg.connect(admin_url, autocommit=True) as dba:
+        dba.execute("select agentmem.grant_tenant(role_name => %s, all_tenants => true)", (gateway,))
+    url = server.db_url(dbname, gateway)
+    with Memory.connect(url, tenant="tenant-a") as mem, psycopg.connect(url, autocommit=True) as conn:
+        with conn.transaction():
+            conn.execute("select set_config('request.jwt.claims', %s, true)",
+                         (json.dumps({"app_metadata": {"tenant_id": "tenant-a"}}),))
+            assert mem.current_tenant(conn=conn) == "tenant-a"
+            with pytest.raises(InsufficientPrivilege):
+                mem.for_tenant("tenant-b").current_tenant(conn=conn)
+        with pytest.raises(InsufficientPrivilege):  # no claims, no tenant
+            mem.current_tenant()

@@ -323,6 +323,27 @@ class Migrator:
         except psycopg.Error as exc:
             raise translate(exc) from exc
 
+    def security(self) -> list[str]:
+        """Lines for ``agentmem status``: the tenant binding and the search path's health."""
+        try:
+            with self._connect() as conn:
+                if conn.execute("select to_regclass('agentmem.search_path_health') is null").fetchone()[0]:
+                    return ["tenant binding: not installed (run agentmem migrate)"]
+                mode = conn.execute("select agentmem.tenant_binding_mode()").fetchone()[0]
+                grants = conn.execute("select count(*) from agentmem.tenant_grants").fetchone()[0]
+                lines = [f"tenant binding: {mode} ({grants} grant{'s' if grants != 1 else ''})"
+                         + ("; any application login may act as any tenant: "
+                            "select agentmem.set_tenant_binding(mode => 'role'); binds them" if mode == "none" else "")]
+                rows = conn.execute("select schema_name, role_name, problem, fix "
+                                    "from agentmem.search_path_health").fetchall()
+                if not rows:
+                    lines.append("search path: safe (no role but the owners and superusers can write its schemas)")
+                for schema, role, problem, fix in rows:
+                    lines.append(f"search path: UNSAFE: schema {schema}: {role} {problem}; fix: {fix}")
+                return lines
+        except psycopg.Error as exc:
+            raise translate(exc) from exc
+
     def distribute(self, shard_count: int | None = None) -> list[tuple[str, str, str | None]]:
         """Distribute the installation on Citus (agentmem.distribute); the rows it returns."""
         try:
