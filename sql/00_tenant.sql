@@ -59,21 +59,22 @@ declare
     v_claim text;
 begin
     select b.mode, b.jwt_claim into v_mode, v_claim from agentmem.tenant_binding as b;
-    -- The mode as a constant function: the planner folds it, so a call under
-    -- mode none pays nothing for the binding. Replacing the function
-    -- invalidates every cached plan that folded it.
+    -- The mode as a constant function: immutable without arguments, the
+    -- planner evaluates it once when it plans a statement and folds the
+    -- result in, so a call under mode none pays nothing for the binding.
+    -- Replacing the function invalidates every cached plan that folded it.
     execute pg_catalog.format($f$
         create or replace function agentmem.tenant_binding_mode()
         returns text language sql immutable parallel safe security invoker
         set search_path from current
         as %L
-    $f$, pg_catalog.format('select %L::text', coalesce(v_mode, 'none')));
+    $f$, pg_catalog.format('select %L::pg_catalog.text', coalesce(v_mode, 'none')));
     execute pg_catalog.format($f$
         create or replace function agentmem_private.tenant_jwt_claim()
         returns text[] language sql immutable parallel safe security invoker
         set search_path from current
         as %L
-    $f$, pg_catalog.format('select %L::text[]', pg_catalog.string_to_array(coalesce(v_claim, 'tenant_id'), '.')));
+    $f$, pg_catalog.format('select %L::pg_catalog.text[]', pg_catalog.string_to_array(coalesce(v_claim, 'tenant_id'), '.')));
     comment on function agentmem.tenant_binding_mode() is
     'The installation''s tenant binding mode: role, jwt or none (agentmem.set_tenant_binding).
 A constant function generated from agentmem.tenant_binding, which the planner folds.';
@@ -107,21 +108,17 @@ begin
     if agentmem.tenant_binding_mode() = 'none' then
         return true;
     end if;
-    -- Both modes: the login role holds a grant of the tenant (index probes on
-    -- its grants). Mode jwt: and the verified token's claim names it.
-    if (
-        exists (
-            select from agentmem.tenant_grants as g
-            where g.role_name = session_user and g.scope = 'tenant' and g.tenant = may_act_as.tenant_id
-        ) or exists (
-            select from agentmem.tenant_grants as g
-            where g.role_name = session_user and g.scope = 'all'
-        ) or exists (
-            select from agentmem.tenant_grants as g
-            where
-                g.role_name = session_user and g.scope = 'prefix'
-                and pg_catalog.starts_with(may_act_as.tenant_id, g.tenant)
-        )
+    -- Both modes: the login role holds a grant of the tenant (one index scan
+    -- over the login's grants). Mode jwt: and the verified token's claim names it.
+    if exists (
+        select from agentmem.tenant_grants as g
+        where
+            g.role_name = session_user
+            and (
+                g.scope = 'all'
+                or (g.scope = 'tenant' and g.tenant = may_act_as.tenant_id)
+                or (g.scope = 'prefix' and pg_catalog.starts_with(may_act_as.tenant_id, g.tenant))
+            )
     ) then
         if agentmem.tenant_binding_mode() = 'role' then
             return true;
@@ -174,6 +171,7 @@ set search_path from current
 as $$
 declare
     v_tenant text := pg_catalog.current_setting('agentmem.tenant_id', true);
+    v_bound boolean := false;
 begin
     if v_tenant is null or v_tenant = '' then
         raise exception 'no agentmem tenant is set'
@@ -197,8 +195,25 @@ begin
             || '(Unicode spaces included) and no control characters.',
             hint = 'Use a stable identifier such as an organisation id or slug.';
     end if;
-    -- The binding (agentmem.may_act_as), however the setting was made.
-    if agentmem.tenant_binding_mode() <> 'none' and not agentmem.may_act_as(v_tenant) then
+    -- The binding (agentmem.may_act_as), however the setting was made. Inside
+    -- agentmem's definer functions, where it runs most, current_user is
+    -- agentmem_owner, which reads the login's grants itself: the same probe as
+    -- may_act_as, without a second function call.
+    if agentmem.tenant_binding_mode() <> 'none' then
+        if agentmem.tenant_binding_mode() = 'role' and current_user = 'agentmem_owner' then
+            v_bound := exists (
+                select from agentmem.tenant_grants as g
+                where
+                    g.role_name = session_user
+                    and (
+                        g.scope = 'all'
+                        or (g.scope = 'tenant' and g.tenant = v_tenant)
+                        or (g.scope = 'prefix' and pg_catalog.starts_with(v_tenant, g.tenant))
+                    )
+            );
+        end if;
+    end if;
+    if agentmem.tenant_binding_mode() <> 'none' and not v_bound and not agentmem.may_act_as(v_tenant) then
         raise exception 'this session may not act as tenant %', left(v_tenant, 40)
         using
             errcode = 'AM041',

@@ -1,6 +1,8 @@
 -- Row-level security on every agentmem table that has a tenant_id column:
 -- enabled, forced (the owner and agentmem_owner too) and one tenant_isolation
--- policy keyed to agentmem.current_tenant(). Found from the catalogue on every
+-- policy keyed to agentmem.current_tenant(), as a sub-select: evaluated once
+-- per statement (an InitPlan), not once per row, since it checks the tenant
+-- binding (agentmem.may_act_as) each time it runs. Found from the catalogue on every
 -- install, so a table added by a later migration is covered without another
 -- statement; a table already in that state is not touched (no lock taken).
 -- (Migrations cannot create these policies: they run before sql/00 defines
@@ -9,7 +11,7 @@
 do $policies$
 declare
     v_table record;
-    v_expected constant text := '(tenant_id = agentmem.current_tenant())';
+    v_expected constant text := '(tenant_id = ( SELECT agentmem.current_tenant() AS current_tenant))';
     v_search_path text := pg_catalog.current_setting('search_path');
 begin
     -- Policies are compared as deparsed text, which names agentmem only when
@@ -46,8 +48,8 @@ begin
             execute pg_catalog.format('drop policy if exists tenant_isolation on agentmem.%I', v_table.relname);
             execute pg_catalog.format(
                 'create policy tenant_isolation on agentmem.%I '
-                'using (tenant_id = agentmem.current_tenant()) '
-                'with check (tenant_id = agentmem.current_tenant())',
+                'using (tenant_id = (select agentmem.current_tenant())) '
+                'with check (tenant_id = (select agentmem.current_tenant()))',
                 v_table.relname
             );
         end if;

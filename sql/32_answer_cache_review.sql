@@ -19,7 +19,7 @@ begin
     from agentmem.cache_hits as h
     left join agentmem.cache_entries as e on e.tenant_id = h.tenant_id and e.entry_id = h.entry_id
     where
-        h.tenant_id = agentmem.current_tenant() and h.reviewed_correct is null
+        h.tenant_id = (select agentmem.current_tenant()) and h.reviewed_correct is null
         and (h.kind <> 'miss' or (h.guard_passed and h.similarity <> 'NaN' and h.similarity >= sample_hits.min_similarity))
     order by random()
     limit sample_hits.n;
@@ -46,7 +46,7 @@ begin
     end if;
     update agentmem.cache_hits as h
     set reviewed_correct = review_hit.correct, reviewed_at = now()
-    where h.tenant_id = agentmem.current_tenant() and h.hit_id = review_hit.hit_id;
+    where h.tenant_id = (select agentmem.current_tenant()) and h.hit_id = review_hit.hit_id;
     if not found then
         raise exception 'no cache hit %', review_hit.hit_id using errcode = 'AM030';
     end if;
@@ -124,7 +124,7 @@ begin
             count(*) filter (where not hh.reviewed_correct) as rw
         from agentmem.cache_hits as hh
         cross join ts
-        where hh.tenant_id = agentmem.current_tenant() and hh.created_at >= cache_report.since
+        where hh.tenant_id = (select agentmem.current_tenant()) and hh.created_at >= cache_report.since
         group by 1
     ),
     per as (

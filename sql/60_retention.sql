@@ -69,7 +69,7 @@ set search_path from current
 as $$
 begin
     delete from agentmem.retention_policies as p
-    where p.tenant_id = agentmem.current_tenant() and p.kind = clear_retention_policy.kind;
+    where p.tenant_id = (select agentmem.current_tenant()) and p.kind = clear_retention_policy.kind;
     return found;
 end
 $$;

@@ -73,7 +73,7 @@ def test_rerun_is_a_noop(empty_db):
     assert [r for r in after if r[1] == "agentmem.facts"] != [r for r in before_policies if r[1] == "agentmem.facts"]
     with psycopg.connect(empty_db) as conn:
         assert conn.execute("select qual from pg_policies where tablename = 'facts'").fetchone() == (
-            "(tenant_id = agentmem.current_tenant())",)
+            "(tenant_id = ( SELECT agentmem.current_tenant() AS current_tenant))",)
 
 
 def test_eight_concurrent_migrators_apply_each_migration_once(empty_db):

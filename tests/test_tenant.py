@@ -174,6 +174,7 @@ def test_every_table_carries_tenant_id_with_forced_rls(admin):
         if name in exempt:
             continue
         assert has_tenant and rls and forced, f"table {name}: tenant_id={has_tenant} rls={rls} forced={forced}"
-        assert policies.get(name) == ("(tenant_id = agentmem.current_tenant()) / "
-                                      "(tenant_id = agentmem.current_tenant())"), f"table {name}: {policies.get(name)}"
+        assert policies.get(name) == ("(tenant_id = ( SELECT agentmem.current_tenant() AS current_tenant)) / "
+                                      "(tenant_id = ( SELECT agentmem.current_tenant() AS current_tenant))"), \
+            f"table {name}: {policies.get(name)}"
     assert len(policies) == len(rows) - len(exempt & {r[0] for r in rows})
