@@ -402,7 +402,11 @@ operators in a schema of agentmem''s pinned search_path, or owns one there, with
 each. Empty when the path is safe. Read by agentmem.search_path_health, grant_app_role and the installer.';
 
 create or replace view agentmem.search_path_health as
-select w.schema_name, w.role_name, w.problem, w.fix
+select
+    w.schema_name,
+    w.role_name,
+    w.problem,
+    w.fix
 from agentmem_private.search_path_writers() as w;
 
 comment on view agentmem.search_path_health is
@@ -656,14 +660,14 @@ a grant was removed. For the DBA; not executable by the application role.';
 
 create or replace view agentmem.tenant_grant_list as
 select
-    g.role_name::text as role_name,
+    g.role_name,
     g.scope,
-    nullif(g.tenant, '') as tenant,
     g.granted_at,
-    g.granted_by::text as granted_by,
+    g.granted_by,
+    b.mode as binding_mode,
+    nullif(g.tenant, '') as tenant,
     r.oid is not null as role_exists,
-    coalesce(r.rolcanlogin, false) as role_can_login,
-    b.mode as binding_mode
+    coalesce(r.rolcanlogin, false) as role_can_login
 from agentmem.tenant_grants as g
 cross join agentmem.tenant_binding as b
 left join pg_catalog.pg_roles as r on g.role_name = r.rolname
