@@ -278,11 +278,15 @@ def test_an_installed_database_reports_a_safe_search_path(admin):
     assert admin.execute("select * from agentmem.search_path_health").fetchall() == []
 
 
-def test_a_role_that_can_write_the_path_shows_in_health_and_stops_grant_app_role(admin, roles):
+def test_a_role_that_can_write_the_path_shows_in_health_and_stops_grant_app_role(admin, admin_url, roles):
+    from agentmem.migrate import Migrator
     writer = roles("tb_writer", app=False)
+    assert "search path: safe" in "\n".join(Migrator(admin_url).security())
     admin.execute(f"grant create on schema public to {writer}")
     rows = admin.execute("select schema_name, role_name, fix from agentmem.search_path_health").fetchall()
     assert rows == [("public", writer, f"revoke create on schema public from {writer};")]
+    status = "\n".join(Migrator(admin_url).security())  # what `agentmem status` prints
+    assert f"search path: UNSAFE: schema public: {writer}" in status and "tenant binding: role" in status
     with pytest.raises(psycopg.Error) as info:
         admin.execute("select agentmem.grant_app_role(role_name => %s)", (writer,))
     assert info.value.sqlstate == "AM041" and f"revoke create on schema public from {writer};" in info.value.diag.message_hint
