@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import logging
 import datetime as dt
+import json
 import os
 import signal
 import socket
@@ -55,6 +56,7 @@ MODEL = "all-minilm"
 DIM = 384
 DBNAME = "agentmem_bench_security"
 APP_ROLE = "agentmem_bench_security_app"
+ATTACKER_ROLE = "agentmem_bench_security_attacker"  # a login of its own, granted the tenant "attacker" only
 DATA = ROOT / ".pgdata" / "bench-security"
 
 
@@ -135,7 +137,7 @@ def seed_victim(app_url, rng, n_users):
 
 
 def cross_tenant_probes(app_url, admin, data) -> dict:
-    a = connect(app_url, "attacker")
+    a = connect(app_url, "attacker")  # the attacker's own login (ATTACKER_ROLE), bound to its tenant
     probes = leaks = 0
     notes: list[str] = []
     before = victim_checksums(admin)
@@ -348,6 +350,137 @@ def hostile_inputs(app_url, admin, rng) -> dict:
 
 # -- 3. fault runs ----------------------------------------------------------------------------
 
+
+def binding_probes(attacker_url, admin, data) -> dict:
+    """Every way of acting as the victim from the attacker's login (granted the tenant "attacker" only),
+    each followed by reads and writes of the victim's rows: a leak is a row returned or a change."""
+    a = psycopg.connect(attacker_url, autocommit=True)
+    register_vector(a)
+    before = victim_checksums(admin)
+    probes = leaks = 0
+    notes: list[str] = []
+    cid, mid, vec = data["convs"][0], data["msgs"][0], data["vecs"][0]
+    reads = [
+        ("recent_messages", "select content from agentmem.recent_messages(conversation_id => %s)", (cid,)),
+        ("search_messages", "select content from agentmem.search_messages(user_id => %s, query_embedding => %s, "
+         "model => %s)", (data["users"][0], vec, MODEL)),
+        ("context_window", "select content from agentmem.context_window(message_id => %s)", (mid,)),
+        ("store_message", "select message_id from agentmem.store_message(conversation_id => %s, role => 'user', "
+         "content => 'x', embedding => %s, model => %s)", (cid, vec, MODEL)),
+        ("forget_conversation", "select * from agentmem.forget_conversation(conversation_id => %s)", (cid,)),
+    ]
+    forged = json.dumps({"tenant_id": "victim", "app_metadata": {"tenant_id": "victim"}})
+    routes = [
+        ("set_tenant", ["select agentmem.set_tenant(tenant_id => 'victim')"]),
+        ("set_tenant local", ["select agentmem.set_tenant(tenant_id => 'victim', local => true)"]),
+        ("set_config session", ["select set_config('agentmem.tenant_id', 'victim', false)"]),
+        ("set_config local", ["select set_config('agentmem.tenant_id', 'victim', true)"]),
+        ("SET", ["set agentmem.tenant_id = 'victim'"]),
+        ("SET LOCAL", ["set local agentmem.tenant_id = 'victim'"]),
+        ("SET ROLE agentmem_app then SET", ["set local role agentmem_app", "set local agentmem.tenant_id = 'victim'"]),
+        ("forged request.jwt.claims then SET", [f"select set_config('request.jwt.claims', '{forged}', true)",
+                                                 "set local agentmem.tenant_id = 'victim'"]),
+        ("propagated marker then SET", ["set local agentmem.tenant_propagated = 'victim'",
+                                        "set local agentmem.tenant_id = 'victim'"]),
+    ] + [(f"lookalike victim+U+{ord(c):04X}", [f"select set_config('agentmem.tenant_id', 'victim{c}', true)"])
+         for c in "\u00a0\u3000\u2028\u2003\u200b\ufeff"]
+    for mode in ("role", "jwt"):
+        admin.execute("select agentmem.set_tenant_binding(mode => %s, jwt_claim => 'tenant_id')", (mode,))
+        for label, setup in routes:
+            for what, query, params in reads:
+                probes += 1
+                try:
+                    with a.transaction():
+                        for stmt in setup:
+                            a.execute(stmt)
+                        rows = a.execute(query, params).fetchall()
+                except psycopg.Error:
+                    continue  # refused
+                if rows and "victim secret" in repr(rows) or what in ("store_message", "forget_conversation"):
+                    leaks += 1
+                    notes.append(f"binding {mode}: {label} then {what}: {repr(rows)[:100]}")
+            a.execute("reset agentmem.tenant_id")
+    admin.execute("select agentmem.set_tenant_binding(mode => 'role')")
+    a.close()
+    if victim_checksums(admin) != before:
+        leaks += 1
+        notes.append("binding probes: the victim's rows changed")
+    return {"probes": probes, "leaks": leaks, "notes": notes}
+
+
+def binding_cost(admin, app_url, cid, rounds: int = 5, calls: int = 2000) -> list[tuple[str, dict[str, float]]]:
+    """Microseconds per call of current_tenant() and of a small API call, under each binding mode,
+    looped inside the server (no round trip in the figure) and measured side by side: the modes
+    alternate, round after round, on one connection of the application role."""
+    conn = connect(app_url, "victim")
+    admin.execute("select agentmem.set_tenant_binding(mode => 'role')")
+    cases = {
+        "current_tenant()": "perform agentmem.current_tenant();",
+        "recent_messages(n => 3)": f"perform count(*) from agentmem.recent_messages(conversation_id => '{cid}', n => 3);",
+        "search_messages(k => 5)": "perform count(*) from agentmem.search_messages(user_id => 'victim-user-0', "
+                                   "query_text => 'vault code', k => 5);",
+    }
+    times: dict[tuple[str, str], list[float]] = {}
+    for _ in range(rounds):
+        for mode in ("none", "role", "jwt"):
+            admin.execute("select agentmem.set_tenant_binding(mode => %s)", (mode,))
+            with conn.transaction():
+                conn.execute("select set_config('request.jwt.claims', %s, true)", (json.dumps({"tenant_id": "victim"}),))
+                for label, stmt in cases.items():
+                    t = time.perf_counter()
+                    conn.execute(f"do $bench$ begin for i in 1..{calls} loop {stmt} end loop; end $bench$")
+                    times.setdefault((label, mode), []).append((time.perf_counter() - t) / calls * 1e6)
+    admin.execute("select agentmem.set_tenant_binding(mode => 'role')")
+    conn.close()
+    return [(label, {mode: float(np.median(times[(label, mode)])) for mode in ("none", "role", "jwt")})
+            for label in cases]
+
+
+def worst_calls(admin, app_url) -> list[tuple[str, float]]:
+    """The heaviest calls at the sizes the probes of issue 26 found them at, on a pooled connection's
+    generic plans: unseen_docs over 100 turns x 1,000 recorded ids of 909 characters (the documented
+    limits allow 1,000 turns), and cache_report with 1,000 thresholds over a 50,000-row hit log."""
+    out = []
+    admin.execute("select agentmem.set_tenant(tenant_id => 'heavy')")
+    cid = admin.execute("select agentmem.start_conversation(user_id => 'u1')").fetchone()[0]
+    admin.execute("reset agentmem.tenant_id")
+    admin.execute("insert into agentmem.messages (tenant_id, conversation_id, user_id, message_index, role, content) "
+                  "select 'heavy', %s, 'u1', i, 'user', 'turn ' || i from generate_series(0, 99) as i", (cid,))
+    admin.execute("update agentmem.conversations set next_index = 100 where tenant_id = 'heavy'")
+    admin.execute("insert into agentmem.retrievals (tenant_id, message_id, conversation_id, message_index, doc_ids) "
+                  "select m.tenant_id, m.message_id, m.conversation_id, m.message_index, "
+                  "array(select lpad((m.message_index * 1000 + d)::text, 909, 'x') from generate_series(0, 999) as d) "
+                  "from agentmem.messages as m where m.tenant_id = 'heavy'")
+    admin.execute("insert into agentmem.cache_hits (tenant_id, kind, similarity, guard_passed, intent, question_asked, "
+                  "reviewed_correct) select 'heavy', case when i % 10 = 0 then 'exact' else 'semantic' end, "
+                  "(0.8 + (i % 200) / 1000.0)::real, true, 'default', 'q' || i, "
+                  "case when i % 11 = 0 then i % 2 = 0 end from generate_series(1, 50000) as i")
+    conn = connect(app_url, "heavy")
+    asked = [str(99_000 + d).rjust(909, "x") for d in range(500)] + [f"new-{d}".rjust(909, "y") for d in range(500)]
+    for plan in ("force_custom_plan", "force_generic_plan"):
+        conn.execute(f"set plan_cache_mode = {plan}")
+        secs = []
+        for _ in range(7):
+            t = time.perf_counter()
+            conn.execute("select agentmem.unseen_docs(conversation_id => %s, doc_ids => %s, lookback => 1000)",
+                         (cid, asked)).fetchone()
+            secs.append(time.perf_counter() - t)
+        out.append((f"unseen_docs, 100 turns x 1,000 ids of 909 chars, {plan.split('_')[1]} plan, "
+                    "slowest of 7 calls (was 91 s from the 6th call)", max(secs)))
+    conn.execute("set plan_cache_mode = auto")
+    thresholds = [round(0.8 + i / 5000, 4) for i in range(1000)]
+    for label, th in (("cache_report, 15 default thresholds, 50,000 logged lookups (was 0.21 s)", None),
+                      ("cache_report, 1,000 thresholds, 50,000 logged lookups (was 15.6 s)", thresholds)):
+        t = time.perf_counter()
+        conn.execute("select count(*) from agentmem.cache_report(cost_uncached => 1, cost_wrong => 10, "
+                     "thresholds => %s::real[])", (th,)).fetchone()
+        out.append((label, time.perf_counter() - t))
+    conn.close()
+    # Gone again: its messages have no embeddings, which the fault runs would count as orphans.
+    admin.execute("delete from agentmem.conversations where tenant_id = 'heavy'")
+    admin.execute("delete from agentmem.cache_hits where tenant_id = 'heavy'")
+    return out
+
 def kill_server(data: Path) -> None:
     """SIGKILL the postmaster and every backend at once (a crash, not a shutdown)."""
     pid = int((data / "postmaster.pid").read_text().splitlines()[0])
@@ -488,12 +621,29 @@ def main() -> int:
     if not admin.execute("select 1 from pg_roles where rolname = %s", (APP_ROLE,)).fetchone():
         admin.execute(f"create role {APP_ROLE} login")
     admin.execute("select agentmem.grant_app_role(role_name => %s)", (APP_ROLE,))
+    if not admin.execute("select 1 from pg_roles where rolname = %s", (ATTACKER_ROLE,)).fetchone():
+        admin.execute(f"create role {ATTACKER_ROLE} login")
+    admin.execute("select agentmem.grant_app_role(role_name => %s)", (ATTACKER_ROLE,))
+    # Tenants bound to logins (a new installation's default): the victim's application may act as its
+    # tenants, the attacker's login as "attacker" only.
+    for tenant in ("victim", "hostile", "faults", "heavy"):
+        admin.execute("select agentmem.grant_tenant(role_name => %s, tenant_id => %s)", (APP_ROLE, tenant))
+    admin.execute("select agentmem.grant_tenant(role_name => %s, tenant_id => 'attacker')", (ATTACKER_ROLE,))
+    attacker_url = app_url.replace(f"{APP_ROLE}@", f"{ATTACKER_ROLE}@")
+    timeout = admin.execute("select setconfig from pg_db_role_setting where setrole = %s::regrole",
+                            (APP_ROLE,)).fetchone()[0]
 
     data = seed_victim(app_url, rng, 3 if args.quick else 8)
-    cross = cross_tenant_probes(app_url, admin, data)
+    cross = cross_tenant_probes(attacker_url, admin, data)
     print(f"cross-tenant: {cross['probes']} probes, {cross['leaks']} leaks", flush=True)
     hostile = hostile_inputs(app_url, admin, rng)
     print(f"hostile inputs: {hostile['refused']}/{hostile['tried']} refused cleanly", flush=True)
+    binding = binding_probes(attacker_url, admin, data)
+    print(f"tenant binding: {binding['probes']} probes, {binding['leaks']} leaks", flush=True)
+    cost = binding_cost(admin, app_url, data["convs"][0], rounds=3 if args.quick else 5)
+    print(f"binding cost: {cost}", flush=True)
+    worst = worst_calls(admin, app_url)
+    print(f"worst calls: {worst}", flush=True)
     admin.close()
     runs = []
     for run in range(2 if args.quick else 5):
@@ -518,13 +668,31 @@ def main() -> int:
         f"internals; set_config) | {cross['probes']} probes, **{cross['leaks']} leaks** | 0 leaks |",
         f"| hostile inputs refused with their SQLSTATE and nothing written | **{hostile['refused']} of "
         f"{hostile['tried']}** | all |",
+        f"| tenant binding (issue 26): the attacker's login, granted its own tenant, acts as the victim by "
+        f"set_tenant, set_config, SET, SET LOCAL, SET ROLE, forged JWT claims, the propagation marker and "
+        f"6 Unicode lookalikes, then reads or writes the victim's rows; modes role and jwt | "
+        f"{binding['probes']} probes, **{binding['leaks']} leaks** | 0 leaks |",
         f"| kill -9 of the server during writes: every acknowledged commit present, gap-free message "
         f"indexes, no orphan embeddings, ConnectionLost while down, first call after restart works | "
         f"**{ok_runs} of {len(runs)} runs** | all |",
         "",
     ]
-    if cross["notes"] or hostile["failures"]:
-        lines += ["Findings:", ""] + [f"- {n}" for n in cross["notes"] + hostile["failures"]] + [""]
+    if cross["notes"] or hostile["failures"] or binding["notes"]:
+        lines += ["Findings:", ""] + [f"- {n}" for n in cross["notes"] + hostile["failures"] + binding["notes"]] + [""]
+    lines += ["Cost of the tenant binding (microseconds per call, looped inside the server by the application "
+              "role, the median of 5 alternating rounds; the check runs in every current_tenant(), which every "
+              "call reads and every row-level security policy reads once per statement):", "",
+              "| call | none | role | jwt |", "|---|---|---|---|"]
+    lines += [f"| {label} | {t['none']:.0f} | {t['role']:.0f} | {t['jwt']:.0f} |" for label, t in cost]
+    lines += ["", "Mode none is agentmem without binding (the mode is a constant the planner folds). Under role and jwt "
+              "each current_tenant() looks up the login's grants (an index probe, and under jwt a JSON lookup); "
+              "it is not cached, since a cache kept in a setting could be forged by the session."]
+    lines += ["", f"Heaviest calls within the documented limits (the application role's statement_timeout, set by "
+              f"grant_app_role: {', '.join(timeout or [])}):", "", "| call | seconds |", "|---|---|"]
+    lines += [f"| {label} | {secs:.2f} |" for label, secs in worst]
+    lines += ["", "unseen_docs grows linearly with what the looked-at turns recorded: at the documented limit of "
+              "1,000 turns of 1,000 ids of 1,000 characters (about 1 GB recorded in one conversation, not built "
+              "here) these figures give about 10 s, inside the 30 s statement_timeout.", ""]
     lines += ["Fault runs (4 writers: store_message, upsert_fact every 3rd, cache_store every 5th):", "",
               "| run | acknowledged writes | missing after restart | index gaps | orphan embeddings | "
               "call while down | its wait (s) | first call after restart |",
@@ -539,7 +707,8 @@ def main() -> int:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text("\n".join(lines))
     print(f"wrote {args.out}")
-    return 0 if (cross["leaks"] == 0 and hostile["refused"] == hostile["tried"] and ok_runs == len(runs)) else 1
+    return 0 if (cross["leaks"] == 0 and binding["leaks"] == 0 and hostile["refused"] == hostile["tried"]
+                 and ok_runs == len(runs)) else 1
 
 
 if __name__ == "__main__":

@@ -12,11 +12,15 @@ parallel safe
 security invoker
 set search_path from current
 as $$
-    select p_value is null or p_value !~ '[^[:space:]]'
+    -- Unicode's whitespace as well (agentmem_private.unicode_space), whatever the locale.
+    select
+        p_value is null
+        or p_value !~ '[^\u0009-\u000d\u0020\u0085\u00a0\u1680\u180e\u2000-\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff[:space:]]'
 $$;
 
 comment on function agentmem_private.is_blank(text) is
-'Internal: true for NULL and for a text of nothing but whitespace (spaces, tabs, newlines, any [[:space:]]).';
+'Internal: true for NULL and for a text of nothing but whitespace of any kind (spaces, tabs, newlines, any
+[[:space:]], and Unicode''s: no-break, ideographic, line separator, zero-width, ...).';
 
 create or replace function agentmem_private.check_text(p_what text, p_value text, p_max int)
 returns void

@@ -120,10 +120,12 @@ security invoker
 set search_path from current
 as $$
 declare
-    -- One key per (tenant, user). Two pairs that hash alike only wait for
-    -- each other; they never share data.
+    -- One key per (tenant, user): the tenant's length first, so no two pairs
+    -- make the same text (tenant 'rt/x' user 'y' is '4/rt/x/y', tenant 'rt'
+    -- user 'x/y' is '2/rt/x/y'). Two pairs whose texts hash alike only wait
+    -- for each other; they never share data.
     v_key bigint := pg_catalog.hashtextextended(
-        pg_catalog.format('agentmem.user/%s/%s', p_tenant, p_user_id), 12
+        pg_catalog.format('agentmem.user/%s/%s/%s', length(p_tenant), p_tenant, p_user_id), 12
     );
 begin
     if p_exclusive then

@@ -37,7 +37,7 @@ begin
         using errcode = 'AM020', hint = 'Record the documents the turn really used, not the whole corpus.';
     end if;
     select d into v_bad from unnest(p_doc_ids) as d
-    where d is null or btrim(d) = '' limit 1;
+    where agentmem_private.is_blank(d) limit 1;
     if found then
         raise exception 'doc_ids may not contain NULL or blank ids'
         using errcode = 'AM020', hint = 'Pass the ids your retriever gave each document.';
@@ -218,30 +218,43 @@ declare
     v_tenant text := agentmem.current_tenant();
     v_conversation_id uuid := agentmem_private.uuid_arg('conversation_id', unseen_docs.conversation_id);
     v_ids text[] := agentmem_private.check_doc_ids(unseen_docs.doc_ids);
-    v_seen text[];
+    v_unseen text[];
 begin
     perform agentmem_private.check_range('lookback', unseen_docs.lookback, 0, 1000);
     perform agentmem_private.check_conversation(v_tenant, v_conversation_id);
     if unseen_docs.lookback = 0 or cardinality(v_ids) = 0 then
         return v_ids;
     end if;
-    select coalesce(array_agg(distinct d.id), '{}') into v_seen
-    from (
-        select m.message_id
-        from agentmem.messages as m
-        where
-            m.tenant_id = v_tenant and m.conversation_id = v_conversation_id
-            and m.role = 'user'
-        order by m.message_index desc
-        limit unseen_docs.lookback
-    ) as t
-    inner join agentmem.retrievals as r on r.tenant_id = v_tenant and r.message_id = t.message_id
-    cross join lateral unnest(r.doc_ids) as d (id);
-    return array(
-        select u.id from unnest(v_ids) with ordinality as u (id, ord)
-        where u.id <> all(v_seen)
-        order by u.ord
-    );
+    -- One statement, planned for these arguments on every call (EXECUTE): the
+    -- ids looked for (at most 1,000) are hashed and each id recorded in the
+    -- lookback turns probes them once, so the cost is linear in what was
+    -- recorded, whichever plan PL/pgSQL would have cached for the session.
+    execute $q$
+        with wanted as (
+            select u.id, u.ord from unnest($3) with ordinality as u (id, ord)
+        ),
+        turns as (
+            select m.message_id
+            from agentmem.messages as m
+            where
+                m.tenant_id = $1 and m.conversation_id = $2 and m.role = 'user'
+            order by m.message_index desc
+            limit $4
+        ),
+        seen as (
+            select distinct w.id
+            from turns as t
+            inner join agentmem.retrievals as r on r.tenant_id = $1 and r.message_id = t.message_id
+            cross join lateral unnest(r.doc_ids) as d (id)
+            inner join wanted as w on d.id = w.id
+        )
+        select array(
+            select w.id from wanted as w
+            where not exists (select from seen as s where s.id = w.id)
+            order by w.ord
+        )
+    $q$ into v_unseen using v_tenant, v_conversation_id, v_ids, unseen_docs.lookback;
+    return v_unseen;
 end
 $$;
 

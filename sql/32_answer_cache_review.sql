@@ -19,7 +19,7 @@ begin
     from agentmem.cache_hits as h
     left join agentmem.cache_entries as e on e.tenant_id = h.tenant_id and e.entry_id = h.entry_id
     where
-        h.tenant_id = agentmem.current_tenant() and h.reviewed_correct is null
+        h.tenant_id = (select agentmem.current_tenant()) and h.reviewed_correct is null
         and (h.kind <> 'miss' or (h.guard_passed and h.similarity <> 'NaN' and h.similarity >= sample_hits.min_similarity))
     order by random()
     limit sample_hits.n;
@@ -122,30 +122,50 @@ begin
             using errcode = 'AM020', hint = 'NULL, NaN and values out of range are refused; leave it out for 0.85 to 0.99.';
         end if;
     end if;
+    -- One pass over the log: each logged lookup counts for the number of
+    -- thresholds it reaches (width_bucket, a binary search in the sorted
+    -- thresholds), grouped; the hits at threshold i are the lookups reaching i
+    -- or more. The cost is the log's rows, whatever the number of thresholds.
     return query
     with t as (
-        select x::real as threshold
-        from unnest(coalesce(
-            cache_report.thresholds,
-            array(select (g / 100.0)::real from generate_series(85, 99) as g)
-        )) as x
+        select x.threshold, row_number() over (order by x.threshold) as i
+        from (
+            select distinct y::real as threshold
+            from unnest(coalesce(
+                cache_report.thresholds,
+                array(select (g / 100.0)::real from generate_series(85, 99) as g)
+            )) as y
+        ) as x
     ),
-    h as (
-        select hh.kind, hh.similarity, hh.guard_passed, hh.reviewed_correct
+    ts as (
+        select array_agg(t.threshold order by t.threshold) as a, count(*) as k from t
+    ),
+    b as (
+        select
+            case
+                when hh.kind = 'exact' then ts.k
+                when hh.guard_passed and hh.similarity <> 'NaN' then pg_catalog.width_bucket(hh.similarity, ts.a)
+                else 0
+            end as reach,
+            count(*) as n,
+            count(hh.reviewed_correct) as rv,
+            count(*) filter (where not hh.reviewed_correct) as rw
         from agentmem.cache_hits as hh
-        where hh.tenant_id = agentmem.current_tenant() and hh.created_at >= cache_report.since
+        cross join ts
+        where hh.tenant_id = (select agentmem.current_tenant()) and hh.created_at >= cache_report.since
+        group by 1
     ),
     per as (
         select
             t.threshold,
-            (select count(*) from h) as queries,
-            count(h.kind) as hits,
-            count(h.reviewed_correct) as reviewed,
-            count(*) filter (where not h.reviewed_correct) as reviewed_wrong
+            (select coalesce(sum(b.n), 0) from b)::bigint as queries,
+            coalesce(sum(sum(b.n)) over w, 0)::bigint as hits,
+            coalesce(sum(sum(b.rv)) over w, 0)::bigint as reviewed,
+            coalesce(sum(sum(b.rw)) over w, 0)::bigint as reviewed_wrong
         from t
-        left join h
-            on h.kind = 'exact' or (h.guard_passed and h.similarity <> 'NaN' and h.similarity >= t.threshold)
-        group by t.threshold
+        left join b on t.i = b.reach
+        group by t.threshold, t.i
+        window w as (order by t.i desc rows between unbounded preceding and current row)
     ),
     r as (
         select
@@ -186,5 +206,6 @@ withdrawn: entries taken out of service since "since" because a served answer wa
 same number on every row).
 AM020 for a cost that is NULL, NaN, infinite, negative or over 1e15, for since => NULL, and for
 thresholds that are empty, not one-dimensional from index 1, over 1,000, or hold NULL, NaN or a
-value outside -1..1.
+value outside -1..1. One pass over the log: the cost grows with the logged lookups, not with the number
+of thresholds (duplicates count once).
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';

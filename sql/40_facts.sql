@@ -98,7 +98,10 @@ begin
     -- once must leave one row, and a merge must see the other's sources.
     perform pg_catalog.pg_advisory_xact_lock(
         pg_catalog.hashtextextended(
-            pg_catalog.format('agentmem.fact/%s/%s/%s', v_tenant, upsert_fact.user_id, lower(v_subject)), 5
+            pg_catalog.format(
+                'agentmem.fact/%s/%s/%s/%s/%s', length(v_tenant), v_tenant, length(upsert_fact.user_id),
+                upsert_fact.user_id, lower(v_subject)
+            ), 5
         )
     );
 

@@ -69,7 +69,7 @@ set search_path from current
 as $$
 begin
     delete from agentmem.retention_policies as p
-    where p.tenant_id = agentmem.current_tenant() and p.kind = clear_retention_policy.kind;
+    where p.tenant_id = (select agentmem.current_tenant()) and p.kind = clear_retention_policy.kind;
     return found;
 end
 $$;
@@ -140,6 +140,10 @@ declare
     v_own text[];
     v_policy record;
     v_sql text;
+    v_cursor text;
+    v_last text;
+    v_pass int;
+    v_row record;
     -- Citus refuses FOR UPDATE in a query over many shards; there the
     -- advisory lock of apply_retention alone keeps runs apart.
     v_lock text := case when agentmem.is_distributed() then '' else ' for update of t skip locked' end;
@@ -157,39 +161,90 @@ begin
         p_key, p_table, p_time,
         case p_table when 'messages' then 't.content' else 'null::text' end, v_lock
     );
+    -- Fair across tenants: tenants with a policy of their own are served in
+    -- turn, starting after the last one the previous run served (the cursor
+    -- of agentmem.retention_cursors), so a tenant with more expired rows than
+    -- the batch takes one run's batch and the next run serves those after it.
+    -- Every tenant's expired rows go within as many runs as there are tenants
+    -- with expired rows, whatever the others hold.
+    -- With an installation default as well, the tenants with a policy of
+    -- their own get half the batch first, so neither group starves the other.
+    select p.max_age into v_default from agentmem.retention_policies as p where p.tenant_id = '' and p.kind = p_kind;
+    if v_default is not null then
+        v_left := greatest(p_batch / 2, 1);
+    end if;
+    v_cursor := coalesce((select c.last_tenant from agentmem.retention_cursors as c
+                          where c.kind = p_kind and c.policy = 'own'), '');
     for v_policy in
         select p.tenant_id, p.max_age from agentmem.retention_policies as p
         where p.kind = p_kind and p.tenant_id <> '' and p.max_age is not null
-        order by p.tenant_id
+        order by p.tenant_id <= v_cursor, p.tenant_id
     loop
         exit when v_left <= 0;
         return query execute v_sql using array[v_policy.tenant_id], v_policy.max_age, v_left;
         get diagnostics v_done = row_count;
         v_left := v_left - v_done;
+        v_last := v_policy.tenant_id;
     end loop;
-    select p.max_age into v_default from agentmem.retention_policies as p where p.tenant_id = '' and p.kind = p_kind;
-    if v_default is null or v_left <= 0 then
+    if v_last is not null then
+        insert into agentmem.retention_cursors as c (kind, policy, last_tenant)
+        values (p_kind, 'own', v_last)
+        on conflict on constraint retention_cursors_pkey do update
+            set last_tenant = excluded.last_tenant, updated_at = excluded.updated_at;
+    end if;
+    if v_default is null then
+        return;
+    end if;
+    v_left := p_batch - (greatest(p_batch / 2, 1) - v_left);
+    if v_left <= 0 then
         return;
     end if;
     v_own := array(select p.tenant_id from agentmem.retention_policies as p where p.kind = p_kind and p.tenant_id <> '');
-    return query execute pg_catalog.format(
-        'with victim as ('
-        '  select t.tenant_id, t.%1$I as k from agentmem.%2$I as t'
-        '  where t.tenant_id <> all($1) and t.%3$I < now() - $2'
-        '  order by t.%3$I limit $3%5$s'
-        ') '
-        'delete from agentmem.%2$I as t using victim as v '
-        'where t.tenant_id = v.tenant_id and t.%1$I = v.k '
-        'returning t.tenant_id, t.%1$I::text, %4$s',
-        p_key, p_table, p_time,
-        case p_table when 'messages' then 't.content' else 'null::text' end, v_lock
-    ) using v_own, v_default, v_left;
+    -- The tenants under the default, in turn as well: one tenant at a time in
+    -- tenant order from after the cursor (a tenant's oldest rows first), then
+    -- from the start.
+    v_cursor := coalesce((select c.last_tenant from agentmem.retention_cursors as c
+                          where c.kind = p_kind and c.policy = 'default'), '');
+    v_last := null;
+    for v_pass in 1..2 loop
+        exit when v_left <= 0;
+        for v_row in execute pg_catalog.format(
+            'with victim as ('
+            '  select t.tenant_id, t.%1$I as k from agentmem.%2$I as t'
+            '  where t.tenant_id <> all($1) and t.%3$I < now() - $2 and t.tenant_id %6$s $4'
+            '  order by t.tenant_id, t.%3$I limit $3%5$s'
+            ') '
+            'delete from agentmem.%2$I as t using victim as v '
+            'where t.tenant_id = v.tenant_id and t.%1$I = v.k '
+            'returning t.tenant_id as tenant, t.%1$I::text as k, %4$s as d',
+            p_key, p_table, p_time,
+            case p_table when 'messages' then 't.content' else 'null::text' end, v_lock,
+            case v_pass when 1 then '>' else '<=' end
+        ) using v_own, v_default, v_left, v_cursor loop
+            tenant_id := v_row.tenant;
+            key := v_row.k;
+            detail := v_row.d;
+            return next;
+            v_left := v_left - 1;
+            -- The last tenant served: the greatest of this pass.
+            v_last := case when v_pass = 2 and v_last > v_cursor then v_row.tenant else greatest(v_last, v_row.tenant) end;
+        end loop;
+    end loop;
+    if v_last is not null then
+        insert into agentmem.retention_cursors as c (kind, policy, last_tenant)
+        values (p_kind, 'default', v_last)
+        on conflict on constraint retention_cursors_pkey do update
+            set last_tenant = excluded.last_tenant, updated_at = excluded.updated_at;
+    end if;
 end
 $$;
 
 comment on function agentmem_private.retention_delete(text, text, text, text, int) is
 'Internal: delete at most p_batch rows of agentmem.p_table older than their tenant''s policy '
-'for p_kind (or the default), oldest first, skipping rows locked by others. Returns what it deleted.';
+'for p_kind (or the default), skipping rows locked by others, in turn across tenants: tenants with a '
+'policy of their own (half the batch when there is a default) and those under the default each from '
+'after the last tenant the previous run served (agentmem.retention_cursors), so every tenant''s '
+'expired rows go within as many runs as tenants have expired rows. Returns what it deleted.';
 
 create or replace function agentmem_private.retention_kind(p_kind text, p_batch int)
 returns bigint

@@ -87,6 +87,24 @@ begin
             and c.oid <> 'agentmem.schema_migrations'::regclass
     $plan$;
 
+    -- The tenant binding's mode, now that Citus is here: none on the workers.
+    perform agentmem_private.generate_tenant_binding();
+
+    -- Citus refuses sub-selects in policies (sql/01_row_security.sql reads
+    -- current_tenant() once per statement with one): call it directly instead.
+    for v_table in
+        select pg_catalog.format('agentmem.%I', p.tablename)::regclass
+        from pg_catalog.pg_policies as p
+        where
+            p.schemaname = 'agentmem' and p.policyname = 'tenant_isolation'
+            and (p.qual like '%SELECT%' or p.with_check like '%SELECT%')
+    loop
+        execute pg_catalog.format(
+            'alter policy tenant_isolation on %s using (tenant_id = agentmem.current_tenant()) '
+            'with check (tenant_id = agentmem.current_tenant())', v_table
+        );
+    end loop;
+
     -- Citus cannot turn tables joined by foreign keys into distributed and
     -- reference tables one at a time: drop the keys that touch a table about to
     -- change, remembering their exact definitions, and re-create them after.

@@ -56,6 +56,10 @@ revoke all on agentmem.models, agentmem.cache_intents, agentmem.text_search_sett
 from agentmem_owner, agentmem_queue;
 grant select on agentmem.models, agentmem.cache_intents, agentmem.text_search_settings to agentmem_owner;
 grant usage, select on all sequences in schema agentmem to agentmem_owner;
+revoke all on agentmem.tenant_grants, agentmem.tenant_binding, agentmem.retention_cursors from agentmem_owner;
+-- agentmem.may_act_as (security definer) reads the binding for every caller.
+grant select on agentmem.tenant_grants, agentmem.tenant_binding to agentmem_owner;
+revoke all on agentmem.search_path_health, agentmem.tenant_grant_list from agentmem_owner;
 revoke all on agentmem.retention_health, agentmem.tenants_needing_index, agentmem.tenant_indexes,
 agentmem.embedding_backlog, agentmem.health
 from agentmem_owner;
@@ -83,6 +87,9 @@ grant execute on all functions in schema agentmem to agentmem_app, agentmem_owne
 grant execute on all functions in schema agentmem_private to agentmem_owner;
 revoke execute on function
 agentmem.grant_app_role(text),
+agentmem.grant_tenant(text, text, text, boolean),
+agentmem.revoke_tenant(text, text, text, boolean),
+agentmem.set_tenant_binding(text, text),
 agentmem.register_model(text, int, text, text),
 agentmem.apply_retention(int),
 agentmem.schedule_retention(text),

@@ -121,6 +121,9 @@ def migrate_template(host, port, user, dbname, password=None, **_):
             except psycopg.errors.DuplicateObject:  # a concurrent session made it
                 pass
         conn.execute("select agentmem.grant_app_role(role_name => %s)", (APP_ROLE,))
+        # A new installation binds tenants to login roles: the suite's application role is a
+        # trusted service for every tenant (tests/test_tenant_binding.py uses logins of its own).
+        conn.execute("select agentmem.grant_tenant(role_name => %s, all_tenants => true)", (APP_ROLE,))
 
 
 postgresql_noproc = factories.postgresql_noproc(load=[migrate_template])

@@ -8,7 +8,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-CATALOGUES = {"models", "cache_intents", "text_search_settings"}
+CATALOGUES = {"models", "cache_intents", "text_search_settings", "tenant_grants", "tenant_binding", "retention_cursors"}
 VEC = "[" + ",".join(["0.1"] * 384) + "]"
 
 

@@ -33,8 +33,10 @@ ADMIN = {"apply_retention", "schedule_retention", "unschedule_retention", "set_d
          "set_text_search_config", "tenant_index_ddl", "create_tenant_index", "drop_tenant_index",
          "measure_tenant_index", "tenants_needing_index", "distribute", "is_distributed",
          "reembed", "switch_default_model", "drop_model_vectors", "retry_embedding_jobs", "embedding_backlog",
-         "health", "export_tenant", "import_tenant", "apply_index_upkeep", "schedule_index_upkeep", "unschedule_index_upkeep"}
-VIEWS = {"retention_health", "tenants_needing_index", "embedding_backlog", "health"}  # read by Admin, not functions
+         "health", "export_tenant", "import_tenant", "apply_index_upkeep", "schedule_index_upkeep", "unschedule_index_upkeep",
+         "grant_tenant", "revoke_tenant", "set_tenant_binding", "tenant_grant_list", "search_path_health"}
+VIEWS = {"retention_health", "tenants_needing_index", "embedding_backlog", "health", "tenant_grant_list",
+         "search_path_health"}  # read by Admin, not functions
 # The embedding queue's calls: the worker's (agentmem.worker), granted to agentmem_worker only.
 WORKER = {"claim_embedding_jobs", "complete_embedding_jobs", "fail_embedding_jobs", "embedding_queue_depth"}
 

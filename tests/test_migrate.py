@@ -73,7 +73,7 @@ def test_rerun_is_a_noop(empty_db):
     assert [r for r in after if r[1] == "agentmem.facts"] != [r for r in before_policies if r[1] == "agentmem.facts"]
     with psycopg.connect(empty_db) as conn:
         assert conn.execute("select qual from pg_policies where tablename = 'facts'").fetchone() == (
-            "(tenant_id = agentmem.current_tenant())",)
+            "(tenant_id = ( SELECT agentmem.current_tenant() AS current_tenant))",)
 
 
 def test_eight_concurrent_migrators_apply_each_migration_once(empty_db):
@@ -228,6 +228,7 @@ def test_a_non_superuser_dba_installs_once_made_a_member_of_agentmem_owner(empty
             assert owners == [("agentmem_owner",), ("agentmem_queue",)]
             conn.execute(f"create role {role}_app login")
             conn.execute("select agentmem.grant_app_role(role_name => %s)", (f"{role}_app",))
+            conn.execute("select agentmem.grant_tenant(role_name => %s, tenant_id => 'acme')", (f"{role}_app",))
         with psycopg.connect(server.db_url(name, f"{role}_app"), autocommit=True) as app:
             app.execute("select agentmem.set_tenant(tenant_id => 'acme')")
             cid = app.execute("select agentmem.start_conversation(user_id => 'u1')").fetchone()[0]
@@ -366,6 +367,13 @@ def test_upgrade_from_a_release_equals_a_fresh_install(server, empty_db, tmp_pat
             conn.execute("select agentmem.start_conversation(user_id => 'u1', title => 'kept')")
         assert m.Migrator(old_url).migrate()  # the new migrations apply
         m.Migrator(empty_db).migrate()
+        with psycopg.connect(old_url, autocommit=True) as conn:
+            # An upgrade keeps any login acting as any tenant, as before (a new installation binds
+            # tenants to login roles); the DBA turns binding on with one call.
+            assert conn.execute("select agentmem.tenant_binding_mode()").fetchone() == ("none",)
+            conn.execute("select agentmem.set_tenant_binding(mode => 'role')")
+        with psycopg.connect(empty_db, autocommit=True) as conn:
+            assert conn.execute("select agentmem.tenant_binding_mode()").fetchone() == ("role",)
         assert schema_dump(server, old_url) == schema_dump(server, empty_db)
         with psycopg.connect(old_url, autocommit=True) as conn:
             assert conn.execute("select count(*) from agentmem.conversations").fetchone()[0] == 1

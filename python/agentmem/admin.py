@@ -1,7 +1,8 @@
 """The DBA's operations, on a client bound to no tenant: ``Admin.connect(url)``.
 
 Retention runs and schedules, the installation's default retention policies,
-the model registry, application-role grants, the retention health view, the
+the model registry, application-role grants, tenants granted to logins and the tenant binding, the
+search path's health, the retention health view, the
 text search configuration and tenants' own HNSW indexes. The
 SQL functions behind them are ``security invoker`` and not granted to
 ``agentmem_app``: connect as the schema's owner, a superuser or a BYPASSRLS
@@ -117,6 +118,40 @@ class Admin(SyncClient):
     @literal
     def grant_app_role(self, role_name: str) -> Sql[None]:
         return nothing("select agentmem.grant_app_role(role_name => %s)", role_name)
+
+    # -- tenants bound to identities ----------------------------------------------------------
+
+    @literal
+    def grant_tenant(self, role_name: str, tenant_id: str | None = None, tenant_prefix: str | None = None,
+                     all_tenants: bool = False) -> Sql[bool]:
+        """Let a login role act as one tenant, every tenant starting with a prefix, or every tenant
+        (exactly one of the three); False when it held that grant already."""
+        return value(bool, "select agentmem.grant_tenant(role_name => %s, tenant_id => %s, tenant_prefix => %s, "
+                     "all_tenants => %s)", role_name, tenant_id, tenant_prefix, all_tenants)
+
+    @literal
+    def revoke_tenant(self, role_name: str, tenant_id: str | None = None, tenant_prefix: str | None = None,
+                      all_tenants: bool = False) -> Sql[bool]:
+        """Take back a grant of grant_tenant (the same arguments); whether one was removed."""
+        return value(bool, "select agentmem.revoke_tenant(role_name => %s, tenant_id => %s, tenant_prefix => %s, "
+                     "all_tenants => %s)", role_name, tenant_id, tenant_prefix, all_tenants)
+
+    @literal
+    def tenant_grant_list(self) -> Sql[list[dict]]:
+        """The view agentmem.tenant_grant_list: every grant, whether its role exists and can log in, the mode."""
+        return rows(dict, "select * from agentmem.tenant_grant_list")
+
+    @literal
+    def set_tenant_binding(self, mode: str, jwt_claim: str | None = None) -> Sql[dict]:
+        """How set_tenant is checked: 'role' (the login's grants), 'jwt' (the gateway login's grants and a
+        claim of request.jwt.claims) or 'none'."""
+        return one(dict, "select * from agentmem.set_tenant_binding(mode => %s, jwt_claim => %s)", mode, jwt_claim)
+
+    @literal
+    def search_path_health(self) -> Sql[list[dict]]:
+        """The view agentmem.search_path_health: who besides the owners may write a schema of agentmem's
+        search path, with the statement that fixes it; empty when safe."""
+        return rows(dict, "select * from agentmem.search_path_health")
 
     # -- full-text search ---------------------------------------------------------------------
 

@@ -159,6 +159,16 @@ class Calls:
     def current_tenant(self, *, conn: Conn = None) -> Sql[str]:
         return value(str, "select agentmem.current_tenant()")
 
+    @literal
+    def may_act_as(self, tenant_id: str, *, conn: Conn = None) -> Sql[bool]:
+        """Whether this login may act as tenant_id under the installation's tenant binding."""
+        return value(bool, "select agentmem.may_act_as(tenant_id => %s)", tenant_id)
+
+    @literal
+    def tenant_binding_mode(self, *, conn: Conn = None) -> Sql[str]:
+        """How the installation checks tenants: 'role', 'jwt' or 'none'."""
+        return value(str, "select agentmem.tenant_binding_mode()")
+
     # -- conversation memory ------------------------------------------------------------------
 
     @literal

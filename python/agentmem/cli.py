@@ -34,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     p = db_command("migrate", "apply pending migrations and re-apply the definitions")
     p.add_argument("--grant-app-role", action="append", default=[], metavar="ROLE",
                    help="then make this existing login role an application role (repeatable)")
-    db_command("status", "list applied and pending migrations, and whether the installation is distributed")
+    db_command("status", "list applied and pending migrations, whether the installation is distributed, "
+               "its tenant binding and whether its search path is safe")
     p = db_command("distribute", "distribute the installation by tenant on Citus (on the coordinator; idempotent)")
     p.add_argument("--shard-count", type=int, help="shards per distributed table (default citus.shard_count)")
     p = sub.add_parser("psql-script", help="print the psql install/upgrade script")
@@ -132,6 +133,8 @@ def main(argv: list[str] | None = None) -> int:
                     return 3
                 print(format_status(migrator.status()))
                 print(f"distributed: {migrator.distributed()}")
+                for line in migrator.security():
+                    print(line)
         elif args.command == "psql-script":
             from .migrate import Source, render_psql
             text = render_psql(Source.load(args.source))

@@ -50,11 +50,15 @@ def _prepare(url: str) -> tuple[str, str]:
     applied = migrator.migrate()
     migrator.grant_app_role(DEMO_APP)
     with psycopg.connect(admin_url) as conn:
+        # Tenants are bound to logins: the demo's login may act as its two tenants, no other.
+        for tenant in ("docs-co", "other-co"):
+            conn.execute("select agentmem.grant_tenant(role_name => %s, tenant_id => %s)", (DEMO_APP, tenant))
         version = conn.execute("select current_setting('server_version'), "
                                "(select extversion from pg_extension where extname = 'vector')").fetchone()
     say(f"agentmem {__version__} on PostgreSQL {version[0]} with pgvector {version[1]}: database "
         f"{DEMO_DB} created and migrated ({len(applied)} migrations). The app connects as "
-        f"{DEMO_APP}, an ordinary login in role agentmem_app, so row-level security applies to it.")
+        f"{DEMO_APP}, an ordinary login in role agentmem_app, so row-level security applies to it, "
+        f"granted the tenants docs-co and other-co (agentmem.grant_tenant).")
     return admin_url, _with_db(url, DEMO_DB, DEMO_APP)
 
 
@@ -134,7 +138,7 @@ def _show(rows, fmt) -> None:
 
 def tour(mem, app_url: str) -> None:
     from ._adapt import embed_texts
-    from .errors import TenantNotSet
+    from .errors import InsufficientPrivilege, TenantNotSet
 
     step("3. conversation memory")
     conversation = mem.start_conversation("alice", title="API keys and invoices")
@@ -163,6 +167,11 @@ def tour(mem, app_url: str) -> None:
         _no_tenant_call(app_url)
     except TenantNotSet as exc:
         say(f"A session with no tenant gets an error, never everything: [{exc.sqlstate}] {exc.args[0]}")
+    try:
+        mem.for_tenant("not-granted-co").recall("alice", "what happens to jobs when a key is revoked?", k=2)
+    except InsufficientPrivilege as exc:
+        say(f"A tenant not granted to this login is refused, by set_tenant, set_config or SET alike: "
+            f"[{exc.sqlstate}] {exc.args[0]}")
 
     step("5. answer cache")
     question = "How do I rotate an API key?"

@@ -149,6 +149,73 @@ begin
 end
 $dba$;
 
+-- The schemas of the search_path agentmem's functions pin (agentmem and
+-- pgvector's; pg_catalog only superusers write) must be writable by no role
+-- but their owners, the installer and superusers: whatever a caller put there,
+-- agentmem's security definer functions and the DBA's would call. The same
+-- rule as agentmem.search_path_health, checked before anything is changed.
+do $search_path$
+declare
+    v_dba oid := coalesce(
+        (select n.nspowner from pg_catalog.pg_namespace as n where n.nspname = 'agentmem'),
+        (select r.oid from pg_catalog.pg_roles as r where r.rolname = current_user));
+    v_app oid := (select r.oid from pg_catalog.pg_roles as r where r.rolname = 'agentmem_app');
+    v_rows text;
+    v_fixes text;
+begin
+    with path as (
+        select n.oid, n.nspname::text as schema_name, n.nspowner, n.nspacl
+        from pg_catalog.pg_namespace as n
+        where n.nspname = 'agentmem'
+           or n.oid = (select e.extnamespace from pg_catalog.pg_extension as e where e.extname = 'vector')
+    ),
+    untrusted as (
+        -- per schema: not a superuser, agentmem_owner or the DBA (the owner of
+        -- schema agentmem), and an application role or without the privileges
+        -- of the schema's owner.
+        select p.oid as nsp, r.oid, r.rolname::text as rolname
+        from path as p cross join pg_catalog.pg_roles as r
+        where not r.rolsuper and r.rolname <> 'agentmem_owner'
+          and not pg_catalog.pg_has_role(r.oid, v_dba, 'usage')
+          and ((v_app is not null and pg_catalog.pg_has_role(r.oid, v_app, 'member'))
+               or not pg_catalog.pg_has_role(r.oid, p.nspowner, 'usage'))
+    ),
+    risk as (
+        select p.schema_name, 'PUBLIC may create objects in it' as problem,
+               pg_catalog.format('revoke create on schema %I from public;', p.schema_name) as fix
+        from path as p cross join lateral pg_catalog.aclexplode(p.nspacl) as a
+        where a.grantee = 0 and a.privilege_type = 'CREATE'
+        union all
+        select p.schema_name,
+               pg_catalog.format('role %s may create objects in it', u.rolname),
+               case when pg_catalog.pg_has_role(u.oid, p.nspowner, 'usage')
+                    then pg_catalog.format('alter schema %I owner to %I;', p.schema_name, v_dba::regrole::text)
+                    else pg_catalog.format('revoke create on schema %I from %I;', p.schema_name, u.rolname) end
+        from path as p join untrusted as u on u.nsp = p.oid and pg_catalog.has_schema_privilege(u.oid, p.oid, 'create')
+        where not exists (select from pg_catalog.aclexplode(p.nspacl) as a
+                          where a.grantee = 0 and a.privilege_type = 'CREATE')
+           or pg_catalog.pg_has_role(u.oid, p.nspowner, 'usage')
+        union all
+        select p.schema_name, pg_catalog.format('role %s owns function %s', u.rolname, pg_catalog.format('%I.%I(%s)', p.schema_name, f.proname, pg_catalog.pg_get_function_identity_arguments(f.oid))),
+               pg_catalog.format('alter function %s owner to %I;', pg_catalog.format('%I.%I(%s)', p.schema_name, f.proname, pg_catalog.pg_get_function_identity_arguments(f.oid)), v_dba::regrole::text)
+        from path as p join pg_catalog.pg_proc as f on f.pronamespace = p.oid join untrusted as u on u.nsp = p.oid and f.proowner = u.oid
+        union all
+        select p.schema_name, pg_catalog.format('role %s owns operator %s', u.rolname, pg_catalog.format('%I.%s(%s, %s)', p.schema_name, o.oprname, o.oprleft::regtype, o.oprright::regtype)),
+               pg_catalog.format('alter operator %s owner to %I;', pg_catalog.format('%I.%s(%s, %s)', p.schema_name, o.oprname, o.oprleft::regtype, o.oprright::regtype), v_dba::regrole::text)
+        from path as p join pg_catalog.pg_operator as o on o.oprnamespace = p.oid join untrusted as u on u.nsp = p.oid and o.oprowner = u.oid
+    )
+    select string_agg(schema_name || ': ' || problem, '; '), string_agg(distinct fix, ' ')
+      into v_rows, v_fixes from risk;
+    if v_rows is not null then
+        raise exception 'agentmem will not install here: a role other than the owner may write a schema of agentmem''s search_path'
+            using errcode = 'AM041',
+                  detail = v_rows || '. agentmem''s security definer functions (and the DBA''s) would call '
+                           || 'functions and operators put there.',
+                  hint = 'Run as the owner: ' || v_fixes || ' Then migrate again.';
+    end if;
+end
+$search_path$;
+
 create schema if not exists agentmem;
 comment on schema agentmem is 'agentmem: memory and answer caching for LLM agents. The API is the functions; tables are private.';
 
@@ -350,6 +417,27 @@ class Migrator:
                 workers = conn.execute("select count(*) from pg_catalog.pg_dist_node "
                                        "where noderole = 'primary' and groupid <> 0").fetchone()[0]
                 return f"yes (Citus, {workers} worker{'s' if workers != 1 else ''})"
+        except psycopg.Error as exc:
+            raise translate(exc) from exc
+
+    def security(self) -> list[str]:
+        """Lines for ``agentmem status``: the tenant binding and the search path's health."""
+        try:
+            with self._connect() as conn:
+                if conn.execute("select to_regclass('agentmem.search_path_health') is null").fetchone()[0]:
+                    return ["tenant binding: not installed (run agentmem migrate)"]
+                mode = conn.execute("select agentmem.tenant_binding_mode()").fetchone()[0]
+                grants = conn.execute("select count(*) from agentmem.tenant_grants").fetchone()[0]
+                lines = [f"tenant binding: {mode} ({grants} grant{'s' if grants != 1 else ''})"
+                         + ("; any application login may act as any tenant: "
+                            "select agentmem.set_tenant_binding(mode => 'role'); binds them" if mode == "none" else "")]
+                rows = conn.execute("select schema_name, role_name, problem, fix "
+                                    "from agentmem.search_path_health").fetchall()
+                if not rows:
+                    lines.append("search path: safe (no role but the owners and superusers can write its schemas)")
+                for schema, role, problem, fix in rows:
+                    lines.append(f"search path: UNSAFE: schema {schema}: {role} {problem}; fix: {fix}")
+                return lines
         except psycopg.Error as exc:
             raise translate(exc) from exc
 
