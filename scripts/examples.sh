@@ -2,7 +2,8 @@
 # `make examples`: the Node.js and Java programs of examples/ against the embedded server.
 # Installs what they need (npm ci; Debian's JDBC driver when /usr/share/java/postgresql.jar is
 # missing, which needs root), starts the embedded server, (re)creates the database
-# agentmem_examples, migrates it, makes the login agentmem_example_app an application role,
+# agentmem_examples, migrates it, makes the login agentmem_example_app an application role
+# granted the tenants example-*,
 # then runs both programs; fails if either does.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -32,6 +33,9 @@ select 'create role $APP login' where not exists (select from pg_roles where rol
 SQL
 db_url=${admin_url%/*}/$DB
 "$BIN/agentmem" migrate --database-url "$db_url" --grant-app-role "$APP" >/dev/null
+# Tenants are bound to logins: the login may act as the examples' tenants (example-node, example-java).
+"$psql" "$db_url" -X -q -v ON_ERROR_STOP=1 \
+  -c "select agentmem.grant_tenant(role_name => '$APP', tenant_prefix => 'example-')" >/dev/null
 
 hostport=${admin_url#*@}; hostport=${hostport%%/*}
 status=0

@@ -212,7 +212,11 @@ begin
     -- agentmem_owner, which reads the login's grants itself: the same probe as
     -- may_act_as, without a second function call.
     if agentmem.tenant_binding_mode() <> 'none' then
-        if agentmem.tenant_binding_mode() = 'role' and current_user = 'agentmem_owner' then
+        -- The embedding queue's functions (owned by agentmem_queue, NOLOGIN) set
+        -- each job's own tenant before they touch its row: the worker's login
+        -- is bound to no tenant, and may set none through the API.
+        v_bound := current_user = 'agentmem_queue';
+        if not v_bound and agentmem.tenant_binding_mode() = 'role' and current_user = 'agentmem_owner' then
             v_bound := exists (
                 select from agentmem.tenant_grants as g
                 where
@@ -352,7 +356,7 @@ as $$
         from path as p
         cross join pg_catalog.pg_roles as r
         where
-            not r.rolsuper and r.rolname <> 'agentmem_owner'
+            not r.rolsuper and r.rolname not in ('agentmem_owner', 'agentmem_queue')
             and not pg_catalog.pg_has_role(r.oid, (select d.nspowner from dba as d), 'usage')
             and (
                 (
@@ -507,7 +511,17 @@ begin
             and s.setdatabase in (0, (select d.oid from pg_catalog.pg_database as d where d.datname = current_database()))
             and c.setting like 'statement\_timeout=%'
     ) then
-        execute pg_catalog.format('alter role %I set statement_timeout = %L', role_name, '30s');
+        begin
+            execute pg_catalog.format('alter role %I set statement_timeout = %L', role_name, '30s');
+        exception when insufficient_privilege then
+            -- A login another role created (PostgreSQL 16+: ADMIN OPTION on it is needed): the
+            -- grant stands; the bound is the superuser's to set.
+            raise warning 'role % is an application role now, without agentmem''s statement_timeout', role_name
+            using
+                detail = sqlerrm,
+                hint = pg_catalog.format('Ask a superuser to run "alter role %I set statement_timeout = ''30s'';".',
+                    role_name);
+        end;
     end if;
 end
 $$;
@@ -518,7 +532,7 @@ Refuses superusers and BYPASSRLS roles, which row-level security would not confi
 statement a superuser runs when the caller may not grant agentmem_app (AM041); refuses (AM041) while a
 role other than the owner may write a schema of agentmem''s search_path (agentmem.search_path_health).
 Gives the role statement_timeout = 30s (alter role ... set) unless the role already has a
-statement_timeout of its own.
+statement_timeout of its own (a WARNING names the statement where the caller may not alter the role).
 For the DBA; not executable by the application role.';
 
 create or replace function agentmem_private.bypasses_rls()

@@ -127,7 +127,8 @@ agentmem.complete_embedding_jobs(uuid, text[], uuid[], vector[]),
 agentmem.fail_embedding_jobs(uuid, text[], uuid[], text),
 agentmem.embedding_queue_depth(text)
 to agentmem_worker;
-grant execute on function agentmem.get_model(text), agentmem.current_tenant() to agentmem_queue;
+grant execute on function agentmem.get_model(text), agentmem.current_tenant(), agentmem.tenant_binding_mode(),
+agentmem.may_act_as(text) to agentmem_queue;
 grant execute on all functions in schema agentmem_private to agentmem_queue;
 
 -- Every security definer function of the API belongs to agentmem_owner, but

@@ -142,6 +142,7 @@ def test_a_non_superuser_dba_installs_into_a_second_database_refused_step_by_ste
     with psycopg.connect(server.db_url(name, role), autocommit=True) as conn:
         conn.execute(f"create role {role}_app login")
         conn.execute("select agentmem.grant_app_role(role_name => %s)", (f"{role}_app",))
+        conn.execute("select agentmem.grant_tenant(role_name => %s, tenant_id => 'acme')", (f"{role}_app",))
     with psycopg.connect(server.db_url(name, f"{role}_app"), autocommit=True) as app:
         app.execute("select agentmem.set_tenant(tenant_id => 'acme')")
         assert app.execute("select agentmem.start_conversation(user_id => 'alice')").fetchone()[0] is not None
@@ -239,6 +240,7 @@ def test_in_a_cluster_without_the_roles_a_createrole_dba_installs_then_a_second_
     with psycopg.connect(cluster.db_url("dba_two_db", "dba_two"), autocommit=True) as conn:
         conn.execute("create role dba_two_app login")
         conn.execute("select agentmem.grant_app_role(role_name => 'dba_two_app')")
+        conn.execute("select agentmem.grant_tenant(role_name => 'dba_two_app', tenant_id => 'acme')")
     with psycopg.connect(cluster.db_url("dba_two_db", "dba_two_app"), autocommit=True) as app:
         app.execute("select agentmem.set_tenant(tenant_id => 'acme')")
         assert app.execute("select agentmem.start_conversation(user_id => 'alice')").fetchone()[0] is not None

@@ -175,7 +175,7 @@ begin
         -- of the schema's owner.
         select p.oid as nsp, r.oid, r.rolname::text as rolname
         from path as p cross join pg_catalog.pg_roles as r
-        where not r.rolsuper and r.rolname <> 'agentmem_owner'
+        where not r.rolsuper and r.rolname not in ('agentmem_owner', 'agentmem_queue')
           and not pg_catalog.pg_has_role(r.oid, v_dba, 'usage')
           and ((v_app is not null and pg_catalog.pg_has_role(r.oid, v_app, 'member'))
                or not pg_catalog.pg_has_role(r.oid, p.nspowner, 'usage'))

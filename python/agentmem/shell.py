@@ -70,9 +70,9 @@ def dev_server_url() -> str:
     return devserver.url(dbname=DATABASE)
 
 
-def prepare(admin_url: str, login: str = APP_LOGIN) -> str:
-    """Migrate the database, create the login (no password, no superuser) if it is missing and make it
-    an application role. Returns the login's URL."""
+def prepare(admin_url: str, login: str = APP_LOGIN, tenant: str | None = None) -> str:
+    """Migrate the database, create the login (no password, no superuser) if it is missing, make it
+    an application role and grant it the tenant (tenants are bound to logins). Returns the login's URL."""
     from .migrate import Migrator, Source
     migrator = Migrator(admin_url, Source.load())
     migrator.migrate()
@@ -83,6 +83,9 @@ def prepare(admin_url: str, login: str = APP_LOGIN) -> str:
             except psycopg.errors.DuplicateObject:
                 pass
     migrator.grant_app_role(login)
+    if tenant is not None:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            conn.execute("select agentmem.grant_tenant(role_name => %s, tenant_id => %s)", (login, tenant))
     return with_database(admin_url, urlsplit(admin_url).path.lstrip("/") or DATABASE, login)
 
 
@@ -97,7 +100,7 @@ def psql(data_dir: Path, database_url: str | None, tenant: str, login: str, psql
         admin_url = ensure_database(devserver.start(data_dir))
         where = "the dev server"
         psql_bin = psql_bin or devserver.bin_path("psql")
-    app_url = prepare(admin_url, login)
+    app_url = prepare(admin_url, login, tenant)
     psql_bin = psql_bin or shutil.which("psql") or devserver.bin_path("psql")
     if psql_args[:1] == ["--"]:
         psql_args = psql_args[1:]
