@@ -395,3 +395,27 @@ def test_an_idle_worker_wakes_on_notify_not_on_its_poll(app, admin, make_worker)
         w.stop()
         t.join(30)
     assert not t.is_alive()
+
+
+def test_reembedding_every_tenant_then_dropping_the_model_everywhere(app, admin, connect, app_url, make_worker):
+    globex = connect(app_url, tenant="globex")
+    for conn in (app, globex):
+        cid = _conversation(conn)
+        conn.execute("select * from agentmem.store_message(conversation_id => %s, role => 'user', content => 'hi', "
+                     "embedding => %s)", (cid, vec(DOC + "hi")))
+    admin.execute("select agentmem.register_model(model => 'tiny-embed', dimension => 8)")
+    queued = dict(admin.execute("select tenant, jobs from agentmem.reembed(model => 'tiny-embed')").fetchall())
+    assert queued == {"acme": 1, "globex": 1}
+    assert dict(admin.execute("select tenant_id, pending from agentmem.embedding_backlog").fetchall()) == \
+        {"acme": 1, "globex": 1}
+    make_worker(model="tiny-embed").run(once=True)
+    assert count(admin, "message_embeddings", "model = 'tiny-embed'") == 2
+    removed = admin.execute("select tenant, table_name, rows_removed from agentmem.drop_model_vectors("
+                            "model => 'tiny-embed')").fetchall()
+    assert ("acme", "message_embeddings", 1) in removed and (None, "models", 1) in removed
+    assert count(admin, "message_embeddings", "model = 'tiny-embed'") == 0 and count(admin, "reembeddings") == 0
+    assert admin.execute("select count(*) from pg_indexes where schemaname = 'agentmem' and indexname like '%tiny%'"
+                         ).fetchone() == (0,)
+    assert admin.execute("select count(*) from agentmem.models where model = 'tiny-embed'").fetchone() == (0,)
+    # the default model is refused
+    assert sqlstate_of(admin, "select * from agentmem.drop_model_vectors(model => 'nomic-embed-text')") == "AM031"
