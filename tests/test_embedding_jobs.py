@@ -419,3 +419,23 @@ def test_reembedding_every_tenant_then_dropping_the_model_everywhere(app, admin,
     assert admin.execute("select count(*) from agentmem.models where model = 'tiny-embed'").fetchone() == (0,)
     # the default model is refused
     assert sqlstate_of(admin, "select * from agentmem.drop_model_vectors(model => 'nomic-embed-text')") == "AM031"
+
+
+def test_the_readme_reembedding_snippet_runs_as_written(admin, app, make_worker):
+    from pathlib import Path
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("### Re-embedding to a new model", 1)[1]
+    snippet = section.split("```sql", 1)[1].split("```", 1)[0]
+    cid = _conversation(app)
+    app.execute("select * from agentmem.store_message(conversation_id => %s, role => 'user', content => 'hi', "
+                "embedding => %s)", (cid, vec(DOC + "hi")))
+    statements = [line.split("--")[0].strip().rstrip(";") for line in snippet.strip().splitlines()]
+    assert len(statements) == 5
+    admin.execute(statements[0])  # register_model
+    admin.execute(statements[1])  # reembed
+    assert sqlstate_of(admin, statements[3]) == "AM031"  # switch_default_model: not yet
+    make_worker(embedder="lexical").run(once=True)
+    for statement in statements[2:]:
+        admin.execute(statement)
+    assert count(admin, "message_embeddings", "model = 'nomic-embed-text'") == 0
+    assert count(admin, "message_embeddings", "model = 'mxbai-embed-large'") == 1
