@@ -439,3 +439,14 @@ def test_the_readme_reembedding_snippet_runs_as_written(admin, app, make_worker)
         admin.execute(statement)
     assert count(admin, "message_embeddings", "model = 'nomic-embed-text'") == 0
     assert count(admin, "message_embeddings", "model = 'mxbai-embed-large'") == 1
+
+
+def test_a_job_whose_row_expires_goes_with_it(app, admin):
+    cid = _conversation(app)
+    app.execute("select * from agentmem.store_message(conversation_id => %s, role => 'user', content => 'old', "
+                "embedding => null)", (cid,))
+    app.execute("select agentmem.set_retention_policy(kind => 'messages', max_age => '1 day')")
+    admin.execute("update agentmem.messages set created_at = now() - interval '2 days'")
+    assert count(admin, "embedding_jobs") == 1
+    admin.execute("select * from agentmem.apply_retention()")
+    assert count(admin, "messages") == 0 and count(admin, "embedding_jobs") == 0
