@@ -450,3 +450,9 @@ def test_a_job_whose_row_expires_goes_with_it(app, admin):
     assert count(admin, "embedding_jobs") == 1
     admin.execute("select * from agentmem.apply_retention()")
     assert count(admin, "messages") == 0 and count(admin, "embedding_jobs") == 0
+
+
+def test_the_worker_command_as_the_application_role_says_what_is_missing(app_url):
+    out = subprocess.run([sys.executable, "-m", "agentmem.cli", "worker", "--database-url", app_url, "--once"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and "42501" in out.stderr and "grant agentmem_worker" in out.stderr

@@ -1,4 +1,4 @@
-"""The ``agentmem`` command: migrate, status, distribute, psql-script, docs, dev-server, cache-report, demo."""
+"""The ``agentmem`` command: migrate, status, distribute, psql-script, docs, dev-server, cache-report, worker, demo."""
 
 from __future__ import annotations
 
