@@ -746,6 +746,11 @@ declare
     v_n bigint;
     v_table text;
 begin
+    if drop_model_vectors.tenant_id is null and agentmem.is_distributed() then
+        -- Citus: the index drops and the delete from the reference table models need every
+        -- statement of this transaction to run over one connection per node.
+        perform pg_catalog.set_config('citus.multi_shard_modify_mode', 'sequential', true);
+    end if;
     perform agentmem.get_model(drop_model_vectors.model);
     for v_tenant in select t from agentmem_private.tenants_of(drop_model_vectors.tenant_id, 'agentmem.drop_model_vectors') as t loop
         perform agentmem.set_tenant(v_tenant, true);
@@ -793,6 +798,7 @@ begin
     if drop_model_vectors.tenant_id is null then
         -- The whole installation: the model's indexes and its registry entry go too.
         perform pg_catalog.set_config('agentmem.tenant_id', '', true);
+
         if agentmem_private.default_model() = drop_model_vectors.model then
             raise exception 'model % is the installation''s default model', drop_model_vectors.model
             using

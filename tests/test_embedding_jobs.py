@@ -395,3 +395,64 @@ def test_an_idle_worker_wakes_on_notify_not_on_its_poll(app, admin, make_worker)
         w.stop()
         t.join(30)
     assert not t.is_alive()
+
+
+def test_reembedding_every_tenant_then_dropping_the_model_everywhere(app, admin, connect, app_url, make_worker):
+    globex = connect(app_url, tenant="globex")
+    for conn in (app, globex):
+        cid = _conversation(conn)
+        conn.execute("select * from agentmem.store_message(conversation_id => %s, role => 'user', content => 'hi', "
+                     "embedding => %s)", (cid, vec(DOC + "hi")))
+    admin.execute("select agentmem.register_model(model => 'tiny-embed', dimension => 8)")
+    queued = dict(admin.execute("select tenant, jobs from agentmem.reembed(model => 'tiny-embed')").fetchall())
+    assert queued == {"acme": 1, "globex": 1}
+    assert dict(admin.execute("select tenant_id, pending from agentmem.embedding_backlog").fetchall()) == \
+        {"acme": 1, "globex": 1}
+    make_worker(model="tiny-embed").run(once=True)
+    assert count(admin, "message_embeddings", "model = 'tiny-embed'") == 2
+    removed = admin.execute("select tenant, table_name, rows_removed from agentmem.drop_model_vectors("
+                            "model => 'tiny-embed')").fetchall()
+    assert ("acme", "message_embeddings", 1) in removed and (None, "models", 1) in removed
+    assert count(admin, "message_embeddings", "model = 'tiny-embed'") == 0 and count(admin, "reembeddings") == 0
+    assert admin.execute("select count(*) from pg_indexes where schemaname = 'agentmem' and indexname like '%tiny%'"
+                         ).fetchone() == (0,)
+    assert admin.execute("select count(*) from agentmem.models where model = 'tiny-embed'").fetchone() == (0,)
+    # the default model is refused
+    assert sqlstate_of(admin, "select * from agentmem.drop_model_vectors(model => 'nomic-embed-text')") == "AM031"
+
+
+def test_the_readme_reembedding_snippet_runs_as_written(admin, app, make_worker):
+    from pathlib import Path
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    section = readme.split("### Re-embedding to a new model", 1)[1]
+    snippet = section.split("```sql", 1)[1].split("```", 1)[0]
+    cid = _conversation(app)
+    app.execute("select * from agentmem.store_message(conversation_id => %s, role => 'user', content => 'hi', "
+                "embedding => %s)", (cid, vec(DOC + "hi")))
+    statements = [line.split("--")[0].strip().rstrip(";") for line in snippet.strip().splitlines()]
+    assert len(statements) == 5
+    admin.execute(statements[0])  # register_model
+    admin.execute(statements[1])  # reembed
+    assert sqlstate_of(admin, statements[3]) == "AM031"  # switch_default_model: not yet
+    make_worker(embedder="lexical").run(once=True)
+    for statement in statements[2:]:
+        admin.execute(statement)
+    assert count(admin, "message_embeddings", "model = 'nomic-embed-text'") == 0
+    assert count(admin, "message_embeddings", "model = 'mxbai-embed-large'") == 1
+
+
+def test_a_job_whose_row_expires_goes_with_it(app, admin):
+    cid = _conversation(app)
+    app.execute("select * from agentmem.store_message(conversation_id => %s, role => 'user', content => 'old', "
+                "embedding => null)", (cid,))
+    app.execute("select agentmem.set_retention_policy(kind => 'messages', max_age => '1 day')")
+    admin.execute("update agentmem.messages set created_at = now() - interval '2 days'")
+    assert count(admin, "embedding_jobs") == 1
+    admin.execute("select * from agentmem.apply_retention()")
+    assert count(admin, "messages") == 0 and count(admin, "embedding_jobs") == 0
+
+
+def test_the_worker_command_as_the_application_role_says_what_is_missing(app_url):
+    out = subprocess.run([sys.executable, "-m", "agentmem.cli", "worker", "--database-url", app_url, "--once"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 1 and "42501" in out.stderr and "grant agentmem_worker" in out.stderr

@@ -220,13 +220,24 @@ class Worker:
 
 def main(database_url: str, *, model: str | None, batch_size: int, once: bool, lease_seconds: float,
          embedder: str, host: str | None, poll: float) -> int:
+    import psycopg
     logging.basicConfig(level=logging.INFO, format="%(asctime)s agentmem worker: %(message)s")
-    worker = Worker(database_url, model=model, batch_size=batch_size, lease_seconds=lease_seconds,
-                    embedder=embedder, host=host, poll=poll)
+    try:
+        worker = Worker(database_url, model=model, batch_size=batch_size, lease_seconds=lease_seconds,
+                        embedder=embedder, host=host, poll=poll)
+    except psycopg.Error as exc:
+        log.error("cannot connect: %s", exc)
+        return 1
     signal.signal(signal.SIGTERM, worker.stop)
     signal.signal(signal.SIGINT, worker.stop)
     try:
         worker.run(once=once)
+    except psycopg.Error as exc:
+        hint = ""
+        if exc.sqlstate == "42501":
+            hint = " (the worker's login role must be a member of agentmem_worker: grant agentmem_worker to it)"
+        log.error("[%s] %s%s", exc.sqlstate, exc.diag.message_primary or exc, hint)
+        return 1
     finally:
         worker.close()
     return 0
