@@ -1,0 +1,1 @@
+-- worker: reserved for a parallel branch (placeholder, dropped at integration).

@@ -1,0 +1,1 @@
+-- tenant_binding: reserved for a parallel branch (placeholder, dropped at integration).

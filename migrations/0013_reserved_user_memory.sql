@@ -1,0 +1,1 @@
+-- user_memory: reserved for a parallel branch (placeholder, dropped at integration).
