@@ -23,7 +23,8 @@ class Message:
     role: str
     content: str
     metadata: dict
-    created_at: dt.datetime
+    created_at: dt.datetime       # when agentmem stored it
+    occurred_at: dt.datetime      # when it happened (given for imported history, else = stored)
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,7 @@ class WindowMessage:
     text_rank: int | None
     score: float | None
     window_score: float
+    occurred_at: dt.datetime
 
 
 @dataclass(frozen=True)
@@ -62,6 +64,7 @@ class ContextItem:
     content: str
     metadata: dict
     created_at: dt.datetime
+    occurred_at: dt.datetime | None  # the summary row: that of the last message it covers
 
 
 @dataclass(frozen=True)
