@@ -37,3 +37,51 @@ create index message_embeddings_occurred_idx on agentmem.message_embeddings (ten
 alter type agentmem.message_row add attribute occurred_at timestamptz;
 alter type agentmem.message_hit add attribute occurred_at timestamptz;
 alter type agentmem.message_in_window add attribute occurred_at timestamptz;
+
+-- Facts true for a while: valid_from / valid_to, when a fact was true in the
+-- world (valid_to NULL: still true), beside when agentmem recorded and
+-- replaced it. A current fact is valid from its last replacement (else its
+-- creation); a replaced version from when it was recorded to when it was
+-- replaced. The versions of one fact (one user's subject slot) never overlap:
+-- an exclusion constraint over its history, with tenant_id (Citus) and
+-- btree_gist for the equality of text and uuid in a GiST index.
+create extension if not exists btree_gist;
+
+alter table agentmem.facts add column valid_from timestamptz, add column valid_to timestamptz;
+update agentmem.facts as f
+set valid_from = coalesce(
+    (
+        select max(h.replaced_at) from agentmem.fact_history as h
+        where h.tenant_id = f.tenant_id and h.fact_id = f.fact_id
+    ),
+    f.created_at
+);
+alter table agentmem.facts alter column valid_from set default now();
+alter table agentmem.facts alter column valid_from set not null;
+alter table agentmem.facts
+add constraint facts_validity_ck check (
+    valid_from > '-infinity' and valid_from < 'infinity' and (valid_to is null or (valid_to > valid_from and valid_to < 'infinity'))
+);
+
+comment on column agentmem.facts.valid_from is
+'When the fact became true in the world (given by the caller or extraction, else the time of its latest source message, else when it was stored).';
+comment on column agentmem.facts.valid_to is
+'When it stopped being true (exclusive); NULL while it still is.';
+
+alter table agentmem.fact_history add column recorded_at timestamptz, add column valid_to timestamptz;
+update agentmem.fact_history set recorded_at = valid_from, valid_to = replaced_at;
+alter table agentmem.fact_history alter column recorded_at set not null;
+alter table agentmem.fact_history alter column valid_to set not null;
+alter table agentmem.fact_history
+add constraint fact_history_validity_ck check (valid_to > valid_from);
+alter table agentmem.fact_history
+add constraint fact_history_no_overlap exclude using gist (
+    tenant_id with =, fact_id with =, tstzrange(valid_from, valid_to) with &&
+);
+
+comment on column agentmem.fact_history.valid_from is
+'When this version became true in the world.';
+comment on column agentmem.fact_history.valid_to is
+'When it stopped being true (exclusive): where the version that replaced it begins, or earlier.';
+comment on column agentmem.fact_history.recorded_at is
+'When agentmem recorded this version (replaced_at: when it recorded the one that replaced it).';

@@ -428,6 +428,14 @@ begin
     v_row_check := case when vector_search.table_name = 'cache_entries' then ' and e.expires_at > now()' else '' end
         || case when vector_search.question_max_bytes is not null
             then pg_catalog.format(' and octet_length(e.question) <= %s', vector_search.question_max_bytes) else ''
+        end
+        -- Facts: a version (current or replaced) true in [since, until),
+        -- written by agentmem_private.fact_window_check.
+        || case when vector_search.table_name = 'facts' and (vector_search.since is not null or vector_search.until is not null)
+            then agentmem_private.fact_window_check(
+                p_since => vector_search.since, p_until => vector_search.until, p_alias => 'e'
+            )
+            else ''
         end;
 
     -- How many candidates. A user alone in a tenant with its own index (two
@@ -574,7 +582,7 @@ comment on function agentmem_private.vector_search(
 cache_entries (ids and cosine distances, nearest first): the one vector search of search_messages,
 recall_facts and cache_lookup. Candidates: tenant_id and model, and the caller''s scope: user_id;
 conversation_id; for messages a time window, occurred_at >= since and < until (either NULL: unbounded
-on that side); the cache''s key (acl_hash, prompt_version, llm_model, corpus_version) with entries
+on that side), for facts a version true at some time in it (a row check); the cache''s key (acl_hash, prompt_version, llm_model, corpus_version) with entries
 unexpired and of at most question_max_bytes. At or below agentmem.exact_search_max_rows candidates an
 exact scan; above it the tenant''s own HNSW index when it has one (agentmem.create_tenant_index), else
 the model''s shared HNSW index, with iterative scans: a first pass at a small hnsw.ef_search, a second at

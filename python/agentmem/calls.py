@@ -358,18 +358,26 @@ class Calls:
     @literal
     def upsert_fact(self, user_id: str, subject: str, fact: str, embedding: Embedding,
                     source_message_ids: Sequence[uuid.UUID | str] = (), model: str | None = None,
-                    merge_threshold: float = 0.92, *, conn: Conn = None) -> Sql[FactUpsert]:
+                    merge_threshold: float = 0.92, *, valid_from: dt.datetime | None = None,
+                    valid_to: dt.datetime | None = None, conn: Conn = None) -> Sql[FactUpsert]:
+        """valid_from / valid_to: when the fact was true (aware datetimes); default: from its sources' time."""
         return one(FactUpsert, "select * from agentmem.upsert_fact(user_id => %s, subject => %s, fact => %s, "
-                   "embedding => %s, source_message_ids => %s::uuid[], model => %s, merge_threshold => %s)",
-                   user_id, subject, fact, as_vector(embedding), list(source_message_ids), model, merge_threshold)
+                   "embedding => %s, source_message_ids => %s::uuid[], model => %s, merge_threshold => %s, "
+                   "valid_from => %s, valid_to => %s)",
+                   user_id, subject, fact, as_vector(embedding), list(source_message_ids), model, merge_threshold,
+                   aware(valid_from), aware(valid_to))
 
     @literal
     def recall_facts(self, user_id: str, query_embedding: Embedding | None = None, k: int = 5,
                      model: str | None = None, *, query_text: str | None = None, candidate_pool: int = 60,
-                     rrf_k: int = 60, conn: Conn = None) -> Sql[list[Fact]]:
+                     rrf_k: int = 60, since: dt.datetime | None = None, until: dt.datetime | None = None,
+                     as_of: dt.datetime | None = None, conn: Conn = None) -> Sql[list[Fact]]:
+        """as_of: what was true then; since/until: what was true at some time in [since, until)."""
         return rows(Fact, "select * from agentmem.recall_facts(user_id => %s, query_embedding => %s, k => %s, "
-                    "model => %s, query_text => %s, candidate_pool => %s, rrf_k => %s)",
-                    user_id, as_vector(query_embedding), k, model, query_text, candidate_pool, rrf_k)
+                    "model => %s, query_text => %s, candidate_pool => %s, rrf_k => %s, since => %s, "
+                    "until => %s, as_of => %s)",
+                    user_id, as_vector(query_embedding), k, model, query_text, candidate_pool, rrf_k,
+                    aware(since), aware(until), aware(as_of))
 
     @literal
     def fact_history(self, fact_id: uuid.UUID | str, *, conn: Conn = None) -> Sql[list[FactVersion]]:

@@ -150,6 +150,8 @@ class Fact:
     vector_rank: int | None       # rank in each branch (1 = best), None where it did not find it
     text_rank: int | None
     score: float                  # fused score: sum of 1 / (rrf_k + rank) over the branches
+    valid_from: dt.datetime       # when it was true in the world: [valid_from, valid_to)
+    valid_to: dt.datetime | None  # None while it still is
 
 
 @dataclass(frozen=True)
@@ -157,7 +159,9 @@ class FactVersion:
     subject: str
     fact: str
     source_message_ids: list[uuid.UUID]
-    valid_from: dt.datetime
+    valid_from: dt.datetime       # when this version was true in the world
+    valid_to: dt.datetime
+    recorded_at: dt.datetime      # when agentmem recorded it, and recorded the one that replaced it
     replaced_at: dt.datetime
 
 
