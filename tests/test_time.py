@@ -388,3 +388,16 @@ def test_erasure_removes_every_period(app, admin, alice_moved):
     app.execute("select * from agentmem.forget_user(user_id => 'alice')")
     assert count(admin, "facts", "user_id = 'alice'") == 0
     assert count(admin, "fact_history", "user_id = 'alice'") == 0
+
+
+def test_extraction_tells_the_model_when_and_validates_the_dates_it_returns():
+    from agentmem._extraction import FactExtractionError, chat_messages, parse_facts
+    turn_at = utc(2023, 5, 8, 13, 56)
+    prompt = chat_messages([{"role": "user", "content": "I moved to Berlin last week", "occurred_at": turn_at}])
+    assert "Monday 2023-05-08" in prompt[1]["content"]
+    got = parse_facts('{"facts": [{"subject": "home_city", "fact": "The user lives in Berlin", '
+                      '"valid_from": "2023-05-01"}]}', turn_at)
+    assert got == [{"subject": "home_city", "fact": "The user lives in Berlin", "valid_from": utc(2023, 5, 1)}]
+    for bad in ('"last week"', '"2023-13-01"', '"10000-01-01"', '"2024-01-01"', "17"):
+        with pytest.raises(FactExtractionError):
+            parse_facts('[{"subject": "home_city", "fact": "Berlin", "valid_from": %s}]' % bad, turn_at)
