@@ -210,12 +210,13 @@ def latency(app, start, end, user_rows, queries: int, seed: int = 7):
 
 # -- report ------------------------------------------------------------------------------------
 
-NOTE = ('Reading: a window of up to agentmem.exact_search_max_rows candidates (6,000 by default; both windows'
-        ' here) is counted and scanned exactly through the B-tree on (tenant_id, user_id, model, '
-        'occurred_at); the unbounded search reads the shared HNSW index, which on random vectors (no close '
-        'neighbours) runs its second pass at the full ef_search (README, "Tuning"): hence bounded searches '
-        'far below 1.2x unbounded. A window above the exact-scan limit reads the HNSW index with the window '
-        'as its filter (iterative scan); tests/test_time.py checks that it returns k rows at the boundaries.')
+NOTE = ('Reading: a window of up to agentmem.exact_search_max_rows candidates (6,000 by default; the 1% '
+        'and 10% windows at up to 50,000 rows of the user) is counted and scanned exactly through the B-tree '
+        'on (tenant_id, user_id, model, occurred_at); the unbounded search reads the shared HNSW index, which '
+        'on random vectors (no close neighbours) runs its second pass at the full ef_search (README, '
+        '"Tuning"): hence those far below unbounded. A window above the exact-scan limit (40%) reads the HNSW '
+        'index with the window as its filter (iterative scan); tests/test_time.py checks that it returns k '
+        'rows at the boundaries.')
 
 HALF_LIVES = [None, dt.timedelta(days=7), dt.timedelta(days=30), dt.timedelta(days=180)]
 
