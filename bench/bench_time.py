@@ -287,7 +287,8 @@ def main() -> int:
             p50, p95, n = lat[f"{mode}, {name}"]
             lines.append(f"| {mode}, {name} | {p50:.2f} | {p95:.2f} | {p50 / base:.2f} | {n} |")
     lines += ["", f"Vector searches that returned fewer than k = 10 rows though the window held more: {short}.", "",
-              NOTE, ""]
+              NOTE, "", "Recency weight: compare each half-life's row with the first (off) above; it is off by "
+              "default, and should be turned on only where it raises recall on the application's own questions.", ""]
     args.out.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
