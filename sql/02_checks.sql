@@ -224,3 +224,48 @@ $$;
 comment on function agentmem_private.uuid_arg(text, anycompatible) is
 'Internal: the uuid an id argument holds (a uuid, or its text form), NULL for NULL; AM020 naming the '
 'argument for anything else.';
+
+create or replace function agentmem_private.check_window(p_since timestamptz, p_until timestamptz)
+returns void
+language plpgsql
+immutable
+security invoker
+set search_path from current
+as $$
+begin
+    if p_since > p_until then
+        raise exception 'since (%) is after until (%)', p_since, p_until
+        using
+            errcode = 'AM020',
+            detail = 'A time window holds the times t with since <= t < until.',
+            hint = 'Pass the earlier time as since; either may be NULL for no bound on that side.';
+    end if;
+end
+$$;
+
+comment on function agentmem_private.check_window(timestamptz, timestamptz) is
+'Internal: AM020 when a time window''s since is after its until (either NULL: unbounded on that side).';
+
+create or replace function agentmem_private.check_half_life(p_half_life interval)
+returns float8
+language plpgsql
+immutable
+security invoker
+set search_path from current
+as $$
+declare
+    v_seconds float8 := extract(epoch from p_half_life)::float8;
+begin
+    if p_half_life is not null and (not pg_catalog.isfinite(p_half_life) or v_seconds <= 0) then
+        raise exception 'recency_half_life must be a positive interval, got %', p_half_life
+        using
+            errcode = 'AM020',
+            hint = 'e.g. recency_half_life => interval ''30 days''; NULL (the default) weighs no age.';
+    end if;
+    return v_seconds;
+end
+$$;
+
+comment on function agentmem_private.check_half_life(interval) is
+'Internal: AM020 unless a recency half-life is NULL or a positive, finite interval; returns it in
+seconds (NULL for NULL).';

@@ -13,6 +13,9 @@ drop function if exists agentmem_private.nearest_messages(text, text, text, int,
 drop function if exists agentmem_private.count_user_rows(text, text, text, uuid, int);
 drop function if exists agentmem_private.own_index_distance(text, int);
 drop function if exists agentmem_private.exact_index_distance(text, int);
+drop function if exists agentmem_private.vector_search(
+    text, text, text, int, vector, int, text, uuid, text, text, text, bigint, int
+);
 
 create or replace function agentmem_private.exact_search_max_rows(p_dim int)
 returns int
@@ -343,7 +346,9 @@ create or replace function agentmem_private.vector_search(
     prompt_version text default null,
     llm_model text default null,
     corpus_version bigint default null,
-    question_max_bytes int default null
+    question_max_bytes int default null,
+    since timestamptz default null,
+    until timestamptz default null
 ) returns table (id uuid, distance float8)
 language plpgsql
 stable
@@ -411,13 +416,30 @@ begin
         end;
     v_narrowing := case when vector_search.conversation_id is not null
         then pg_catalog.format(' and e.conversation_id = %L', vector_search.conversation_id) else ''
-    end;
+    end
+        -- The time window [since, until): messages by when they happened
+        -- (occurred_at, counted through the B-tree on (tenant_id, user_id,
+        -- model, occurred_at)).
+        || case when vector_search.since is not null and vector_search.table_name = 'message_embeddings'
+            then pg_catalog.format(' and e.occurred_at >= %L::timestamptz', vector_search.since) else ''
+        end
+        || case when vector_search.until is not null and vector_search.table_name = 'message_embeddings'
+            then pg_catalog.format(' and e.occurred_at < %L::timestamptz', vector_search.until) else ''
+        end;
     v_where := v_where || v_narrowing;
     -- a cached answer serves while unexpired and not withdrawn by a review (review_hit)
     v_row_check := case when vector_search.table_name = 'cache_entries'
             then ' and e.expires_at > now() and e.withdrawn_at is null' else '' end
         || case when vector_search.question_max_bytes is not null
             then pg_catalog.format(' and octet_length(e.question) <= %s', vector_search.question_max_bytes) else ''
+        end
+        -- Facts: a version (current or replaced) true in [since, until),
+        -- written by agentmem_private.fact_window_check.
+        || case when vector_search.table_name = 'facts' and (vector_search.since is not null or vector_search.until is not null)
+            then agentmem_private.fact_window_check(
+                p_since => vector_search.since, p_until => vector_search.until, p_alias => 'e'
+            )
+            else ''
         end;
 
     -- How many candidates. A user alone in a tenant with its own index (two
@@ -558,12 +580,13 @@ end
 $$;
 
 comment on function agentmem_private.vector_search(
-    text, text, text, int, vector, int, text, uuid, text, text, text, bigint, int
+    text, text, text, int, vector, int, text, uuid, text, text, text, bigint, int, timestamptz, timestamptz
 ) is
 'Internal: the k rows of one tenant and model nearest a query embedding in message_embeddings, facts or
 cache_entries (ids and cosine distances, nearest first): the one vector search of search_messages,
 recall_facts and cache_lookup. Candidates: tenant_id and model, and the caller''s scope: user_id;
-conversation_id; the cache''s key (acl_hash, prompt_version, llm_model, corpus_version) with entries
+conversation_id; for messages a time window, occurred_at >= since and < until (either NULL: unbounded
+on that side), for facts a version true at some time in it (a row check); the cache''s key (acl_hash, prompt_version, llm_model, corpus_version) with entries
 unexpired and of at most question_max_bytes. At or below agentmem.exact_search_max_rows candidates an
 exact scan; above it the tenant''s own HNSW index when it has one (agentmem.create_tenant_index), else
 the model''s shared HNSW index, with iterative scans: a first pass at a small hnsw.ef_search, a second at

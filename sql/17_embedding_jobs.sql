@@ -326,14 +326,16 @@ begin
     if v_fact.model <> p_job.model then
         -- A re-embedding: the fact's copy in the job's model mirrors it.
         insert into agentmem.facts as f (
-            tenant_id, user_id, subject, fact, model, embedding, source_message_ids, created_at, updated_at
+            tenant_id, user_id, subject, fact, model, embedding, source_message_ids, created_at, updated_at,
+            valid_from, valid_to
         ) values (
             v_fact.tenant_id, v_fact.user_id, v_fact.subject, v_fact.fact, p_job.model, p_embedding,
-            v_fact.source_message_ids, v_fact.created_at, v_fact.updated_at
+            v_fact.source_message_ids, v_fact.created_at, v_fact.updated_at, v_fact.valid_from, v_fact.valid_to
         )
         on conflict (tenant_id, user_id, lower(subject), model) do update
             set subject = excluded.subject, fact = excluded.fact, embedding = excluded.embedding,
-            source_message_ids = excluded.source_message_ids, updated_at = excluded.updated_at;
+            source_message_ids = excluded.source_message_ids, updated_at = excluded.updated_at,
+            valid_from = excluded.valid_from, valid_to = excluded.valid_to;
         return 'copied';
     end if;
     if p_job.payload is null or p_job.payload ->> 'prev_embedding' is null then
@@ -346,18 +348,32 @@ begin
     v_prev := (p_job.payload ->> 'prev_embedding')::vector;
     v_similarity := (1 - (v_prev <=> p_embedding))::real;
     if v_similarity <> 'NaN' and v_similarity >= (p_job.payload ->> 'merge_threshold')::double precision then
-        update agentmem.facts as f set embedding = p_embedding
+        -- the same fact said again: true since the earlier of the two starts
+        update agentmem.facts as f
+        set
+            embedding = p_embedding,
+            valid_from = least(f.valid_from, coalesce((p_job.payload ->> 'prev_valid_from')::timestamptz, f.valid_from))
         where f.tenant_id = p_job.tenant_id and f.fact_id = p_job.fact_id;
         return 'merged';
+    end if;
+    -- A contradiction: the previous version's validity closes where the new
+    -- one begins, which must come after the previous one began (the periods of
+    -- one fact never overlap: moved to just after it where it does not).
+    if v_fact.valid_from <= (p_job.payload ->> 'prev_valid_from')::timestamptz then
+        v_fact.valid_from := (p_job.payload ->> 'prev_valid_from')::timestamptz + interval '1 microsecond';
+        update agentmem.facts as f set valid_from = v_fact.valid_from
+        where f.tenant_id = p_job.tenant_id and f.fact_id = p_job.fact_id;
     end if;
     -- Values computed first: Citus takes no subquery in an INSERT ... VALUES.
     v_prev_sources := array(select jsonb_array_elements_text(p_job.payload -> 'prev_sources'))::uuid [];
     v_new_sources := array(select jsonb_array_elements_text(p_job.payload -> 'new_sources'))::uuid [];
     insert into agentmem.fact_history as h (
-        tenant_id, fact_id, user_id, subject, fact, source_message_ids, valid_from
+        tenant_id, fact_id, user_id, subject, fact, source_message_ids, valid_from, valid_to, recorded_at
     ) values (
         v_fact.tenant_id, v_fact.fact_id, v_fact.user_id, p_job.payload ->> 'prev_subject', p_job.payload ->> 'prev_fact',
-        v_prev_sources, (p_job.payload ->> 'prev_valid_from')::timestamptz
+        v_prev_sources, (p_job.payload ->> 'prev_valid_from')::timestamptz,
+        least(coalesce((p_job.payload ->> 'prev_valid_to')::timestamptz, v_fact.valid_from), v_fact.valid_from),
+        coalesce((p_job.payload ->> 'prev_recorded_at')::timestamptz, now())
     );
     update agentmem.facts as f
     set embedding = p_embedding, source_message_ids = v_new_sources
@@ -433,8 +449,10 @@ begin
             continue;
         end;
         if v_job.message_id is not null then
-            insert into agentmem.message_embeddings as e (tenant_id, message_id, model, user_id, conversation_id, embedding)
-            select m.tenant_id, m.message_id, v_job.model, m.user_id, m.conversation_id, v_vec
+            insert into agentmem.message_embeddings as e (
+                tenant_id, message_id, model, user_id, conversation_id, embedding, occurred_at
+            )
+            select m.tenant_id, m.message_id, v_job.model, m.user_id, m.conversation_id, v_vec, m.occurred_at
             from agentmem.messages as m
             where m.tenant_id = v_job.tenant_id and m.message_id = v_job.message_id
             on conflict on constraint message_embeddings_pkey do update set embedding = excluded.embedding;

@@ -13,6 +13,61 @@
 --   before, after, radius  0 .. 100
 --   keep_last           0 .. 1,000
 --   min_similarity      -1 .. 1 (cosine similarity)
+--   occurred_at         finite, at most 1 day after now(); within a conversation never earlier than
+--                       the message before it (AM020)
+
+-- Signatures and result types of older installs: store_message(s) without
+-- occurred_at, recent_messages without since/until, short_term_context
+-- without occurred_at in its rows.
+-- (Id arguments are anycompatible: a malformed id is AM020 naming it, see
+-- agentmem_private.uuid_arg.)
+drop function if exists agentmem.store_messages(uuid, text[], text[], vector[], text, jsonb[]);
+drop function if exists agentmem.store_messages(anycompatible, text[], text[], vector[], text, jsonb[]);
+drop function if exists agentmem.store_message(uuid, text, text, vector, text, jsonb);
+drop function if exists agentmem.store_message(anycompatible, text, text, vector, text, jsonb);
+drop function if exists agentmem.recent_messages(uuid, int);
+drop function if exists agentmem.recent_messages(anycompatible, int);
+drop function if exists agentmem.short_term_context(uuid, int);
+do $$
+begin
+    if exists (
+        select from pg_catalog.pg_proc as p
+        where
+            p.oid = pg_catalog.to_regprocedure('agentmem.short_term_context(anycompatible, int)')
+            and not 'occurred_at' = any(p.proargnames)
+    ) then
+        drop function agentmem.short_term_context(anycompatible, int);
+    end if;
+end
+$$;
+
+create or replace function agentmem_private.check_occurred_at(p_what text, p_at timestamptz)
+returns void
+language plpgsql
+stable
+security invoker
+set search_path from current
+as $$
+begin
+    if p_at is null then
+        raise exception '%occurred_at is NULL', p_what
+        using
+            errcode = 'AM020',
+            detail = 'A batch gives a time for every message or for none.',
+            hint = 'Pass occurred_at => NULL for the whole batch to store its messages as happening now.';
+    end if;
+    if not pg_catalog.isfinite(p_at) or p_at > now() + interval '1 day' then
+        raise exception '%occurred_at % is not a time a message can have happened', p_what, p_at
+        using
+            errcode = 'AM020',
+            detail = 'occurred_at must be finite and at most 1 day after the current time.',
+            hint = 'Pass when the message was said, with its time zone (e.g. 2023-05-08 13:56:00+00).';
+    end if;
+end
+$$;
+
+comment on function agentmem_private.check_occurred_at(text, timestamptz) is
+'Internal: raise AM020 for an occurred_at that is NULL, infinite or more than 1 day after now().';
 
 create or replace function agentmem_private.conv_not_found(p_conversation_id uuid)
 returns void
@@ -102,15 +157,14 @@ user_id: 1 to 256 characters (AM020); title: at most 1,000 characters (AM021);
 metadata: a JSON object (AM020) of at most 100,000 characters (AM021), nested at most 32 levels (AM020).
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
-drop function if exists agentmem.store_messages(uuid, text[], text[], vector[], text, jsonb[]);
-
 create or replace function agentmem.store_messages(
     conversation_id anycompatible,
     roles text[],
     contents text[],
     embeddings vector[],
     model text default null,
-    metadata jsonb[] default null
+    metadata jsonb[] default null,
+    occurred_at timestamptz[] default null
 ) returns table (message_id uuid, message_index int)
 language plpgsql
 volatile
@@ -131,6 +185,8 @@ declare
     v_dim int;
     v_queued int[];
     v_jobs text[];
+    v_times timestamptz[];
+    v_last timestamptz;
 begin
     if v_conversation_id is null then
         perform agentmem_private.conv_not_found(null);
@@ -141,6 +197,7 @@ begin
     perform agentmem_private.check_array('contents', store_messages.contents, 10000);
     perform agentmem_private.check_array('embeddings', store_messages.embeddings, 10000);
     perform agentmem_private.check_array('metadata', store_messages.metadata, 10000);
+    perform agentmem_private.check_array('occurred_at', store_messages.occurred_at, 10000);
     if v_n not between 1 and 10000 or array_ndims(store_messages.roles) <> 1 then
         raise exception 'a batch holds 1 to 10000 messages, got %', v_n
         using errcode = 'AM020', hint = 'Split a larger import into several calls.';
@@ -148,15 +205,17 @@ begin
     if coalesce(cardinality(store_messages.contents), 0) <> v_n
         or coalesce(cardinality(store_messages.embeddings), v_n) <> v_n
         or coalesce(cardinality(store_messages.metadata), v_n) <> v_n
+        or coalesce(cardinality(store_messages.occurred_at), v_n) <> v_n
         or array_ndims(store_messages.contents) <> 1 then
-        raise exception 'roles, contents, embeddings (and metadata if given) must be arrays of the same length'
+        raise exception 'roles, contents, embeddings (and metadata, occurred_at if given) must be arrays of the same length'
         using
             errcode = 'AM020',
             detail = pg_catalog.format(
-                'roles: %s, contents: %s, embeddings: %s, metadata: %s', v_n,
+                'roles: %s, contents: %s, embeddings: %s, metadata: %s, occurred_at: %s', v_n,
                 coalesce(cardinality(store_messages.contents), 0),
                 coalesce(cardinality(store_messages.embeddings)::text, 'NULL'),
-                coalesce(cardinality(store_messages.metadata)::text, 'NULL')
+                coalesce(cardinality(store_messages.metadata)::text, 'NULL'),
+                coalesce(cardinality(store_messages.occurred_at)::text, 'NULL')
             );
     end if;
     v_dim := (agentmem.get_model(v_model)).dimension;
@@ -173,6 +232,17 @@ begin
             perform agentmem_private.check_embedding_of(v_model, v_dim, store_messages.embeddings[i]);
         end if;
         perform agentmem_private.check_metadata(v_what || 'metadata', store_messages.metadata[i]);
+        if store_messages.occurred_at is not null then
+            perform agentmem_private.check_occurred_at(v_what, store_messages.occurred_at[i]);
+            if i > 1 and store_messages.occurred_at[i] < store_messages.occurred_at[i - 1] then
+                raise exception '%occurred_at % is earlier than the message before it (%)',
+                    v_what, store_messages.occurred_at[i], store_messages.occurred_at[i - 1]
+                using
+                    errcode = 'AM020',
+                    detail = 'Within a conversation, messages happen in the order of their message_index.',
+                    hint = 'Sort the batch by time; messages of one moment may share it.';
+            end if;
+        end if;
     end loop;
 
     -- The user's lock (shared) before the conversation's row lock, in the
@@ -193,6 +263,27 @@ begin
     if not found then
         perform agentmem_private.conv_not_found(v_conversation_id);
     end if;
+    -- When the messages happened: as given, never before the conversation's
+    -- last message; without times, now, or that last message's time if it
+    -- is later (an import may reach up to a day ahead).
+    select m.occurred_at into v_last
+    from agentmem.messages as m
+    where
+        m.tenant_id = v_tenant and m.conversation_id = v_conversation_id
+        and m.message_index = v_first - 1;
+    if store_messages.occurred_at is null then
+        v_times := array_fill(greatest(now(), v_last), array[v_n]);
+    else
+        if store_messages.occurred_at[1] < v_last then
+            raise exception '%occurred_at % is earlier than the conversation''s last message (%, message_index %)',
+                case when v_n = 1 then '' else 'message 1: ' end, store_messages.occurred_at[1], v_last, v_first - 1
+            using
+                errcode = 'AM020',
+                detail = 'Within a conversation, messages happen in the order of their message_index.',
+                hint = 'Import a history in time order, or into a conversation of its own.';
+        end if;
+        v_times := store_messages.occurred_at;
+    end if;
 
     -- One multi-row insert per table for each 100 messages (a statement of at
     -- most about 20 MB: contents and metadata of up to 100,000 characters),
@@ -206,23 +297,25 @@ begin
     for v_from in 1..v_n by 100 loop
         v_to := least(v_from + 99, v_n);
         execute 'insert into agentmem.messages '
-            || '(tenant_id, message_id, conversation_id, user_id, message_index, role, content, metadata) values '
+            || '(tenant_id, message_id, conversation_id, user_id, message_index, role, content, metadata, occurred_at) '
+            || 'values '
             || (
                 select string_agg(pg_catalog.format(
-                    '(%L, %L::uuid, %L::uuid, %L, %s, %L, %L, %L::jsonb)',
+                    '(%L, %L::uuid, %L::uuid, %L, %s, %L, %L, %L::jsonb, %L::timestamptz)',
                     v_tenant, v_ids[g.i], v_conversation_id, v_user, v_first + g.i - 1,
                     store_messages.roles[g.i], store_messages.contents[g.i],
-                    coalesce(store_messages.metadata[g.i], '{}'::jsonb)
+                    coalesce(store_messages.metadata[g.i], '{}'::jsonb), v_times[g.i]
                 ), ', ' order by g.i)
                 from generate_series(v_from, v_to) as g (i)
             );
         if exists (select from generate_series(v_from, v_to) as g (i) where store_messages.embeddings[g.i] is not null) then
             execute 'insert into agentmem.message_embeddings '
-                || '(tenant_id, message_id, model, user_id, conversation_id, embedding) values '
+                || '(tenant_id, message_id, model, user_id, conversation_id, embedding, occurred_at) values '
                 || (
                     select string_agg(pg_catalog.format(
-                        '(%L, %L::uuid, %L, %L, %L::uuid, %L::vector)',
-                        v_tenant, v_ids[g.i], v_model, v_user, v_conversation_id, store_messages.embeddings[g.i]
+                        '(%L, %L::uuid, %L, %L, %L::uuid, %L::vector, %L::timestamptz)',
+                        v_tenant, v_ids[g.i], v_model, v_user, v_conversation_id, store_messages.embeddings[g.i],
+                        v_times[g.i]
                     ), ', ' order by g.i)
                     from generate_series(v_from, v_to) as g (i)
                     where store_messages.embeddings[g.i] is not null
@@ -250,19 +343,19 @@ begin
 end
 $$;
 
-comment on function agentmem.store_messages(anycompatible, text[], text[], vector[], text, jsonb[]) is
+comment on function agentmem.store_messages(anycompatible, text[], text[], vector[], text, jsonb[], timestamptz[]) is
 'Store a batch of messages (an import) at the end of a conversation, each with its embedding.
-roles[i], contents[i], embeddings[i] and metadata[i] (optional) describe message i; the messages get
+roles[i], contents[i], embeddings[i], metadata[i] and occurred_at[i] (optional) describe message i; the messages get
 consecutive message_index values in array order. Every array must be one-dimensional with lower
 bound 1 (AM020). All or nothing: one bad message stores none.
 embeddings may be NULL, or hold NULLs: those messages are stored, found by words at once, and queued
 for the embedding workers in the same transaction (agentmem worker; agentmem.embedding_backlog); a
 search by meaning finds them once their vector has come.
 Returns (message_id, message_index) per message, in order. 1 to 10,000 messages per call (AM020);
-see store_message for the checks of each message. AM030 for a conversation not in the current tenant.
+see store_message for the checks of each message and the rule of occurred_at. occurred_at: NULL (the
+batch happens now) or a time for every message (a NULL element: AM020), in the order of the batch
+(a time earlier than the one before it: AM020). AM030 for a conversation not in the current tenant.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
-
-drop function if exists agentmem.store_message(uuid, text, text, vector, text, jsonb);
 
 create or replace function agentmem.store_message(
     conversation_id anycompatible,
@@ -270,7 +363,8 @@ create or replace function agentmem.store_message(
     content text,
     embedding vector,
     model text default null,
-    metadata jsonb default '{}'
+    metadata jsonb default '{}',
+    occurred_at timestamptz default null
 ) returns table (message_id uuid, message_index int)
 language sql
 volatile
@@ -284,17 +378,24 @@ as $$
         contents => array[store_message.content],
         embeddings => array[store_message.embedding],
         model => store_message.model,
-        metadata => array[store_message.metadata]
+        metadata => array[store_message.metadata],
+        occurred_at => case when store_message.occurred_at is not null then array[store_message.occurred_at] end
     ) as s
 $$;
 
-comment on function agentmem.store_message(anycompatible, text, text, vector, text, jsonb) is
+comment on function agentmem.store_message(anycompatible, text, text, vector, text, jsonb, timestamptz) is
 'Append a message and its embedding to a conversation, in one statement; returns its id and index.
 A message is never searchable half-written, and a rejected message stores nothing.
 embedding => NULL stores the message without a vector: it is found by words (query_text) at once and
 an embedding job is queued in the same transaction; once a worker (agentmem worker) has embedded it
 with the model''s document prefix, it is found by meaning exactly as if the vector had been passed.
 message_index is gap-free per conversation (0, 1, 2, ...) under concurrent writers.
+occurred_at: when the message happened, for imported history (what since/until of the searches bound
+and every result reports; created_at stays the time agentmem stored it, by which retention measures
+age). NULL: now, or the conversation''s last message''s time if that is later. Given: finite and at
+most 1 day after now(), and never earlier than the conversation''s last message (AM020). A time
+zone-less text (''2023-05-08 10:00'') is read in the session''s TimeZone, as PostgreSQL reads any
+timestamptz; the Python driver refuses a naive datetime.
 Errors: AM030 conversation not in the current tenant; AM020 role not one of user, assistant, tool,
 system, or NULL/blank content (whitespace of any kind only), or metadata that is not a JSON object
 or is nested more than 32 levels deep; AM021 content over 100,000 characters or metadata over 100,000;
@@ -303,11 +404,11 @@ embedding, or one whose norm is zero, subnormal or not finite in float32; 22000 
 infinite components.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
-drop function if exists agentmem.recent_messages(uuid, int);
-
 create or replace function agentmem.recent_messages(
     conversation_id anycompatible,
-    n int default 20
+    n int default 20,
+    since timestamptz default null,
+    until timestamptz default null
 ) returns setof agentmem.message_row
 language plpgsql
 stable
@@ -326,12 +427,16 @@ begin
     ) then
         perform agentmem_private.conv_not_found(v_conversation_id);
     end if;
+    perform agentmem_private.check_window(recent_messages.since, recent_messages.until);
     return query
-    select r.message_id, r.conversation_id, r.message_index, r.role, r.content, r.metadata, r.created_at
+    select r.message_id, r.conversation_id, r.message_index, r.role, r.content, r.metadata, r.created_at, r.occurred_at
     from (
         select m.*
         from agentmem.messages as m
-        where m.tenant_id = v_tenant and m.conversation_id = v_conversation_id
+        where
+            m.tenant_id = v_tenant and m.conversation_id = v_conversation_id
+            and (recent_messages.since is null or m.occurred_at >= recent_messages.since)
+            and (recent_messages.until is null or m.occurred_at < recent_messages.until)
         order by m.message_index desc
         limit recent_messages.n
     ) as r
@@ -339,8 +444,11 @@ begin
 end
 $$;
 
-comment on function agentmem.recent_messages(anycompatible, int) is
-'The last n messages of a conversation (the short-term window), oldest first.
+comment on function agentmem.recent_messages(anycompatible, int, timestamptz, timestamptz) is
+'The last n messages of a conversation (the short-term window), oldest first, each with occurred_at
+(when it happened) and created_at (when it was stored). since / until: only messages with
+occurred_at >= since and < until (inclusive since, exclusive until; either NULL: unbounded on that
+side; since not before until: AM020), the last n of those.
 n: 1 to 1,000 (AM020). AM030 for a conversation not in the current tenant.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
@@ -395,8 +503,6 @@ not below the stored summary''s (AM031: a summary only moves forward). AM030 for
 in the current tenant.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
-drop function if exists agentmem.short_term_context(uuid, int);
-
 create or replace function agentmem.short_term_context(
     conversation_id anycompatible,
     keep_last int default 6
@@ -407,7 +513,8 @@ create or replace function agentmem.short_term_context(
     role text,
     content text,
     metadata jsonb,
-    created_at timestamptz
+    created_at timestamptz,
+    occurred_at timestamptz
 )
 language plpgsql
 stable
@@ -428,15 +535,21 @@ begin
         perform agentmem_private.conv_not_found(v_conversation_id);
     end if;
     return query
-    select x.kind, x.message_id, x.message_index, x.role, x.content, x.metadata, x.created_at
+    select x.kind, x.message_id, x.message_index, x.role, x.content, x.metadata, x.created_at, x.occurred_at
     from (
         select
             0 as part, 'summary'::text as kind, null::uuid as message_id, v_row.summary_through as message_index,
             'system'::text as role, v_row.summary as content, '{}'::jsonb as metadata,
-            v_row.updated_at as created_at
+            v_row.updated_at as created_at,
+            (
+                select m.occurred_at from agentmem.messages as m
+                where
+                    m.tenant_id = v_tenant and m.conversation_id = v_conversation_id
+                    and m.message_index = v_row.summary_through
+            ) as occurred_at
         where v_row.summary is not null
         union all
-        select 1, 'message', m.message_id, m.message_index, m.role, m.content, m.metadata, m.created_at
+        select 1, 'message', m.message_id, m.message_index, m.role, m.content, m.metadata, m.created_at, m.occurred_at
         from agentmem.messages as m
         where
             m.tenant_id = v_tenant and m.conversation_id = v_conversation_id
@@ -449,7 +562,8 @@ $$;
 comment on function agentmem.short_term_context(anycompatible, int) is
 'What to put in the prompt: the running summary (a first row of kind ''summary'', role system,
 message_index = the last index it covers) followed by the last keep_last messages verbatim (kind
-''message'', oldest first). The summary row is absent until set_summary is called. When the summary''s
+''message'', oldest first), each with occurred_at, when it happened (the summary row: that of the
+last message it covers), for a prompt to date the messages by when a history spans days. The summary row is absent until set_summary is called. When the summary''s
 message_index + 1 is below the first message''s index, the messages between are in neither: time
 to summarise again. keep_last: 0 to 1,000 (AM020). AM030 for a conversation not in the current tenant.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';

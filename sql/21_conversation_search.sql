@@ -2,12 +2,21 @@
 -- search of sql/11_vector_search.sql), by words (full text) or both, and hits
 -- expanded to their context windows. Limits as documented at the top of sql/20_conversations.sql.
 
+-- Signatures of older installs (before since / until / recency_half_life).
+drop function if exists agentmem_private.text_match_messages(text, text, tsquery, int, uuid);
+drop function if exists agentmem.search_messages(text, vector, int, uuid, real, text, text, int, int);
+drop function if exists agentmem.search_with_context(text, vector, int, int, text, uuid, real, text, int, int);
+drop function if exists agentmem.search_messages(text, vector, int, anycompatible, real, text, text, int, int);
+drop function if exists agentmem.search_with_context(text, vector, int, int, text, anycompatible, real, text, int, int);
+
 create or replace function agentmem_private.text_match_messages(
     p_tenant text,
     p_user_id text,
     p_query tsquery,
     p_k int,
-    p_conversation_id uuid default null
+    p_conversation_id uuid default null,
+    p_since timestamptz default null,
+    p_until timestamptz default null
 ) returns table (message_id uuid, text_rank int)
 language plpgsql
 stable
@@ -25,18 +34,33 @@ begin
     -- 419 messages; about 8 microseconds per row tested and ranked). Bitmap
     -- scans (the only way GIN is read) are switched off for that statement;
     -- the function's own setting restores them when it returns.
-    select count(*) into v_rows from (
-        select from agentmem.messages as m
-        where m.tenant_id = p_tenant and m.user_id = p_user_id
-        limit 1001
-    ) as s;
+    -- A time window is counted too (the B-tree on (tenant_id, user_id,
+    -- occurred_at)): a narrow one of a big user is read row by row like a
+    -- small user, through that index.
+    if p_since is null and p_until is null then
+        select count(*) into v_rows from (
+            select from agentmem.messages as m
+            where m.tenant_id = p_tenant and m.user_id = p_user_id
+            limit 1001
+        ) as s;
+    else
+        select count(*) into v_rows from (
+            select from agentmem.messages as m
+            where
+                m.tenant_id = p_tenant and m.user_id = p_user_id
+                and m.occurred_at >= coalesce(p_since, '-infinity') and m.occurred_at < coalesce(p_until, 'infinity')
+            limit 1001
+        ) as s;
+    end if;
     if v_rows <= 1000 then
+        perform pg_catalog.set_config('enable_bitmapscan', 'off', true);
+    end if;
+    if v_rows <= 1000 and p_since is null and p_until is null then
         -- Static statements, so that PL/pgSQL keeps them prepared (a user's
         -- rows through the B-tree, whatever the words) instead of an EXECUTE
         -- formatted, parsed and planned on every call; with text_query's
         -- shortcut, hybrid search at 100,000 messages went from 7.9 to 7.2 ms
         -- (p50, same run, bench/bench_hybrid.py's data).
-        perform pg_catalog.set_config('enable_bitmapscan', 'off', true);
         if p_conversation_id is null then
             return query
             select r.message_id, (row_number() over (order by r.score desc, r.message_id))::int
@@ -60,29 +84,31 @@ begin
         end if;
         return;
     end if;
-    -- A bigger user: planned with the query's own tsquery (execute), so that
-    -- the planner weighs the GIN index on content_tsv against the user's
-    -- B-tree index.
+    -- A bigger user, or a time window: planned with the query's own tsquery
+    -- and window (execute; the window's bounds as literals), so that the
+    -- planner weighs the GIN index on content_tsv against the user's B-tree
+    -- indexes (bitmap scans off for a window of up to 1,000 rows, as above).
     return query execute pg_catalog.format(
         'select r.message_id, (row_number() over (order by r.score desc, r.message_id))::int '
         'from (select m.message_id, ts_rank(m.content_tsv, $3) as score '
         '      from agentmem.messages as m '
-        '      where m.tenant_id = $1 and m.user_id = $2 and m.content_tsv @@ $3 %s '
+        '      where m.tenant_id = $1 and m.user_id = $2 and m.content_tsv @@ $3 %s%s%s '
         '      order by 2 desc, 1 limit $4) as r '
         'order by 2',
-        case when p_conversation_id is null then '' else 'and m.conversation_id = $5' end
+        case when p_conversation_id is null then '' else 'and m.conversation_id = $5' end,
+        case when p_since is null then '' else pg_catalog.format(' and m.occurred_at >= %L::timestamptz', p_since) end,
+        case when p_until is null then '' else pg_catalog.format(' and m.occurred_at < %L::timestamptz', p_until) end
     )
     using p_tenant, p_user_id, p_query, p_k, p_conversation_id;
 end
 $$;
 
-comment on function agentmem_private.text_match_messages(text, text, tsquery, int, uuid) is
+comment on function agentmem_private.text_match_messages(text, text, tsquery, int, uuid, timestamptz, timestamptz) is
 'Internal: the full-text branch of message search. The user''s p_k messages best matching p_query
-(ts_rank on messages.content_tsv), with their rank (1 = best), optionally in one conversation.
+(ts_rank on messages.content_tsv), with their rank (1 = best), optionally in one conversation and in
+a time window (occurred_at >= p_since and < p_until; either NULL: unbounded on that side).
 A user of up to 1,000 messages is read through the (tenant_id, user_id) index, by statements whose
 plans are kept; a bigger one is planned per call with the query, so that it can take the GIN index.';
-
-drop function if exists agentmem.search_messages(text, vector, int, uuid, real, text, text, int, int);
 
 create or replace function agentmem.search_messages(
     user_id text,
@@ -93,7 +119,10 @@ create or replace function agentmem.search_messages(
     model text default null,
     query_text text default null,
     candidate_pool int default 60,
-    rrf_k int default 60
+    rrf_k int default 60,
+    since timestamptz default null,
+    until timestamptz default null,
+    recency_half_life interval default null
 ) returns setof agentmem.message_hit
 language plpgsql
 stable
@@ -110,9 +139,13 @@ declare
     v_vec_ids uuid[];
     v_vec_distances float8[];
     v_txt_ids uuid[];
+    v_now timestamptz := coalesce(search_messages.until, now());
+    v_half_life float8;
 begin
     perform agentmem_private.check_user_id(search_messages.user_id);
     perform agentmem_private.check_range('k', search_messages.k, 1, 1000);
+    perform agentmem_private.check_window(search_messages.since, search_messages.until);
+    v_half_life := agentmem_private.check_half_life(search_messages.recency_half_life);
     if search_messages.min_similarity is not null then
         perform agentmem_private.check_similarity('min_similarity', search_messages.min_similarity);
     end if;
@@ -143,8 +176,9 @@ begin
         from agentmem_private.vector_search(
             table_name => 'message_embeddings', tenant_id => v_tenant, model => v_model, dimension => v_dim,
             query_embedding => search_messages.query_embedding,
-            k => case when v_query is null then search_messages.k else v_pool end,
-            user_id => search_messages.user_id, conversation_id => v_conversation_id
+            k => case when v_query is null and v_half_life is null then search_messages.k else v_pool end,
+            user_id => search_messages.user_id, conversation_id => v_conversation_id,
+            since => search_messages.since, until => search_messages.until
         ) as n
         -- A NaN distance (a degenerate vector stored before check_embedding refused
         -- them) is never a hit: NaN >= x is true in PostgreSQL.
@@ -155,27 +189,56 @@ begin
         select array_agg(x.message_id order by x.text_rank) into v_txt_ids
         from agentmem_private.text_match_messages(
             v_tenant, search_messages.user_id, v_query,
-            case when search_messages.query_embedding is null then search_messages.k else v_pool end,
-            v_conversation_id
+            case when search_messages.query_embedding is null and v_half_life is null then search_messages.k else v_pool end,
+            v_conversation_id, search_messages.since, search_messages.until
         ) as x;
     end if;
 
     -- Fused by reciprocal rank: score = sum over the branches of 1 / (rrf_k + rank);
     -- with one branch, its order.
+    if v_half_life is null then
+        return query
+        select
+            m.message_id, m.conversation_id, m.message_index, m.role, m.content, m.metadata, m.created_at,
+            (1 - v_vec_distances[f.vector_rank])::real,
+            f.vector_rank,
+            f.text_rank,
+            f.score,
+            m.occurred_at
+        from agentmem_private.fuse_ranks(v_vec_ids, v_txt_ids, search_messages.rrf_k, search_messages.k) as f
+        inner join agentmem.messages as m on m.tenant_id = v_tenant and m.message_id = f.id
+        order by f.score desc, f.vector_rank nulls last, f.text_rank, m.message_id;
+        return;
+    end if;
+    -- With a recency weight: every candidate of the pool fused, its score
+    -- halved for each half-life of age (from until, else now), the k best.
     return query
-    select
-        m.message_id, m.conversation_id, m.message_index, m.role, m.content, m.metadata, m.created_at,
-        (1 - v_vec_distances[f.vector_rank])::real,
-        f.vector_rank,
-        f.text_rank,
-        f.score
-    from agentmem_private.fuse_ranks(v_vec_ids, v_txt_ids, search_messages.rrf_k, search_messages.k) as f
-    inner join agentmem.messages as m on m.tenant_id = v_tenant and m.message_id = f.id
-    order by f.score desc, f.vector_rank nulls last, f.text_rank, m.message_id;
+    select w.*
+    from (
+        select
+            m.message_id, m.conversation_id, m.message_index, m.role, m.content, m.metadata, m.created_at,
+            (1 - v_vec_distances[f.vector_rank])::real as similarity,
+            f.vector_rank,
+            f.text_rank,
+            f.score * pg_catalog.power(
+                0.5::float8,
+                greatest(extract(epoch from v_now - m.occurred_at)::float8, 0) / v_half_life
+            ) as score,
+            m.occurred_at
+        from agentmem_private.fuse_ranks(
+            v_vec_ids, v_txt_ids, search_messages.rrf_k,
+            coalesce(cardinality(v_vec_ids), 0) + coalesce(cardinality(v_txt_ids), 0)
+        ) as f
+        inner join agentmem.messages as m on m.tenant_id = v_tenant and m.message_id = f.id
+    ) as w
+    order by w.score desc, w.vector_rank nulls last, w.text_rank, w.message_id
+    limit search_messages.k;
 end
 $$;
 
-comment on function agentmem.search_messages(text, vector, int, anycompatible, real, text, text, int, int) is
+comment on function agentmem.search_messages(
+    text, vector, int, anycompatible, real, text, text, int, int, timestamptz, timestamptz, interval
+) is
 'The user''s k past messages best matching a query embedding, a query text or both, in the current tenant, best first.
 - query_embedding only: the k most similar messages (today''s vector search). Returns k rows whenever
   k matching rows exist, however small the tenant is beside the others: up to
@@ -198,6 +261,14 @@ min_similarity (-1 to 1) applies to the vector branch only: it drops weaker vect
 a row the text branch found. conversation_id limits both branches to one conversation of the user
 (AM030 if it is not in the tenant, or is another user''s; AM020 if it is not a UUID). model selects the embeddings of the vector branch; the text branch searches
 every message of the user.
+since / until: only messages that happened in [since, until) (occurred_at >= since, inclusive, and
+< until, exclusive; either NULL: unbounded on that side; since after until: AM020), applied inside each
+branch (the exact scan, the tenant''s and the shared HNSW index, the words), so that k rows come back
+whenever the window holds k matching rows. Each row carries occurred_at (when the message happened)
+beside created_at (when it was stored).
+recency_half_life (NULL by default: off): a positive interval; each candidate of the pool (of both
+branches) has its score multiplied by 0.5 ^ (age / recency_half_life), age = (until, else now) minus
+occurred_at (0 for a later message), and the k best of those come back (with one branch too).
 Limits: k 1 to 1,000; candidate_pool 1 to 1,000 (default 60); rrf_k 0 to 1,000 (default 60) (AM020);
 query_text at most 100,000 characters (AM021); AM010/AM011 for a bad query embedding or model.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
@@ -234,7 +305,7 @@ begin
             hint = 'Pass a message_id returned by search_messages or store_message.';
     end if;
     return query
-    select m.message_id, m.conversation_id, m.message_index, m.role, m.content, m.metadata, m.created_at
+    select m.message_id, m.conversation_id, m.message_index, m.role, m.content, m.metadata, m.created_at, m.occurred_at
     from agentmem.messages as m
     where
         m.tenant_id = v_tenant and m.conversation_id = v_conversation
@@ -245,11 +316,10 @@ $$;
 
 comment on function agentmem.context_window(anycompatible, int, int) is
 'The messages around one message of its conversation, in order: message_index between
-index - before and index + after (fewer at the start and end of the conversation).
+index - before and index + after (fewer at the start and end of the conversation), each with
+occurred_at (when it happened) and created_at (when it was stored).
 before, after: 0 to 100 (AM020). AM030 for a message not in the current tenant.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
-
-drop function if exists agentmem.search_with_context(text, vector, int, int, text, uuid, real, text, int, int);
 
 create or replace function agentmem.search_with_context(
     user_id text,
@@ -261,7 +331,10 @@ create or replace function agentmem.search_with_context(
     min_similarity real default null,
     query_text text default null,
     candidate_pool int default 60,
-    rrf_k int default 60
+    rrf_k int default 60,
+    since timestamptz default null,
+    until timestamptz default null,
+    recency_half_life interval default null
 ) returns setof agentmem.message_in_window
 language plpgsql
 stable
@@ -285,6 +358,8 @@ begin
     perform agentmem_private.check_user_id(search_with_context.user_id);
     perform agentmem_private.uuid_arg('conversation_id', search_with_context.conversation_id);
     perform agentmem_private.check_range('k', search_with_context.k, 1, 1000);
+    perform agentmem_private.check_window(search_with_context.since, search_with_context.until);
+    perform agentmem_private.check_half_life(search_with_context.recency_half_life);
     if search_with_context.min_similarity is not null then
         perform agentmem_private.check_similarity('min_similarity', search_with_context.min_similarity);
     end if;
@@ -308,7 +383,10 @@ begin
         model => search_with_context.model,
         query_text => search_with_context.query_text,
         candidate_pool => search_with_context.candidate_pool,
-        rrf_k => search_with_context.rrf_k
+        rrf_k => search_with_context.rrf_k,
+        since => search_with_context.since,
+        until => search_with_context.until,
+        recency_half_life => search_with_context.recency_half_life
     ) as h;
     return query
     with hits as materialized (
@@ -381,7 +459,8 @@ begin
         h.vector_rank,
         h.text_rank,
         h.score,
-        r.best_score
+        r.best_score,
+        m.occurred_at
     from ranked as r
     inner join agentmem.messages as m
         on
@@ -392,7 +471,9 @@ begin
 end
 $$;
 
-comment on function agentmem.search_with_context(text, vector, int, int, text, anycompatible, real, text, int, int) is
+comment on function agentmem.search_with_context(
+    text, vector, int, int, text, anycompatible, real, text, int, int, timestamptz, timestamptz, interval
+) is
 'search_messages, each of the top-k hits expanded to the messages within radius of it, in one call.
 Windows of one conversation that overlap or touch are merged into one, so no message appears twice.
 Searches by query_embedding, query_text or both (hybrid), exactly as search_messages does.
@@ -401,5 +482,8 @@ similarity (NULL unless the vector branch found it), vector_rank, text_rank and 
 for the context around it), window_similarity (the best similarity of its hits) and window_score
 (the best fused score of its hits, by which windows are ranked). Rows come by window_rank, then
 message_index.
+since / until bound the hits (as for search_messages); the context around a hit is the conversation''s,
+whenever it happened. Every row carries occurred_at, when its message happened. recency_half_life: as
+for search_messages.
 radius: 0 to 100 (AM020); k, query_text, candidate_pool, rrf_k and the rest as for search_messages.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';

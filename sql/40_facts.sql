@@ -1,6 +1,24 @@
 -- Semantic facts: one current fact per (user, subject) slot and model, merged
 -- when a near-duplicate arrives, replaced (with history) when contradicted.
 
+-- Signatures and result types of older installs (before validity periods).
+drop function if exists agentmem.upsert_fact(text, text, text, vector, uuid[], text, double precision);
+drop function if exists agentmem.recall_facts(text, vector, int, text, text, int, int);
+drop function if exists agentmem.fact_history(uuid);
+do $$
+begin
+    if exists (
+        select from pg_catalog.pg_proc as p
+        where
+            p.oid = pg_catalog.to_regprocedure('agentmem.fact_history(anycompatible)')
+            and not 'valid_to' = any(p.proargnames)
+    ) then
+        drop function agentmem.fact_history(anycompatible);
+    end if;
+end
+$$;
+drop function if exists agentmem_private.text_match_facts(text, text, text, tsquery, int);
+
 create or replace function agentmem_private.enqueue_fact_jobs(
     p_tenant text,
     p_fact_id uuid,
@@ -39,7 +57,9 @@ create or replace function agentmem.upsert_fact(
     embedding vector,
     source_message_ids uuid[] default '{}',
     model text default null,
-    merge_threshold double precision default 0.92
+    merge_threshold double precision default 0.92,
+    valid_from timestamptz default null,
+    valid_to timestamptz default null
 ) returns table (fact_id uuid, action text, similarity real)
 language plpgsql
 volatile
@@ -54,6 +74,7 @@ declare
     v_old agentmem.facts;
     v_similarity real;
     v_payload jsonb;
+    v_from timestamptz := upsert_fact.valid_from;
 begin
     perform agentmem_private.check_user_id(upsert_fact.user_id);
     if agentmem_private.is_blank(v_subject) then
@@ -91,6 +112,22 @@ begin
         perform agentmem_private.check_embedding(v_model, upsert_fact.embedding);
     end if;
     v_sources := array(select distinct s from unnest(coalesce(upsert_fact.source_message_ids, '{}')) as s order by s);
+    -- When it became true: as given, else when its latest source message
+    -- happened, else now.
+    if v_from is null then
+        select max(m.occurred_at) into v_from
+        from agentmem.messages as m
+        where m.tenant_id = v_tenant and m.message_id = any(v_sources);
+        v_from := coalesce(v_from, now());
+    end if;
+    if not pg_catalog.isfinite(v_from) or not coalesce(pg_catalog.isfinite(upsert_fact.valid_to), true)
+        or upsert_fact.valid_to <= v_from then
+        raise exception 'the validity period [%, %) is not a period of time', v_from, coalesce(upsert_fact.valid_to::text, 'open')
+        using
+            errcode = 'AM020',
+            detail = 'valid_from and valid_to must be finite, and valid_to (NULL: still true) after valid_from.',
+            hint = 'Pass when the fact became true (valid_from) and, if it no longer is, when it stopped (valid_to).';
+    end if;
 
     -- The user's lock (shared) first: forget_user waits for this write.
     perform agentmem_private.lock_user(v_tenant, upsert_fact.user_id, false);
@@ -113,8 +150,13 @@ begin
     for update;
 
     if not found then
-        insert into agentmem.facts as f (tenant_id, user_id, subject, fact, model, embedding, source_message_ids)
-        values (v_tenant, upsert_fact.user_id, v_subject, upsert_fact.fact, v_model, upsert_fact.embedding, v_sources)
+        insert into agentmem.facts as f (
+            tenant_id, user_id, subject, fact, model, embedding, source_message_ids, valid_from, valid_to
+        )
+        values (
+            v_tenant, upsert_fact.user_id, v_subject, upsert_fact.fact, v_model, upsert_fact.embedding, v_sources,
+            v_from, upsert_fact.valid_to
+        )
         returning f.fact_id into upsert_fact.fact_id;
         perform agentmem_private.enqueue_fact_jobs(v_tenant, upsert_fact.fact_id, upsert_fact.fact, v_model,
             upsert_fact.embedding is not null, null);
@@ -131,7 +173,8 @@ begin
         if v_old.embedding is not null then
             v_payload := jsonb_build_object(
                 'prev_subject', v_old.subject, 'prev_fact', v_old.fact, 'prev_sources', to_jsonb(v_old.source_message_ids),
-                'prev_valid_from', v_old.updated_at, 'prev_embedding', v_old.embedding::text,
+                'prev_valid_from', v_old.valid_from, 'prev_valid_to', v_old.valid_to,
+                'prev_recorded_at', v_old.updated_at, 'prev_embedding', v_old.embedding::text,
                 'merge_threshold', upsert_fact.merge_threshold, 'new_sources', to_jsonb(v_sources)
             );
         else
@@ -152,6 +195,8 @@ begin
             source_message_ids = array(
                 select distinct s from unnest(f.source_message_ids || v_sources) as s order by s
             ),
+            valid_from = v_from,
+            valid_to = upsert_fact.valid_to,
             updated_at = now()
         where f.tenant_id = v_tenant and f.fact_id = v_old.fact_id;
         perform agentmem_private.enqueue_fact_jobs(v_tenant, v_old.fact_id, upsert_fact.fact, v_model, false, v_payload);
@@ -175,6 +220,8 @@ begin
             source_message_ids = array(
                 select distinct s from unnest(f.source_message_ids || v_sources) as s order by s
             ),
+            valid_from = least(f.valid_from, v_from),
+            valid_to = upsert_fact.valid_to,
             updated_at = now()
         where f.tenant_id = v_tenant and f.fact_id = v_old.fact_id;
         perform agentmem_private.enqueue_fact_jobs(v_tenant, v_old.fact_id, upsert_fact.fact, v_model, true, null);
@@ -199,18 +246,36 @@ begin
             source_message_ids = array(
                 select distinct s from unnest(f.source_message_ids || v_sources) as s order by s
             ),
+            valid_from = least(f.valid_from, v_from),
+            valid_to = upsert_fact.valid_to,
             updated_at = now()
         where f.tenant_id = v_tenant and f.fact_id = v_old.fact_id;
         action := 'merged';
     else
         -- A contradiction: the new fact fills the slot, the old one goes to
-        -- the history with its own sources (and lives only as long as they do).
+        -- the history with its own sources (and lives only as long as they do),
+        -- its validity closed where the new one begins. A new fact that began
+        -- no later than the old one would overlap it: refused.
+        if upsert_fact.valid_from is null and v_from <= v_old.valid_from then
+            -- a start nobody gave (its sources', or now in the transaction
+            -- that stored the old one): just after the old one's
+            v_from := v_old.valid_from + interval '1 microsecond';
+        end if;
+        if v_from <= v_old.valid_from then
+            raise exception 'the new fact about % begins (%) no later than the one it contradicts (%)',
+                v_subject, v_from, v_old.valid_from
+            using
+                errcode = 'AM032',
+                detail = 'One subject holds one value at a time: the periods of a subject''s facts never overlap.',
+                hint = 'Pass valid_from, when the new fact became true, after the current one''s valid_from.';
+        end if;
         insert into agentmem.fact_history as h (
-            tenant_id, fact_id, user_id, subject, fact, source_message_ids, valid_from
+            tenant_id, fact_id, user_id, subject, fact, source_message_ids, valid_from, valid_to, recorded_at
         )
         values (
             v_tenant, v_old.fact_id, v_old.user_id, v_old.subject, v_old.fact,
-            v_old.source_message_ids, v_old.updated_at
+            v_old.source_message_ids, v_old.valid_from, least(coalesce(v_old.valid_to, v_from), v_from),
+            v_old.updated_at
         );
         update agentmem.facts as f
         set
@@ -218,6 +283,8 @@ begin
             fact = upsert_fact.fact,
             embedding = upsert_fact.embedding,
             source_message_ids = v_sources,
+            valid_from = v_from,
+            valid_to = upsert_fact.valid_to,
             updated_at = now()
         where f.tenant_id = v_tenant and f.fact_id = v_old.fact_id;
         action := 'replaced';
@@ -227,7 +294,9 @@ begin
 end
 $$;
 
-comment on function agentmem.upsert_fact(text, text, text, vector, uuid[], text, double precision) is
+comment on function agentmem.upsert_fact(
+    text, text, text, vector, uuid[], text, double precision, timestamptz, timestamptz
+) is
 'Store a fact about a user: insert, merge a near-duplicate, or replace a contradiction.
 A user has one current fact per subject (case-insensitive) and model. When that slot
 already holds a fact whose cosine similarity to the new one is at or above
@@ -235,13 +304,20 @@ merge_threshold (default 0.92: paraphrases of one statement), the row is kept, t
 the new wording and the union of both source lists ("merged"). Below it, the new fact
 is a contradiction: it replaces the text and sources, and the old text goes to
 agentmem.fact_history, which keeps it only as long as one of its source messages lives
-("replaced"). Concurrent calls for one slot are serialised by an advisory lock, so they
+("replaced").
+valid_from / valid_to: when the fact was true in the world, [valid_from, valid_to), valid_to NULL while
+it still is. valid_from defaults to when its latest source message happened (occurred_at), else now.
+A merge keeps the earlier valid_from and takes the new valid_to; a replacement closes the old fact''s
+validity where the new one begins (its valid_to: the new valid_from, or its own if earlier) and
+refuses (AM032) a valid_from given no later than that of the fact it contradicts, which would overlap it
+(a defaulted one is moved to 1 microsecond after it).
+Both finite, valid_to after valid_from (AM020). Concurrent calls for one slot are serialised by an advisory lock, so they
 leave one row. Returns the fact id, the action and the similarity to the previous text.
 embedding => NULL: the fact is stored at once (found by words) and queued for the embedding workers.
 Into an empty slot it is "inserted"; onto an embedded fact it is "pending": the new text and the
 union of the sources are stored now, and the near-duplicate merge or contradiction check runs when
-its vector arrives (a contradiction then moves the previous version to fact_history and keeps the
-new sources only). Until then a search by meaning does not find the fact. A write with a vector onto
+its vector arrives (a contradiction then moves the previous version to fact_history, its validity
+closed where the new one begins, and keeps the new sources only; a merge keeps the earlier valid_from). Until then a search by meaning does not find the fact. A write with a vector onto
 a fact still waiting for its own is merged into it.
 Raises AM020 for an empty or blank (whitespace only) user, subject or fact, NULL source ids,
 source_message_ids not one-dimensional from index 1 or over 10,000 ids, AM021 for a subject over
@@ -249,12 +325,37 @@ source_message_ids not one-dimensional from index 1 or over 10,000 ids, AM021 fo
 Takes the user''s erasure lock shared (see forget_user).
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
+create or replace function agentmem_private.fact_window_check(p_since timestamptz, p_until timestamptz, p_alias text)
+returns text
+language sql
+stable
+security invoker
+set search_path from current
+as $$
+    -- The one place a fact's time window is written: the vector search
+    -- (agentmem_private.vector_search, as its row check on facts) and the
+    -- words branch read it.
+    select case when p_since is not null or p_until is not null then pg_catalog.format(
+        ' and (tstzrange(%3$I.valid_from, %3$I.valid_to) && tstzrange(%1$L::timestamptz, %2$L::timestamptz)'
+        ' or exists (select from agentmem.fact_history as fh where fh.tenant_id = %3$I.tenant_id'
+        ' and fh.fact_id = %3$I.fact_id and tstzrange(fh.valid_from, fh.valid_to)'
+        ' && tstzrange(%1$L::timestamptz, %2$L::timestamptz))) ',
+        p_since, p_until, p_alias
+    ) else ' ' end
+$$;
+
+comment on function agentmem_private.fact_window_check(timestamptz, timestamptz, text) is
+'Internal: the SQL condition (on p_alias, a row of the facts table) that a fact has a version, current or
+replaced, true at some time in [p_since, p_until) (either NULL: unbounded); a blank when both are NULL.';
+
 create or replace function agentmem_private.text_match_facts(
     p_tenant text,
     p_user_id text,
     p_model text,
     p_query tsquery,
-    p_k int
+    p_k int,
+    p_since timestamptz default null,
+    p_until timestamptz default null
 ) returns table (fact_id uuid, text_rank int)
 language plpgsql
 stable
@@ -267,15 +368,17 @@ begin
     'from (select f.fact_id, ts_rank(f.fact_tsv, $4) as score '
     '      from agentmem.facts as f '
     '      where f.tenant_id = $1 and f.user_id = $2 and f.model = $3 and f.fact_tsv @@ $4 '
-    '      order by 2 desc, 1 limit $5) as r '
+    || agentmem_private.fact_window_check(p_since => p_since, p_until => p_until, p_alias => 'f')
+    || '      order by 2 desc, 1 limit $5) as r '
     'order by 2'
     using p_tenant, p_user_id, p_model, p_query, p_k;
 end
 $$;
 
-comment on function agentmem_private.text_match_facts(text, text, text, tsquery, int) is
+comment on function agentmem_private.text_match_facts(text, text, text, tsquery, int, timestamptz, timestamptz) is
 'Internal: the full-text branch of recall_facts. The user''s p_k facts of one model best matching
-p_query (ts_rank on facts.fact_tsv, GIN index), with their rank (1 = best).';
+p_query (ts_rank on facts.fact_tsv, GIN index), with their rank (1 = best); with a window, only facts
+with a version true in it (agentmem_private.fact_window_check).';
 
 create or replace function agentmem.recall_facts(
     user_id text,
@@ -284,7 +387,10 @@ create or replace function agentmem.recall_facts(
     model text default null,
     query_text text default null,
     candidate_pool int default 60,
-    rrf_k int default 60
+    rrf_k int default 60,
+    since timestamptz default null,
+    until timestamptz default null,
+    as_of timestamptz default null
 ) returns table (
     fact_id uuid,
     subject text,
@@ -294,7 +400,9 @@ create or replace function agentmem.recall_facts(
     updated_at timestamptz,
     vector_rank int,
     text_rank int,
-    score double precision
+    score double precision,
+    valid_from timestamptz,
+    valid_to timestamptz
 )
 language plpgsql
 stable
@@ -310,9 +418,22 @@ declare
     v_vec_similarities real[];
     v_txt_ids uuid[];
     v_pool int := greatest(recall_facts.candidate_pool, recall_facts.k);
+    v_since timestamptz := coalesce(recall_facts.as_of, recall_facts.since);
+    v_until timestamptz := coalesce(recall_facts.as_of + interval '1 microsecond', recall_facts.until);
 begin
     perform agentmem_private.check_user_id(recall_facts.user_id);
     perform agentmem_private.check_range('k', recall_facts.k, 1, 100);
+    perform agentmem_private.check_window(recall_facts.since, recall_facts.until);
+    if recall_facts.as_of is not null and (recall_facts.since is not null or recall_facts.until is not null) then
+        raise exception 'as_of and since / until are two ways of asking when: pass one'
+        using
+            errcode = 'AM020',
+            hint = 'as_of => t asks what was true at t; since / until what was true at some time between.';
+    end if;
+    if not coalesce(pg_catalog.isfinite(recall_facts.as_of), true) then
+        raise exception 'as_of must be a finite time, got %', recall_facts.as_of
+        using errcode = 'AM020';
+    end if;
     v_dim := agentmem_private.check_search_query(
         'recall_facts', v_model, recall_facts.query_embedding, recall_facts.query_text, recall_facts.candidate_pool, recall_facts.rrf_k
     );
@@ -337,30 +458,48 @@ begin
             table_name => 'facts', tenant_id => v_tenant, model => v_model, dimension => v_dim,
             query_embedding => recall_facts.query_embedding,
             k => case when v_query is null then recall_facts.k else v_pool end,
-            user_id => recall_facts.user_id
+            user_id => recall_facts.user_id, since => v_since, until => v_until
         ) as n;
     end if;
     if v_query is not null then
         select array_agg(x.fact_id order by x.text_rank) into v_txt_ids
         from agentmem_private.text_match_facts(
             v_tenant, recall_facts.user_id, v_model, v_query,
-            case when recall_facts.query_embedding is null then recall_facts.k else v_pool end
+            case when recall_facts.query_embedding is null then recall_facts.k else v_pool end,
+            v_since, v_until
         ) as x;
     end if;
 
     -- Fused by reciprocal rank: score = sum over the branches of 1 / (rrf_k + rank);
     -- with one branch, its order.
+    -- With a window, each fact in the version true in it: the current one
+    -- when it is, else the latest replaced one that is.
     return query
     select
-        f.fact_id, f.subject, f.fact, v_vec_similarities[u.vector_rank], f.source_message_ids, f.updated_at,
-        u.vector_rank, u.text_rank, u.score
+        f.fact_id, coalesce(v.subject, f.subject), coalesce(v.fact, f.fact), v_vec_similarities[u.vector_rank],
+        coalesce(v.source_message_ids, f.source_message_ids), f.updated_at,
+        u.vector_rank, u.text_rank, u.score,
+        coalesce(v.valid_from, f.valid_from), case when v.fact is null then f.valid_to else v.valid_to end
     from agentmem_private.fuse_ranks(v_vec_ids, v_txt_ids, recall_facts.rrf_k, recall_facts.k) as u
     inner join agentmem.facts as f on f.tenant_id = v_tenant and f.fact_id = u.id
+    left join lateral (
+        select h.subject, h.fact, h.source_message_ids, h.valid_from, h.valid_to
+        from agentmem.fact_history as h
+        where
+            (v_since is not null or v_until is not null)
+            and not tstzrange(f.valid_from, f.valid_to) && tstzrange(v_since, v_until)
+            and h.tenant_id = v_tenant and h.fact_id = f.fact_id
+            and tstzrange(h.valid_from, h.valid_to) && tstzrange(v_since, v_until)
+        order by h.valid_from desc
+        limit 1
+    ) as v on true
     order by u.score desc, u.vector_rank nulls last, u.text_rank, f.fact_id;
 end
 $$;
 
-comment on function agentmem.recall_facts(text, vector, int, text, text, int, int) is
+comment on function agentmem.recall_facts(
+    text, vector, int, text, text, int, int, timestamptz, timestamptz, timestamptz
+) is
 'The user''s facts best matching a query embedding, a query text or both, best first, with their sources.
 Searches the current tenant and one model''s facts only. query_embedding only: the most similar facts,
 by the vector search of search_messages (an exact scan up to agentmem.exact_search_max_rows facts of
@@ -372,14 +511,26 @@ the text''s words, operators never syntax). Both (hybrid): each branch''s best c
 Neither: AM020. A text with no searchable word falls back to the vector branch when there is an
 embedding, else returns no rows with a NOTICE. similarity is NULL unless the vector branch found the
 fact; vector_rank / text_rank are NULL where a branch did not find it.
+Time: each row carries valid_from / valid_to, when the fact was true in the world (valid_to NULL: still
+true). as_of => t: only facts true at t, each in the version true then (valid_from <= t < valid_to),
+e.g. where the user lived in 2021 after moving since. since / until: facts true at some time in
+[since, until) (either NULL: unbounded), each in the latest version true in it. Applied inside both
+branches; a fact is found by its current text and embedding and answered in its version of then.
+as_of with since / until, since after until, or an infinite as_of: AM020.
 Raises AM020 for an empty user, k outside 1..100, candidate_pool outside 1..1,000, rrf_k outside
 0..1,000; AM021 for a query_text over 100,000 characters; AM010/AM011 for a bad embedding or model.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
-drop function if exists agentmem.fact_history(uuid);
-
 create or replace function agentmem.fact_history(fact_id anycompatible)
-returns table (subject text, fact text, source_message_ids uuid[], valid_from timestamptz, replaced_at timestamptz)
+returns table (
+    subject text,
+    fact text,
+    source_message_ids uuid[],
+    valid_from timestamptz,
+    valid_to timestamptz,
+    recorded_at timestamptz,
+    replaced_at timestamptz
+)
 language plpgsql
 stable
 security definer
@@ -394,14 +545,17 @@ begin
         using errcode = 'AM030';
     end if;
     return query
-    select h.subject, h.fact, h.source_message_ids, h.valid_from, h.replaced_at
+    select h.subject, h.fact, h.source_message_ids, h.valid_from, h.valid_to, h.recorded_at, h.replaced_at
     from agentmem.fact_history as h
     where h.tenant_id = v_tenant and h.fact_id = v_fact_id
-    order by h.replaced_at, h.history_id;
+    order by h.valid_from, h.history_id;
 end
 $$;
 
 comment on function agentmem.fact_history(anycompatible) is
 'What a fact said before contradicting facts replaced it, oldest first, with the sources of each version.
+Both times of each version: valid_from / valid_to, when it was true in the world; recorded_at /
+replaced_at, when agentmem recorded it and when it recorded the fact that replaced it. The current
+version is recall_facts''s (its valid_from, valid_to).
 Entries whose source messages are all gone have been pruned. Raises AM030 for an unknown fact.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';

@@ -577,6 +577,8 @@ begin
                         'message_id', d -> 'message_id', 'user_id', d -> 'user_id',
                         'conversation_id', d -> 'conversation_id'
                     )
+                    -- the message's time, where the file has it (a copy, as in the table)
+                    || case when d ? 'occurred_at' then jsonb_build_object('occurred_at', d -> 'occurred_at') else '{}' end
                 ), '[]')
                 from jsonb_array_elements(v_msgs) as t (d)
                 cross join lateral jsonb_array_elements(d -> 'embeddings') as e

@@ -122,7 +122,7 @@ def test_the_app_role_holds_execute_on_the_api_and_no_other_privilege(admin):
         assert admin.execute("select has_function_privilege('agentmem_app', %s, 'execute')",
                              (f"agentmem.{fn}",)).fetchone() == (False,), fn
     assert admin.execute("select has_function_privilege('agentmem_app', 'agentmem.store_message(anycompatible,text,text,"
-                         "vector,text,jsonb)', 'execute')").fetchone() == (True,)
+                         "vector,text,jsonb,timestamptz)', 'execute')").fetchone() == (True,)
 
 
 @pytest.mark.parametrize("statement", [

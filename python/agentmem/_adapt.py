@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import numpy as np
 from pgvector import Vector
 
@@ -88,6 +90,17 @@ def check_params(params) -> None:
                                       sqlstate="AM020")
             if isinstance(item, Jsonb):
                 _check_json(item.obj)
+
+
+def aware(value):
+    """A time the server may take: None, or a timezone-aware datetime (a naive one is refused: the
+    server would read it in the session's TimeZone, which a caller rarely means). Other values go
+    through unchanged for the server to check."""
+    if isinstance(value, dt.datetime) and (value.tzinfo is None or value.utcoffset() is None):
+        raise InvalidArgument(f"the time {value.isoformat()} has no time zone",
+                              sqlstate="AM020", hint="Pass an aware datetime, e.g. "
+                              "datetime(2023, 5, 8, 13, 56, tzinfo=timezone.utc).")
+    return value
 
 
 def as_vectors(values) -> list:

@@ -72,11 +72,13 @@ class Bulk:
     def load_messages(self, owners: Sequence[tuple[str, str]], vectors: np.ndarray, *,
                       ids: Sequence[uuid.UUID] | None = None, contents: Sequence[str] | None = None,
                       per_conversation: int = 500, age_days: float = 0,
-                      embedding_cache: bool = False) -> tuple[list[uuid.UUID], list[uuid.UUID]]:
+                      embedding_cache: bool = False,
+                      occurred_at: Sequence[dt.datetime] | None = None) -> tuple[list[uuid.UUID], list[uuid.UUID]]:
         """Messages with their embeddings, owners[i] = (tenant, user) of message i; each owner's messages
         in conversations of per_conversation messages, in order. One COPY per table, whatever the owners.
 
-        With age_days the rows are backdated (spread over one hour from then on). With
+        With age_days the rows are backdated (spread over one hour from then on); occurred_at (one
+        per message, in time order per owner) says when they happened, else when stored. With
         embedding_cache, the embedding-cache rows the driver would have left. Returns
         (message ids in the order of `vectors`, conversation ids).
         """
@@ -85,6 +87,7 @@ class Bulk:
         base = now - dt.timedelta(days=age_days)
         ts = [base + dt.timedelta(seconds=3600 * i / max(n, 1)) for i in range(n)] if age_days else [now] * n
         ids = list(ids) if ids is not None else [uuid.uuid4() for _ in range(n)]
+        occurred = list(occurred_at) if occurred_at is not None else ts
         if contents is None:
             contents = [f"{self.phrases[i % len(self.phrases)]} ({owners[i][1]} #{i})" for i in range(n)]
         conv_of: list[uuid.UUID] = []
@@ -106,15 +109,17 @@ class Bulk:
                 for c, (tenant, user, size, first, last) in conversations.items():
                     cp.write_row((tenant, c, user, f"conversation of {user}", size, first, last))
             with cur.copy("copy agentmem.messages (tenant_id, message_id, conversation_id, user_id, message_index, "
-                          "role, content, created_at) from stdin") as cp:
+                          "role, content, created_at, occurred_at) from stdin") as cp:
                 for i in range(n):
                     cp.write_row((owners[i][0], ids[i], conv_of[i], owners[i][1], index_of[i],
-                                  "user" if index_of[i] % 2 == 0 else "assistant", contents[i], ts[i]))
+                                  "user" if index_of[i] % 2 == 0 else "assistant", contents[i], ts[i],
+                                  occurred[i]))
             with cur.copy("copy agentmem.message_embeddings (tenant_id, message_id, model, user_id, conversation_id, "
-                          "embedding, created_at) from stdin with (format binary)") as cp:
-                cp.set_types(["text", "uuid", "text", "text", "uuid", "vector", "timestamptz"])
+                          "embedding, created_at, occurred_at) from stdin with (format binary)") as cp:
+                cp.set_types(["text", "uuid", "text", "text", "uuid", "vector", "timestamptz", "timestamptz"])
                 for i in range(n):
-                    cp.write_row((owners[i][0], ids[i], self.model, owners[i][1], conv_of[i], vectors[i], ts[i]))
+                    cp.write_row((owners[i][0], ids[i], self.model, owners[i][1], conv_of[i], vectors[i], ts[i],
+                                  occurred[i]))
             if embedding_cache:  # what the driver leaves behind: the embedding of each text it embedded
                 with cur.copy("copy agentmem.embedding_cache (tenant_id, model, text_sha256, cached_vector, "
                               "created_at) from stdin with (format binary)") as cp:
@@ -213,13 +218,14 @@ INVARIANTS = {
     "messages.user_id = its conversation's": """
         select count(*) from agentmem.messages as m join agentmem.conversations as c using (tenant_id, conversation_id)
         where m.tenant_id = any(%(t)s) and m.user_id <> c.user_id""",
-    "one embedding of the model per message, user_id/conversation_id/created_at copied": """
+    "one embedding of the model per message, user_id/conversation_id/created_at/occurred_at copied": """
         select count(*) from agentmem.messages as m
         left join agentmem.message_embeddings as e
             on e.tenant_id = m.tenant_id and e.message_id = m.message_id and e.model = %(m)s
         where m.tenant_id = any(%(t)s)
           and (e.message_id is null or e.user_id <> m.user_id
                or e.conversation_id <> m.conversation_id or e.created_at <> m.created_at
+               or e.occurred_at <> m.occurred_at
                or vector_dims(e.embedding) <> (select d.dimension from agentmem.models as d where d.model = %(m)s))""",
     "facts' sources are the user's real messages, sorted and distinct": """
         select count(*) from agentmem.facts as f

@@ -7,6 +7,7 @@ them. A malformed reply raises FactExtractionError and stores nothing.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from typing import Any, Sequence
 
@@ -21,6 +22,9 @@ Reply with JSON only: {"facts": [{"subject": "...", "fact": "..."}]}.
   Use the same key for a fact that updates an earlier one.
 - fact: one standalone sentence about the user that makes sense without the conversation.
 - Only facts the user states or confirms about themselves; no opinions of the assistant, no small talk.
+- valid_from (optional): when the fact became true, as an ISO date (YYYY-MM-DD), when the turn says
+  ("last week", "since 2019"); work relative times out from the date the turn happened. Leave it out
+  when the turn does not say.
 - No facts: {"facts": []}."""
 
 
@@ -28,8 +32,28 @@ class FactExtractionError(AgentmemError):
     """The chat model's reply was not a valid list of facts (nothing was stored)."""
 
 
-def parse_facts(reply: str) -> list[dict[str, str]]:
-    """Validate the chat model's reply: ``{"facts": [{"subject", "fact"}, ...]}`` or a bare list."""
+def _valid_from(value: Any, i: int, turn_at: dt.datetime | None) -> dt.datetime:
+    """A fact's valid_from from the reply: an ISO date or time (no zone: UTC), not after the turn."""
+    try:
+        at = dt.datetime.fromisoformat(value) if isinstance(value, str) else None
+    except ValueError:
+        at = None
+    if at is None:
+        raise FactExtractionError(f"fact #{i + 1} has a valid_from that is not an ISO date",
+                                  detail=f"got: {json.dumps(value)[:200]}")
+    if at.tzinfo is None:
+        at = at.replace(tzinfo=dt.timezone.utc)
+    latest = (turn_at or dt.datetime.now(dt.timezone.utc)) + dt.timedelta(days=1)
+    if at > latest:
+        raise FactExtractionError(f"fact #{i + 1} has a valid_from ({at.date()}) after the turn it came from",
+                                  detail=f"the turn happened at {latest - dt.timedelta(days=1)}")
+    return at
+
+
+def parse_facts(reply: str, turn_at: dt.datetime | None = None) -> list[dict[str, Any]]:
+    """Validate the chat model's reply: ``{"facts": [{"subject", "fact"[, "valid_from"]}, ...]}`` or a bare
+    list. valid_from, when there, must be an ISO date or time no later than a day after the turn
+    (turn_at, else now); without a zone it is UTC."""
     try:
         data = json.loads(reply)
     except (TypeError, ValueError) as exc:
@@ -45,14 +69,17 @@ def parse_facts(reply: str) -> list[dict[str, str]]:
                                   f"{MAX_FACTS_PER_TURN} are accepted from one turn")
     facts = []
     for i, item in enumerate(data):
-        if not isinstance(item, dict) or set(item) != {"subject", "fact"}:
+        if not isinstance(item, dict) or not {"subject", "fact"} <= set(item) <= {"subject", "fact", "valid_from"}:
             raise FactExtractionError(f"fact #{i + 1} is not an object with exactly 'subject' and 'fact'",
                                       detail=f"got: {json.dumps(item)[:200]}")
         subject, fact = item["subject"], item["fact"]
         if not isinstance(subject, str) or not isinstance(fact, str) or not subject.strip() or not fact.strip():
             raise FactExtractionError(f"fact #{i + 1} has an empty or non-text subject or fact",
                                       detail=f"got: {json.dumps(item)[:200]}")
-        facts.append({"subject": subject.strip(), "fact": fact.strip()})
+        out: dict[str, Any] = {"subject": subject.strip(), "fact": fact.strip()}
+        if item.get("valid_from") is not None:
+            out["valid_from"] = _valid_from(item["valid_from"], i, turn_at)
+        facts.append(out)
     return facts
 
 
@@ -62,7 +89,8 @@ def _turn_text(turn: Any) -> str:
     elif isinstance(turn, dict) and "content" in turn:
         text = f"{turn.get('role', 'user')}: {turn['content']}"
     elif isinstance(turn, Sequence):
-        text = "\n".join(f"{m['role']}: {m['content']}" for m in turn)
+        text = "\n".join(f"{m['role']}: {m['content']}" if isinstance(m, dict) else f"{m.role}: {m.content}"
+                         for m in turn)
     else:
         raise TypeError("turn must be a text or a list of {'role', 'content'} messages")
     if not text.strip():
@@ -70,9 +98,21 @@ def _turn_text(turn: Any) -> str:
     return text
 
 
-def chat_messages(turn: Any) -> list[dict[str, str]]:
+def turn_time(turn: Any) -> dt.datetime | None:
+    """When a turn happened: the occurred_at of its last message (rows or dicts that carry one)."""
+    items = [turn] if isinstance(turn, (str, dict)) or not isinstance(turn, Sequence) else list(turn)
+    for m in reversed(items):
+        at = m.get("occurred_at") if isinstance(m, dict) else getattr(m, "occurred_at", None)
+        if isinstance(at, dt.datetime):
+            return at
+    return None
+
+
+def chat_messages(turn: Any, turn_at: dt.datetime | None = None) -> list[dict[str, str]]:
+    when = turn_at or turn_time(turn)
+    dated = f"The turn happened on {when:%A %Y-%m-%d}.\n" if when else ""
     return [{"role": "system", "content": EXTRACTION_PROMPT},
-            {"role": "user", "content": "Conversation turn:\n" + _turn_text(turn)}]
+            {"role": "user", "content": dated + "Conversation turn:\n" + _turn_text(turn)}]
 
 
 def reply_content(response: Any) -> str:

@@ -36,7 +36,7 @@ from typing import (TYPE_CHECKING, Any, Awaitable, Callable, Concatenate, Generi
 import numpy as np
 from psycopg.types.json import Jsonb
 
-from ._adapt import as_vector, as_vectors
+from ._adapt import as_vector, as_vectors, aware
 from .rows import (AccessReceipt, CacheLookup, CacheStore, ContextItem, ConversationSummary, Fact, FactUpsert,
                    FactVersion, ListedFact, Message, MessageHit, Receipt, ReportRow, RetentionPolicy, SampledHit,
                    StoredMessage, TopicShift, WindowMessage)
@@ -180,38 +180,51 @@ class Calls:
     @literal
     def store_message(self, conversation_id: uuid.UUID | str, role: str, content: str, embedding: Embedding | None, *,
                       model: str | None = None, metadata: dict | None = None,
-                      conn: Conn = None) -> Sql[StoredMessage]:
+                      occurred_at: dt.datetime | None = None, conn: Conn = None) -> Sql[StoredMessage]:
+        """occurred_at: when the message happened (imported history), an aware datetime; None: now."""
         return one(StoredMessage, "select * from agentmem.store_message(conversation_id => %s, role => %s, "
-                   "content => %s, embedding => %s, model => %s, metadata => %s)",
-                   conversation_id, role, content, as_vector(embedding), _model(self, model), _json(metadata or {}))
+                   "content => %s, embedding => %s, model => %s, metadata => %s, occurred_at => %s)",
+                   conversation_id, role, content, as_vector(embedding), _model(self, model), _json(metadata or {}),
+                   aware(occurred_at))
 
     @literal
     def store_messages(self, conversation_id: uuid.UUID | str, roles: Sequence[str], contents: Sequence[str],
                        embeddings: Sequence[Embedding | None] | None, *, model: str | None = None,
-                       metadata: Sequence[dict] | None = None, conn: Conn = None) -> Sql[list[StoredMessage]]:
+                       metadata: Sequence[dict] | None = None,
+                       occurred_at: Sequence[dt.datetime] | None = None,
+                       conn: Conn = None) -> Sql[list[StoredMessage]]:
+        """occurred_at: one aware datetime per message, in time order (imported history); None: now."""
         return rows(StoredMessage, "select * from agentmem.store_messages(conversation_id => %s, roles => %s, "
-                    "contents => %s, embeddings => %s, model => %s, metadata => %s::jsonb[])",
-                    conversation_id, list(roles), list(contents), None if embeddings is None else as_vectors(embeddings),
-                    _model(self, model),
-                    None if metadata is None else [_json(m) for m in metadata])
+                    "contents => %s, embeddings => %s, model => %s, metadata => %s::jsonb[], "
+                    "occurred_at => %s::timestamptz[])",
+                    conversation_id, list(roles), list(contents),
+                    None if embeddings is None else as_vectors(embeddings), _model(self, model),
+                    None if metadata is None else [_json(m) for m in metadata],
+                    None if occurred_at is None else [aware(t) for t in occurred_at])
 
     @literal
     def recent_messages(self, conversation_id: uuid.UUID | str, n: int = 20, *,
+                        since: dt.datetime | None = None, until: dt.datetime | None = None,
                         conn: Conn = None) -> Sql[list[Message]]:
-        return rows(Message, "select * from agentmem.recent_messages(conversation_id => %s, n => %s)",
-                    conversation_id, n)
+        """The last n messages, optionally of those that happened in [since, until)."""
+        return rows(Message, "select * from agentmem.recent_messages(conversation_id => %s, n => %s, "
+                    "since => %s, until => %s)", conversation_id, n, aware(since), aware(until))
 
     @literal
     def search_messages(self, user_id: str, query_embedding: Embedding | None = None, k: int = 5, *,
                         conversation_id: uuid.UUID | str | None = None, min_similarity: float | None = None,
                         model: str | None = None, query_text: str | None = None, candidate_pool: int = 60,
-                        rrf_k: int = 60, conn: Conn = None) -> Sql[list[MessageHit]]:
-        """By embedding, by words (query_text), or both fused by reciprocal rank."""
+                        rrf_k: int = 60, since: dt.datetime | None = None, until: dt.datetime | None = None,
+                        recency_half_life: dt.timedelta | None = None,
+                        conn: Conn = None) -> Sql[list[MessageHit]]:
+        """By embedding, by words (query_text), or both fused by reciprocal rank; since/until bound
+        when the messages happened ([since, until)); recency_half_life weighs the score by age."""
         return rows(MessageHit, "select * from agentmem.search_messages(user_id => %s, query_embedding => %s, "
                     "k => %s, conversation_id => %s, min_similarity => %s::real, model => %s, "
-                    "query_text => %s, candidate_pool => %s, rrf_k => %s)",
+                    "query_text => %s, candidate_pool => %s, rrf_k => %s, since => %s, until => %s, "
+                    "recency_half_life => %s)",
                     user_id, as_vector(query_embedding), k, conversation_id, min_similarity, _model(self, model),
-                    query_text, candidate_pool, rrf_k)
+                    query_text, candidate_pool, rrf_k, aware(since), aware(until), recency_half_life)
 
     @literal
     def context_window(self, message_id: uuid.UUID | str, before: int = 3, after: int = 3, *,
@@ -224,12 +237,15 @@ class Calls:
                             radius: int = 3, *, model: str | None = None,
                             conversation_id: uuid.UUID | str | None = None, min_similarity: float | None = None,
                             query_text: str | None = None, candidate_pool: int = 60, rrf_k: int = 60,
+                            since: dt.datetime | None = None, until: dt.datetime | None = None,
+                            recency_half_life: dt.timedelta | None = None,
                             conn: Conn = None) -> Sql[list[WindowMessage]]:
         return rows(WindowMessage, "select * from agentmem.search_with_context(user_id => %s, "
                     "query_embedding => %s, k => %s, radius => %s, model => %s, conversation_id => %s, "
-                    "min_similarity => %s::real, query_text => %s, candidate_pool => %s, rrf_k => %s)",
+                    "min_similarity => %s::real, query_text => %s, candidate_pool => %s, rrf_k => %s, "
+                    "since => %s, until => %s, recency_half_life => %s)",
                     user_id, as_vector(query_embedding), k, radius, _model(self, model), conversation_id, min_similarity,
-                    query_text, candidate_pool, rrf_k)
+                    query_text, candidate_pool, rrf_k, aware(since), aware(until), recency_half_life)
 
     @literal
     def set_summary(self, conversation_id: uuid.UUID | str, summary: str, through_index: int, *,
@@ -366,19 +382,26 @@ class Calls:
     @literal
     def upsert_fact(self, user_id: str, subject: str, fact: str, embedding: Embedding | None,
                     source_message_ids: Sequence[uuid.UUID | str] = (), model: str | None = None,
-                    merge_threshold: float = 0.92, *, conn: Conn = None) -> Sql[FactUpsert]:
+                    merge_threshold: float = 0.92, *, valid_from: dt.datetime | None = None,
+                    valid_to: dt.datetime | None = None, conn: Conn = None) -> Sql[FactUpsert]:
+        """valid_from / valid_to: when the fact was true (aware datetimes); default: from its sources' time."""
         return one(FactUpsert, "select * from agentmem.upsert_fact(user_id => %s, subject => %s, fact => %s, "
-                   "embedding => %s, source_message_ids => %s::uuid[], model => %s, merge_threshold => %s)",
-                   user_id, subject, fact, as_vector(embedding), list(source_message_ids), _model(self, model),
-                   merge_threshold)
+                   "embedding => %s, source_message_ids => %s::uuid[], model => %s, merge_threshold => %s, "
+                   "valid_from => %s, valid_to => %s)",
+                   user_id, subject, fact, as_vector(embedding), list(source_message_ids), _model(self, model), merge_threshold,
+                   aware(valid_from), aware(valid_to))
 
     @literal
     def recall_facts(self, user_id: str, query_embedding: Embedding | None = None, k: int = 5,
                      model: str | None = None, *, query_text: str | None = None, candidate_pool: int = 60,
-                     rrf_k: int = 60, conn: Conn = None) -> Sql[list[Fact]]:
+                     rrf_k: int = 60, since: dt.datetime | None = None, until: dt.datetime | None = None,
+                     as_of: dt.datetime | None = None, conn: Conn = None) -> Sql[list[Fact]]:
+        """as_of: what was true then; since/until: what was true at some time in [since, until)."""
         return rows(Fact, "select * from agentmem.recall_facts(user_id => %s, query_embedding => %s, k => %s, "
-                    "model => %s, query_text => %s, candidate_pool => %s, rrf_k => %s)",
-                    user_id, as_vector(query_embedding), k, _model(self, model), query_text, candidate_pool, rrf_k)
+                    "model => %s, query_text => %s, candidate_pool => %s, rrf_k => %s, since => %s, "
+                    "until => %s, as_of => %s)",
+                    user_id, as_vector(query_embedding), k, _model(self, model), query_text, candidate_pool, rrf_k,
+                    aware(since), aware(until), aware(as_of))
 
     @literal
     def fact_history(self, fact_id: uuid.UUID | str, *, conn: Conn = None) -> Sql[list[FactVersion]]:

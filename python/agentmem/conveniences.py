@@ -18,8 +18,9 @@ import datetime as dt
 import uuid
 from typing import Any, Sequence
 
-from ._adapt import aembed_texts, embed_texts, require_embedder
-from ._extraction import DEFAULT_CHAT_MODEL, FactExtractionError, chat_messages, parse_facts, reply_content
+from ._adapt import aembed_texts, aware, embed_texts, require_embedder
+from ._extraction import (DEFAULT_CHAT_MODEL, FactExtractionError, chat_messages, parse_facts, reply_content,
+                          turn_time)
 from .calls import AsyncClient, Calls, SyncClient
 from .rows import CacheLookup, CacheStore, ExtractedFact, Fact, MessageHit, StoredMessage
 
@@ -81,8 +82,14 @@ class Conveniences(Calls, SyncClient):
 
     def extract_facts(self, turn: Any, user_id: str, *, source_message_ids: Sequence[uuid.UUID | str] = (),
                       chat_model: str = DEFAULT_CHAT_MODEL, ollama_host: str | None = None,
-                      model: str | None = None, conn: Any = None) -> list[ExtractedFact]:
+                      model: str | None = None, occurred_at: dt.datetime | None = None,
+                      conn: Any = None) -> list[ExtractedFact]:
         """Extract the user's facts from one turn (one chat call), embed and upsert them in one transaction.
+
+        The model is told when the turn happened (occurred_at, else that of the turn's last message
+        when it carries one) so that "since last week" becomes a date: a fact's valid_from from the
+        reply is checked (an ISO date, not after the turn) and passed to upsert_fact; without one the
+        fact is valid from its source messages' time.
 
         Returns one ExtractedFact per fact (with the upsert's action). Raises
         FactExtractionError, storing nothing, when the reply is not a valid list
@@ -91,11 +98,11 @@ class Conveniences(Calls, SyncClient):
         import ollama
         host = ollama_host or getattr(self.embedder, "host", None)
         try:
-            response = ollama.Client(host=host).chat(model=chat_model, messages=chat_messages(turn),
+            response = ollama.Client(host=host).chat(model=chat_model, messages=chat_messages(turn, occurred_at),
                                                      format="json", options={"temperature": 0})
         except (ollama.ResponseError, ConnectionError, OSError) as exc:
             raise _chat_error(chat_model, exc) from exc
-        facts = parse_facts(reply_content(response))
+        facts = parse_facts(reply_content(response), aware(occurred_at) or turn_time(turn))
         if not facts:
             return []
         vectors = embed_texts(self, "embed_documents", [f["fact"] for f in facts])
@@ -103,7 +110,8 @@ class Conveniences(Calls, SyncClient):
         out = []
         with self._transaction(conn) as c:  # type: ignore[attr-defined]
             for f, vec in zip(facts, vectors):
-                r = self.upsert_fact(user_id, f["subject"], f["fact"], vec, source_message_ids, model, conn=c)
+                r = self.upsert_fact(user_id, f["subject"], f["fact"], vec, source_message_ids, model,
+                                     valid_from=f.get("valid_from"), conn=c)
                 out.append(ExtractedFact(f["subject"], f["fact"], r.fact_id, r.action, r.similarity))
         return out
 
@@ -162,16 +170,18 @@ class AsyncConveniences(Calls, AsyncClient):
 
     async def extract_facts(self, turn: Any, user_id: str, *, source_message_ids: Sequence[uuid.UUID | str] = (),
                             chat_model: str = DEFAULT_CHAT_MODEL, ollama_host: str | None = None,
-                            model: str | None = None, conn: Any = None) -> list[ExtractedFact]:
+                            model: str | None = None, occurred_at: dt.datetime | None = None,
+                            conn: Any = None) -> list[ExtractedFact]:
         """As Memory.extract_facts, with the chat call and the embeddings awaited."""
         import ollama
         host = ollama_host or getattr(self.embedder, "host", None)
         try:
             response = await ollama.AsyncClient(host=host).chat(
-                model=chat_model, messages=chat_messages(turn), format="json", options={"temperature": 0})
+                model=chat_model, messages=chat_messages(turn, occurred_at), format="json",
+                options={"temperature": 0})
         except (ollama.ResponseError, ConnectionError, OSError) as exc:
             raise _chat_error(chat_model, exc) from exc
-        facts = parse_facts(reply_content(response))
+        facts = parse_facts(reply_content(response), aware(occurred_at) or turn_time(turn))
         if not facts:
             return []
         vectors = await aembed_texts(self, "embed_documents", [f["fact"] for f in facts])
@@ -180,6 +190,6 @@ class AsyncConveniences(Calls, AsyncClient):
         async with self._transaction(conn) as c:  # type: ignore[attr-defined]
             for f, vec in zip(facts, vectors):
                 r = await self.upsert_fact(user_id, f["subject"], f["fact"], vec, source_message_ids, model,
-                                           conn=c)
+                                           valid_from=f.get("valid_from"), conn=c)
                 out.append(ExtractedFact(f["subject"], f["fact"], r.fact_id, r.action, r.similarity))
         return out

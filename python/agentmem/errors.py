@@ -114,6 +114,7 @@ SQLSTATES: dict[str, type[AgentmemError]] = {
     "AM021": ContentTooLarge,
     "AM030": NotFound,
     "AM031": Conflict,
+    "AM032": Conflict,
     "AM040": PrerequisiteMissing,
     "AM041": InsufficientPrivilege,
     "AM050": PrerequisiteMissing,  # pg_cron missing

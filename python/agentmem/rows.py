@@ -24,7 +24,8 @@ class Message:
     role: str
     content: str
     metadata: dict
-    created_at: dt.datetime
+    created_at: dt.datetime       # when agentmem stored it
+    occurred_at: dt.datetime      # when it happened (given for imported history, else = stored)
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,7 @@ class WindowMessage:
     text_rank: int | None
     score: float | None
     window_score: float
+    occurred_at: dt.datetime
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,7 @@ class ContextItem:
     content: str
     metadata: dict
     created_at: dt.datetime
+    occurred_at: dt.datetime | None  # the summary row: that of the last message it covers
 
 
 @dataclass(frozen=True)
@@ -149,6 +152,8 @@ class Fact:
     vector_rank: int | None       # rank in each branch (1 = best), None where it did not find it
     text_rank: int | None
     score: float                  # fused score: sum of 1 / (rrf_k + rank) over the branches
+    valid_from: dt.datetime       # when it was true in the world: [valid_from, valid_to)
+    valid_to: dt.datetime | None  # None while it still is
 
 
 @dataclass(frozen=True)
@@ -156,7 +161,9 @@ class FactVersion:
     subject: str
     fact: str
     source_message_ids: list[uuid.UUID]
-    valid_from: dt.datetime
+    valid_from: dt.datetime       # when this version was true in the world
+    valid_to: dt.datetime
+    recorded_at: dt.datetime      # when agentmem recorded it, and recorded the one that replaced it
     replaced_at: dt.datetime
 
 

@@ -21,6 +21,7 @@ generator of steps; ``Turn`` runs the steps at once and ``AsyncTurn`` awaits the
 
 from __future__ import annotations
 
+import datetime as dt
 import inspect
 import logging
 import time
@@ -88,6 +89,8 @@ class GenerationRequest:
     summary: str | None      # the running summary (None after a topic shift)
     history: list[dict]      # the short-term window, {'role', 'content'}, oldest first
     memories: list[dict]     # earlier messages of the user found by search_with_context
+    # (history and memories: each content begins [YYYY-MM-DD], its occurred_at, where the messages
+    # and today span more than one date: spans_days)
     docs: list[Doc]          # documents not sent in the last turns
 
     def messages(self) -> list[dict]:
@@ -158,10 +161,28 @@ def _cut(text: str, limit: int = MAX_PROMPT_MESSAGE_CHARS) -> str:
     return text if len(text) <= limit else text[:limit] + " [...]"
 
 
-def _as_message(m: Any) -> dict:
+def _as_message(m: Any, dated: bool = False) -> dict:
     if isinstance(m, dict):
-        return {"role": m["role"], "content": m["content"]}
-    return {"role": m.role, "content": m.content}
+        out = {"role": m["role"], "content": m["content"]}
+        at = m.get("occurred_at")
+    else:
+        out = {"role": m.role, "content": m.content}
+        at = getattr(m, "occurred_at", None)
+    if dated and at is not None:
+        out["content"] = f"[{at:%Y-%m-%d}] {out['content']}"
+    return out
+
+
+def spans_days(messages: Sequence[Any], today: dt.date | None = None) -> bool:
+    """Whether the messages (rows with occurred_at) and today fall on more than one date: then the
+    prompt gives each message its date ([YYYY-MM-DD] before its text, in the session's time zone, as
+    the rows come), so that "yesterday" in one of them can be placed; a same-day chat goes undated."""
+    days = {today or dt.datetime.now(dt.timezone.utc).date()}
+    for m in messages:
+        at = m.get("occurred_at") if isinstance(m, dict) else getattr(m, "occurred_at", None)
+        if at is not None:
+            days.add(at.date())
+    return len(days) > 1
 
 
 def last_turns(history: Sequence[Any], turns: int = CONDENSE_TURNS) -> list[dict]:
@@ -463,8 +484,8 @@ class _TurnBase:
 
             request = GenerationRequest(
                 question=question, standalone=condensed.standalone, summary=summary,
-                history=[_as_message(m) for m in history],
-                memories=[_as_message(m) for m in r.memories], docs=used)
+                history=[_as_message(m, spans_days(history)) for m in history],
+                memories=[_as_message(m, spans_days(r.memories)) for m in r.memories], docs=used)
             r.answer = yield ("model", self.generator, (request,))
             if not isinstance(r.answer, str) or not r.answer.strip():
                 raise ValueError("the generator returned no answer: nothing was stored")
