@@ -77,11 +77,13 @@ add constraint fact_history_validity_ck check (valid_to > valid_from);
 alter table agentmem.fact_history
 add constraint fact_history_no_overlap exclude using gist (
     tenant_id with =, fact_id with =, tstzrange(valid_from, valid_to) with &&
-);
+) where (change = 'replaced');
 
 comment on column agentmem.fact_history.valid_from is
 'When this version became true in the world.';
 comment on column agentmem.fact_history.valid_to is
-'When it stopped being true (exclusive): where the version that replaced it begins, or earlier.';
+'When it stopped being true (exclusive): where the version that replaced it begins, or earlier. '
+'A corrected version (change = corrected: it was never true) keeps the period it claimed, and only '
+'replaced versions'' periods are kept from overlapping.';
 comment on column agentmem.fact_history.recorded_at is
 'When agentmem recorded this version (replaced_at: when it recorded the one that replaced it).';

@@ -338,7 +338,7 @@ as $$
     select case when p_since is not null or p_until is not null then pg_catalog.format(
         ' and (tstzrange(%3$I.valid_from, %3$I.valid_to) && tstzrange(%1$L::timestamptz, %2$L::timestamptz)'
         ' or exists (select from agentmem.fact_history as fh where fh.tenant_id = %3$I.tenant_id'
-        ' and fh.fact_id = %3$I.fact_id and tstzrange(fh.valid_from, fh.valid_to)'
+        ' and fh.fact_id = %3$I.fact_id and fh.change = ''replaced'' and tstzrange(fh.valid_from, fh.valid_to)'
         ' && tstzrange(%1$L::timestamptz, %2$L::timestamptz))) ',
         p_since, p_until, p_alias
     ) else ' ' end
@@ -488,7 +488,7 @@ begin
         where
             (v_since is not null or v_until is not null)
             and not tstzrange(f.valid_from, f.valid_to) && tstzrange(v_since, v_until)
-            and h.tenant_id = v_tenant and h.fact_id = f.fact_id
+            and h.tenant_id = v_tenant and h.fact_id = f.fact_id and h.change = 'replaced'
             and tstzrange(h.valid_from, h.valid_to) && tstzrange(v_since, v_until)
         order by h.valid_from desc
         limit 1

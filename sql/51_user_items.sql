@@ -445,9 +445,11 @@ begin
     perform agentmem_private.check_embedding(v_old.model, update_fact.embedding);
     v_sources := array(select distinct s from unnest(update_fact.source_message_ids) as s order by s);
     insert into agentmem.fact_history as h (
-        tenant_id, fact_id, user_id, subject, fact, source_message_ids, valid_from, change
+        tenant_id, fact_id, user_id, subject, fact, source_message_ids, valid_from, valid_to, recorded_at, change
     ) values (
         v_tenant, v_old.fact_id, v_old.user_id, v_old.subject, v_old.fact, v_old.source_message_ids,
+        -- the period the wrong version claimed (it was never true: no as_of or window finds it)
+        v_old.valid_from, coalesce(v_old.valid_to, greatest(now(), v_old.valid_from + interval '1 microsecond')),
         v_old.updated_at, 'corrected'
     );
     update agentmem.facts as f
