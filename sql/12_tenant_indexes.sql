@@ -132,8 +132,7 @@ end
 $$;
 
 comment on function agentmem.tenant_index_ddl(text, text, text, boolean, text) is
-'The statement that builds one of a tenant''s own indexes (partial: where tenant_id = T and model = M),
-for the DBA to run.
+'The statement that builds one of a tenant''s own indexes (partial: where tenant_id = T and model = M), for the DBA to run.
 kind ''hnsw'' (the default): an HNSW index on l2_normalize(embedding::vector(d))::vector(d), cosine, with
 m = 32 and ef_construction = 128 (settings agentmem.tenant_index_m, agentmem.tenant_index_ef_construction;
 pgvector''s defaults do not reach recall@10 0.95 on hard data: README, "Tuning").
@@ -306,9 +305,8 @@ end
 $$;
 
 comment on function agentmem.create_tenant_index(text, text, text) is
-'Build a tenant''s own HNSW index (partial: where tenant_id = T and model = M; the statement of
-agentmem.tenant_index_ddl) inside the current transaction, and return its name; searches of that tenant
-use it from then on. For message_embeddings, and a tenant of at most agentmem.exact_index_max_rows rows
+'Build a tenant''s own HNSW index (partial: where tenant_id = T and model = M; the statement of agentmem.tenant_index_ddl) inside the current transaction, and return its name; searches of that tenant use it from then on.
+For message_embeddings, and a tenant of at most agentmem.exact_index_max_rows rows
 of the model, also its exact index (tenant_index_ddl with kind => ''exact''; a second of build for
 30,000 rows). Idempotent; an index of that name left invalid, or built by an earlier version on
 another expression, is dropped and rebuilt.
@@ -349,8 +347,8 @@ end
 $$;
 
 comment on function agentmem.drop_tenant_index(text, text, text) is
-'Drop a tenant''s own indexes of one table and model, its HNSW index and its exact index (valid or left
-invalid by a failed concurrent build); its searches go back to the model''s shared index. Returns false
+'Drop a tenant''s own indexes of one table and model, its HNSW index and its exact index (valid or left invalid by a failed concurrent build); its searches go back to the model''s shared index.
+Returns false
 when there was none. Erasing a tenant''s rows does not need it (an index of an erased tenant is empty);
 drop it to reclaim its space.
 Arguments and errors as for tenant_index_ddl. For the DBA; not granted to agentmem_app.';

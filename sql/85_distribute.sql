@@ -27,8 +27,7 @@ end
 $$;
 
 comment on function agentmem.is_distributed() is
-'True when this installation is distributed on Citus (agentmem.distribute() has run), false otherwise,
-also where Citus is not installed.';
+'True when this installation is distributed on Citus (agentmem.distribute() has run), false otherwise, also where Citus is not installed.';
 
 create or replace function agentmem.distribute(shard_count int default null)
 returns table (table_name text, distribution text, note text)
@@ -200,10 +199,8 @@ end
 $$;
 
 comment on function agentmem.distribute(int) is
-'Distribute this agentmem installation on Citus: every agentmem table with a tenant_id column
-by tenant_id, colocated with agentmem.conversations (so one tenant''s rows of every table are on one
-worker and each call for one tenant runs on that worker), and the installation-wide catalogues
-(models, cache_intents, text_search_settings) as reference tables. The ledger schema_migrations stays
+'Distribute this agentmem installation on Citus: every agentmem table with a tenant_id column by tenant_id, colocated with agentmem.conversations (so one tenant''s rows of every table are on one worker and each call for one tenant runs on that worker), and the installation-wide catalogues (models, cache_intents, text_search_settings) as reference tables.
+The ledger schema_migrations stays
 on the coordinator.
 Foreign keys are re-created with their names and definitions, except those Citus refuses
 (ON DELETE SET NULL on a key with tenant_id: cache_hits_entry_fk), which agentmem''s functions uphold.
