@@ -231,7 +231,7 @@ begin
         else
             raise warning 'full-text search will not use its GIN index under row-level security until a superuser runs: %',
                 'alter function pg_catalog.ts_match_vq(tsvector, tsquery) leakproof;'
-            using hint = 'See README, "Searching by words, and hybrid search".';
+            using hint = 'See docs/security.md, "Search by words under row-level security".';
         end if;
     end if;
 end

@@ -190,7 +190,7 @@ begin
     -- the function's owner: the API's owner must be able to log in, on a
     -- distributed installation only (on one server it stays NOLOGIN). It has no
     -- password; allow it in the workers' pg_hba.conf from the coordinator's
-    -- address only (README, "Scaling out on Citus"). Citus propagates the
+    -- address only (docs/citus.md). Citus propagates the
     -- ALTER ROLE to every node.
     alter role agentmem_owner login;
     -- So must the owner of the embedding queue's functions (sql/17_embedding_jobs.sql).
