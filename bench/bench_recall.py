@@ -332,7 +332,7 @@ def report(results: list[dict], elapsed: float, large_run: bool) -> str:
         "and an exact index, IVFFlat of one list on its halfvec, for tenants of at most "
         "`agentmem.exact_index_max_rows` rows, which `agentmem.measure_tenant_index`, run by create_tenant_index, "
         "makes the first read of a tenant whose sampled HNSW passes mostly came back far). "
-        "agentmem's hnsw.ef_search is its own choice per search (README, Tuning). Each query (one of the user's vectors plus noise) runs "
+        "agentmem's hnsw.ef_search is its own choice per search (docs/tuning.md). Each query (one of the user's vectors plus noise) runs "
         "on both systems back to back through their Python APIs (agentmem: `Memory.search_messages`, set_tenant "
         "and the call in one round trip and one transaction, RLS; LangGraph: `PostgresStore.search` on the namespace (tenant, user)), "
         "in an order that turns with the query, after every table and index of both systems was read into memory "

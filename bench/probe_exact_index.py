@@ -3,7 +3,7 @@
     .venv/bin/python bench/probe_exact_index.py --out bench/results/exact_index.md [--port P]
 
 The figures behind agentmem's exact index (agentmem.tenant_index_ddl kind => 'exact') and the default
-of agentmem.exact_index_max_rows (README, Tuning). For random 768-d and clustered 384-d unit vectors
+of agentmem.exact_index_max_rows (docs/tuning.md). For random 768-d and clustered 384-d unit vectors
 (the two kinds of bench_recall.py), 100,000 rows in one plain table, tenants 'A' (30,000 rows) and
 'B' (10,000) interleaved with 1,000 small ones. Each tenant gets the indexes agentmem builds, partial
 on the tenant: an IVFFlat index of one list on its normalised vectors as halfvec (the exact index) and

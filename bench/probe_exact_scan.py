@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/probe_exact_scan.py --out bench/results/exact_scan.md [--port P]
 
-The figures behind the default of `agentmem.exact_search_max_rows` (README, Tuning). For each
+The figures behind the default of `agentmem.exact_search_max_rows` (docs/tuning.md). For each
 dimension (768 = nomic-embed-text, 384 = all-minilm) it loads random unit vectors with COPY: users
 holding 1k, 2k, 5k, 10k and 20k rows of one tenant, interleaved in the heap (as rows written over
 time are), plus as many rows of other tenants. Then, per user size, p50/p95 of 30 searches through

@@ -664,9 +664,8 @@ end
 $$;
 
 comment on function agentmem.grant_tenant(text, text, text, boolean) is
-'Let the login role role_name act as a tenant: exactly one of tenant_id (that tenant), tenant_prefix (every
-tenant whose id starts with it) or all_tenants => true (every tenant: for a trusted service such as a
-worker). Checked by agentmem.current_tenant() when the installation binds tenants to roles
+'Let the login role role_name act as a tenant: exactly one of tenant_id (that tenant), tenant_prefix (every tenant whose id starts with it) or all_tenants => true (every tenant: for a trusted service such as a worker).
+Checked by agentmem.current_tenant() when the installation binds tenants to roles
 (agentmem.set_tenant_binding(mode => ''role'')), from the next statement on. Returns false when the role
 held that grant already. AM030 for an unknown role, AM020 unless exactly one scope is given, AM002 for a
 malformed id or prefix. For the DBA; not executable by the application role.';
@@ -695,7 +694,8 @@ end
 $$;
 
 comment on function agentmem.revoke_tenant(text, text, text, boolean) is
-'Take back a grant of agentmem.grant_tenant (the same arguments). Sessions of the role lose the tenant at
+'Take back a grant of agentmem.grant_tenant (the same arguments).
+Sessions of the role lose the tenant at
 their next statement that reads it (a transaction already running keeps what it read). Returns whether
 a grant was removed. For the DBA; not executable by the application role.';
 
@@ -753,8 +753,6 @@ end
 $$;
 
 comment on function agentmem.set_tenant_binding(text, text) is
-'Choose how agentmem.current_tenant() checks the tenant a session sets: mode role (the login role''s
-grants, agentmem.grant_tenant), jwt (the claim jwt_claim, default tenant_id or as set before, of
-request.jwt.claims: a string, or an array of tenant ids; a dotted path reaches into objects) or none (any
-tenant). Takes effect for every session at its next statement. AM020 for an unknown mode or a malformed
+'Choose how agentmem.current_tenant() checks the tenant a session sets: mode role (the login role''s grants, agentmem.grant_tenant), jwt (the claim jwt_claim, default tenant_id or as set before, of request.jwt.claims: a string, or an array of tenant ids; a dotted path reaches into objects) or none (any tenant).
+Takes effect for every session at its next statement. AM020 for an unknown mode or a malformed
 claim name. For the DBA; not executable by the application role.';

@@ -5,7 +5,7 @@
 -- or the model's shared HNSW index, sets hnsw.ef_search from the share of the
 -- index the candidates are, and writes every distance through
 -- agentmem_private.vector_distance. The rest of this file are the measured
--- limits and index look-ups it uses. Figures behind the defaults: README, "Tuning".
+-- limits and index look-ups it uses. Figures behind the defaults: docs/tuning.md.
 
 -- Functions of older installs that vector_search stands for: dropped, so that
 -- every search reads the one path.
@@ -28,7 +28,7 @@ as $$
     -- (one heap page per row: 10,000 rows 76 to 80 ms at 384, 80 to 100 ms
     -- at 768, side by side); 6,000 rows is where it costs what the tenant's
     -- own HNSW index costs at recall@10 >= 0.95 on random 768-d vectors
-    -- (README, "Tuning"). p_dim stays for a rule per dimension.
+    -- (docs/tuning.md). p_dim stays for a rule per dimension.
     select coalesce(
         nullif(pg_catalog.current_setting('agentmem.exact_search_max_rows', true), '')::int,
         6000
@@ -39,7 +39,7 @@ comment on function agentmem_private.exact_search_max_rows(int) is
 'Internal: how many candidate rows a vector search scans exactly before it turns to an HNSW index:
 the setting agentmem.exact_search_max_rows when set, else 6,000 at any dimension (an exact scan costs
 about the same per row at 384 and 768 dimensions), the measured point where an exact scan stops being
-cheaper than an index scan of the same recall (README, "Tuning").';
+cheaper than an index scan of the same recall (docs/tuning.md).';
 
 create or replace function agentmem_private.count_max_rows(p_dim int)
 returns int
@@ -124,7 +124,7 @@ stable
 security invoker
 set search_path from current
 as $$
-    -- Measured on random 768-d vectors (README, "Tuning"): a tenant's own
+    -- Measured on random 768-d vectors (docs/tuning.md): a tenant's own
     -- index (m 32, ef_construction 128) reaches recall@10 0.95 at ef 40 for
     -- 6,000 rows and at ef 600 for 30,000, so the full ef grows with the rows
     -- (rows / 40); a filtered slice of a share s keeps about s of what the
@@ -153,7 +153,7 @@ comment on function agentmem_private.hnsw_ef_search(float8, bigint, int, boolean
 agentmem.ef_search when set; 1,000 when the index has no row count (p_share NULL); else
 max(2 x (k + 20), rows / 40) / share, twice that through the model''s shared index, or for a first pass
 (p_first) max(100, 2 x (k + 20)) / share. p_rows: the candidate rows counted; p_share: their share of the
-index (agentmem_private.index_share). Measured: README, "Tuning".';
+index (agentmem_private.index_share). Measured: docs/tuning.md.';
 
 create or replace function agentmem_private.escalate_distance()
 returns float8
@@ -171,7 +171,7 @@ comment on function agentmem_private.escalate_distance() is
 'Internal: the cosine distance of the k-th neighbour of a first, cheap index pass above which the search
 runs again at the full ef_search: the setting agentmem.ef_escalate_distance, else 0.5 (similarity 0.5).
 Neighbours that far are no closer than unrelated rows, the case (random-like data) where a small ef
-misses true neighbours (README, "Tuning").';
+misses true neighbours (docs/tuning.md).';
 
 create or replace function agentmem_private.tenant_index_name(p_table text, p_tenant text, p_model text)
 returns text
@@ -263,7 +263,7 @@ set search_path from current
 as $$
     -- A read of the whole exact index costs about rows x dimension; for
     -- 30,000 rows of 768 dimensions it was 0.64 to 0.75 times a full HNSW
-    -- pass (ef_search 750) measured beside it, in two runs (README, "Tuning"). The default
+    -- pass (ef_search 750) measured beside it, in two runs (docs/tuning.md). The default
     -- keeps it about there: 31,250 rows at 768 dimensions, 62,500 at 384.
     select coalesce(
         nullif(pg_catalog.current_setting('agentmem.exact_index_max_rows', true), '')::bigint,
@@ -275,7 +275,7 @@ comment on function agentmem_private.exact_index_max_rows(int) is
 'Internal: the most rows a tenant''s exact index may hold to be built by agentmem.create_tenant_index and
 read by a search: the setting agentmem.exact_index_max_rows, else 24,000,000 / dimension (31,250 rows at
 768 dimensions, 62,500 at 384): about the size at which reading all of it was measured cheaper than a full
-HNSW pass (README, "Tuning").';
+HNSW pass (docs/tuning.md).';
 
 create or replace function agentmem_private.exact_index_first_pass(p_table text, p_tenant text, p_model text)
 returns text

@@ -4,7 +4,7 @@
 -- (tenant_indexes). Searches find them by their deterministic names in pg_class
 -- (sql/11_vector_search.sql), so there is no catalogue table to keep in step
 -- with DDL the DBA may run by hand (e.g. CREATE INDEX CONCURRENTLY). Figures
--- behind the defaults: README, "Tuning".
+-- behind the defaults: docs/tuning.md.
 
 create or replace function agentmem_private.embedding_tables()
 returns setof text
@@ -74,7 +74,7 @@ as $$
     -- Stronger than pgvector's defaults (m 16, ef_construction 64): a tenant's
     -- own index is built once for a big tenant, and on random 768-d vectors
     -- the default graph does not reach recall@10 0.95 at any ef_search
-    -- (README, "Tuning").
+    -- (docs/tuning.md).
     select
         coalesce(nullif(pg_catalog.current_setting('agentmem.tenant_index_m', true), '')::int, 32),
         coalesce(nullif(pg_catalog.current_setting('agentmem.tenant_index_ef_construction', true), '')::int, 128)
@@ -82,7 +82,7 @@ $$;
 
 comment on function agentmem_private.tenant_index_build() is
 'Internal: the HNSW build parameters of a tenant''s own index: the settings agentmem.tenant_index_m and
-agentmem.tenant_index_ef_construction, else m = 32, ef_construction = 128 (README, "Tuning").';
+agentmem.tenant_index_ef_construction, else m = 32, ef_construction = 128 (docs/tuning.md).';
 
 create or replace function agentmem.tenant_index_ddl(
     tenant_id text,
@@ -132,11 +132,10 @@ end
 $$;
 
 comment on function agentmem.tenant_index_ddl(text, text, text, boolean, text) is
-'The statement that builds one of a tenant''s own indexes (partial: where tenant_id = T and model = M),
-for the DBA to run.
+'The statement that builds one of a tenant''s own indexes (partial: where tenant_id = T and model = M), for the DBA to run.
 kind ''hnsw'' (the default): an HNSW index on l2_normalize(embedding::vector(d))::vector(d), cosine, with
 m = 32 and ef_construction = 128 (settings agentmem.tenant_index_m, agentmem.tenant_index_ef_construction;
-pgvector''s defaults do not reach recall@10 0.95 on hard data: README, "Tuning").
+pgvector''s defaults do not reach recall@10 0.95 on hard data: docs/tuning.md).
 kind ''exact'' (message_embeddings only): the tenant''s exact index, an IVFFlat index with one list on
 l2_normalize(embedding::vector(d))::halfvec(d): a search whose first HNSW pass comes back far reads all
 of it (the tenant''s rows sorted by distance, nothing missed) instead of a second, slower HNSW pass.
@@ -306,14 +305,13 @@ end
 $$;
 
 comment on function agentmem.create_tenant_index(text, text, text) is
-'Build a tenant''s own HNSW index (partial: where tenant_id = T and model = M; the statement of
-agentmem.tenant_index_ddl) inside the current transaction, and return its name; searches of that tenant
-use it from then on. For message_embeddings, and a tenant of at most agentmem.exact_index_max_rows rows
+'Build a tenant''s own HNSW index (partial: where tenant_id = T and model = M; the statement of agentmem.tenant_index_ddl) inside the current transaction, and return its name; searches of that tenant use it from then on.
+For message_embeddings, and a tenant of at most agentmem.exact_index_max_rows rows
 of the model, also its exact index (tenant_index_ddl with kind => ''exact''; a second of build for
 30,000 rows). Idempotent; an index of that name left invalid, or built by an earlier version on
 another expression, is dropped and rebuilt.
 A function runs in a transaction, so this is a plain CREATE INDEX: it blocks writes to the table for
-the length of the build (measured: README, "Tuning"). Fine for a tenant of some 10,000s of rows; for
+the length of the build (measured: docs/tuning.md). Fine for a tenant of some 10,000s of rows; for
 bigger ones run the CREATE INDEX CONCURRENTLY of agentmem.tenant_index_ddl from psql instead.
 It reads that tenant''s rows only, so the installer may run it without BYPASSRLS (a managed service''s
 admin, say); the current tenant is left as it was.
@@ -349,8 +347,8 @@ end
 $$;
 
 comment on function agentmem.drop_tenant_index(text, text, text) is
-'Drop a tenant''s own indexes of one table and model, its HNSW index and its exact index (valid or left
-invalid by a failed concurrent build); its searches go back to the model''s shared index. Returns false
+'Drop a tenant''s own indexes of one table and model, its HNSW index and its exact index (valid or left invalid by a failed concurrent build); its searches go back to the model''s shared index.
+Returns false
 when there was none. Erasing a tenant''s rows does not need it (an index of an erased tenant is empty);
 drop it to reclaim its space.
 Arguments and errors as for tenant_index_ddl. For the DBA; not granted to agentmem_app.';
@@ -605,6 +603,6 @@ shards hold it); first_pass (an exact index''s, as agentmem.measure_tenant_index
 tenant_rows (the tenant''s rows of that table and model now); needed (valid, and the tenant still past
 agentmem.tenant_index_min_rows, an exact index also within agentmem.exact_index_max_rows: else searches
 ignore it); drop_statement (when not needed: the DROP INDEX CONCURRENTLY to run from psql).
-An index no search uses still costs every write to its table (README, "Tuning"): an erased tenant''s,
+An index no search uses still costs every write to its table (docs/tuning.md): an erased tenant''s,
 say, or one whose tenant retention shrank. Counts each listed tenant''s rows under that tenant (no
 BYPASSRLS needed). For the DBA; not granted to agentmem_app.';

@@ -204,8 +204,7 @@ end
 $$;
 
 comment on function agentmem.set_text_search_config(regconfig) is
-'Switch the text search configuration of full-text search (DBA only), e.g. to ''simple'' for mixed
-languages (no stemming, no stop words) or to another language''s configuration.
+'Switch the text search configuration of full-text search (DBA only), e.g. to ''simple'' for mixed languages (no stemming, no stop words) or to another language''s configuration.
 Rebuilds messages.content_tsv and facts.fact_tsv with the new configuration and their GIN indexes:
 a rewrite of both tables under an ACCESS EXCLUSIVE lock, so every read and write of messages and
 facts waits for it (minutes for millions of messages); run it in a maintenance window.
@@ -232,7 +231,7 @@ begin
         else
             raise warning 'full-text search will not use its GIN index under row-level security until a superuser runs: %',
                 'alter function pg_catalog.ts_match_vq(tsvector, tsquery) leakproof;'
-            using hint = 'See README, "Searching by words, and hybrid search".';
+            using hint = 'See docs/security.md, "Search by words under row-level security".';
         end if;
     end if;
 end

@@ -266,9 +266,8 @@ end
 $$;
 
 comment on function agentmem.claim_embedding_jobs(text, int, interval) is
-'Claim up to batch_size embedding jobs of one model (model, or the model of the oldest ready job) for
-a worker, under a lease: until the lease ends no other claim gets them; after it they are claimed
-again (a worker that died loses no job). Jobs are taken oldest first across tenants, never twice at
+'Claim up to batch_size embedding jobs of one model (model, or the model of the oldest ready job) for a worker, under a lease: until the lease ends no other claim gets them; after it they are claimed again (a worker that died loses no job).
+Jobs are taken oldest first across tenants, never twice at
 once (FOR UPDATE SKIP LOCKED). Returns per job: its tenant, id, model and the model''s dimension, the text to embed with the
 model''s prefix (document prefix; query prefix for an answer-cache question), the vector the tenant''s
 embedding cache already holds for that text (NULL on a miss), and the lease token that
@@ -487,8 +486,8 @@ end
 $$;
 
 comment on function agentmem.complete_embedding_jobs(uuid, text[], uuid[], vector[]) is
-'Complete claimed embedding jobs with their vectors: embeddings[i] is the vector of job_ids[i] of tenant
-tenant_ids[i], claimed under lease_token. Each vector is checked as every embedding is (the model''s
+'Complete claimed embedding jobs with their vectors: embeddings[i] is the vector of job_ids[i] of tenant tenant_ids[i], claimed under lease_token.
+Each vector is checked as every embedding is (the model''s
 dimension, a norm that is not zero, subnormal or infinite in float32): a bad one stores nothing and
 counts as a failed try of its job (retried with backoff, parked as failed after the retry limit).
 A good one goes to its row (a message''s embedding, a fact, a cached question; a fact''s deferred merge
@@ -542,10 +541,8 @@ end
 $$;
 
 comment on function agentmem.fail_embedding_jobs(uuid, text[], uuid[], text) is
-'Report claimed embedding jobs as failed with the embedder''s error: each is tried again after a
-backoff (agentmem.embedding_retry_base, default 10 seconds, doubled per attempt, at most an hour) or,
-after agentmem.embedding_max_attempts tries (default 5), parked as failed with the error, visible in
-agentmem.embedding_backlog. Returns per job retry, failed, or gone (no longer held under lease_token).
+'Report claimed embedding jobs as failed with the embedder''s error: each is tried again after a backoff (agentmem.embedding_retry_base, default 10 seconds, doubled per attempt, at most an hour) or, after agentmem.embedding_max_attempts tries (default 5), parked as failed with the error, visible in agentmem.embedding_backlog.
+Returns per job retry, failed, or gone (no longer held under lease_token).
 AM020 for arrays of different lengths or a blank error.
 Security definer: runs as agentmem_queue, the one role that sees every tenant''s embedding jobs; other tables it reaches only under the job''s tenant; granted to agentmem_worker only.';
 
@@ -568,8 +565,8 @@ end
 $$;
 
 comment on function agentmem.embedding_queue_depth(text) is
-'How many embedding jobs of a model (NULL: of every model) are waiting or running, across tenants: the
-backlog a worker logs. A count only; agentmem.embedding_backlog has the detail for the DBA.
+'How many embedding jobs of a model (NULL: of every model) are waiting or running, across tenants: the backlog a worker logs.
+A count only; agentmem.embedding_backlog has the detail for the DBA.
 Security definer: runs as agentmem_queue, the one role that sees every tenant''s embedding jobs; other tables it reaches only under the job''s tenant; granted to agentmem_worker only.';
 
 -- The DBA's calls ------------------------------------------------------------
@@ -665,10 +662,8 @@ end
 $$;
 
 comment on function agentmem.reembed(text, text, text) is
-'Re-embed a tenant (tenant_id), or every tenant (NULL: needs a role that sees every tenant, AM041
-otherwise), into another model: queue an embedding job in model for every message embedded in
-from_model (default: the installation''s default model) and every fact of from_model, and from now on
-for every write in from_model too. Searches keep using from_model meanwhile; the backlog shows in
+'Re-embed a tenant (tenant_id), or every tenant (NULL: needs a role that sees every tenant, AM041 otherwise), into another model: queue an embedding job in model for every message embedded in from_model (default: the installation''s default model) and every fact of from_model, and from now on for every write in from_model too.
+Searches keep using from_model meanwhile; the backlog shows in
 agentmem.embedding_backlog; agentmem.switch_default_model then makes model the tenant''s default, and
 agentmem.drop_model_vectors removes from_model''s rows. Answer-cache entries are not re-embedded: they
 are short-lived, and after the switch new ones are stored in the new model.
@@ -746,8 +741,8 @@ end
 $$;
 
 comment on function agentmem.switch_default_model(text, text) is
-'Make model the default embedding model of a tenant (the model every call of the tenant that names
-none uses, reads and writes alike), once every row of the tenant is embedded in it. Refused with AM031
+'Make model the default embedding model of a tenant (the model every call of the tenant that names none uses, reads and writes alike), once every row of the tenant is embedded in it.
+Refused with AM031
 while any is missing (rows not yet re-embedded, jobs pending or failed). Returns the model.
 AM011 unknown model, AM002 bad tenant id. For the DBA (security invoker); not granted to agentmem_app.';
 
@@ -844,10 +839,8 @@ end
 $$;
 
 comment on function agentmem.drop_model_vectors(text, text) is
-'Remove a model''s vectors from a tenant (tenant_id) or from every tenant (NULL; needs a role that sees
-every tenant, AM041 otherwise): message embeddings, facts (their history moves to the fact''s copy in
-the tenant''s default model), answer-cache entries and cached embeddings of the model, its jobs, and
-the re-embeddings from or to it. For every tenant, also the model''s HNSW indexes and its registry
+'Remove a model''s vectors from a tenant (tenant_id) or from every tenant (NULL; needs a role that sees every tenant, AM041 otherwise): message embeddings, facts (their history moves to the fact''s copy in the tenant''s default model), answer-cache entries and cached embeddings of the model, its jobs, and the re-embeddings from or to it.
+For every tenant, also the model''s HNSW indexes and its registry
 entry (a tenant''s own index of it: agentmem.drop_tenant_index). Returns rows removed per tenant and
 table. Refused with AM031 for a tenant''s (or the installation''s) default model: switch first.
 For the DBA (security invoker); not granted to agentmem_app.';
@@ -879,8 +872,8 @@ end
 $$;
 
 comment on function agentmem.retry_embedding_jobs(text, text) is
-'Queue the failed embedding jobs of a model (NULL: all) of a tenant (NULL: every tenant, for a role
-that sees every tenant) again, with their tries reset; returns how many. For the DBA (security
+'Queue the failed embedding jobs of a model (NULL: all) of a tenant (NULL: every tenant, for a role that sees every tenant) again, with their tries reset; returns how many.
+For the DBA (security
 invoker); not granted to agentmem_app.';
 
 create or replace view agentmem.embedding_backlog

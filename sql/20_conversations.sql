@@ -560,10 +560,10 @@ end
 $$;
 
 comment on function agentmem.short_term_context(anycompatible, int) is
-'What to put in the prompt: the running summary (a first row of kind ''summary'', role system,
-message_index = the last index it covers) followed by the last keep_last messages verbatim (kind
-''message'', oldest first), each with occurred_at, when it happened (the summary row: that of the
-last message it covers), for a prompt to date the messages by when a history spans days. The summary row is absent until set_summary is called. When the summary''s
+'What to put in the prompt: the running summary (a first row of kind ''summary'', role system, message_index = the last index it covers) followed by the last keep_last messages verbatim (kind ''message'', oldest first).
+Each row has occurred_at, when it happened (the summary row: that of the last message it covers), for a
+prompt to date the messages where a history spans days. The summary row is absent until set_summary is
+called. When the summary''s
 message_index + 1 is below the first message''s index, the messages between are in neither: time
 to summarise again. keep_last: 0 to 1,000 (AM020). AM030 for a conversation not in the current tenant.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';

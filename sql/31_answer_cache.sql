@@ -561,7 +561,7 @@ end
 $$;
 
 comment on function agentmem.sweep_cache(int) is
-'Delete up to batch_size expired or superseded (older corpus version) entries of the current tenant;
-returns how many. One bounded batch per call, so it is safe to run often (e.g. from pg_cron):
+'Delete up to batch_size expired or superseded (older corpus version) entries of the current tenant; returns how many.
+One bounded batch per call, so it is safe to run often (e.g. from pg_cron):
 call it again while it returns batch_size. Expired and superseded entries are never served anyway.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';

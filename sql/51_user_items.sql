@@ -131,8 +131,7 @@ end
 $$;
 
 comment on function agentmem.list_conversations(text, text, int) is
-'One page of a user''s conversations in the current tenant, newest first: id, title, metadata, how many
-messages, the first and last message''s time, the running summary (and the message_index it covers).
+'One page of a user''s conversations in the current tenant, newest first: id, title, metadata, how many messages, the first and last message''s time, the running summary (and the message_index it covers).
 Keyset pages: pass the cursor of the last row as after for the next page (NULL: the first page). Pages
 are stable under concurrent writes: a conversation started meanwhile is newer than the cursor and never
 shifts a later page, so no row is listed twice or skipped.
@@ -216,10 +215,8 @@ end
 $$;
 
 comment on function agentmem.list_facts(text, boolean, text, int) is
-'One page of a user''s facts in the current tenant, newest first (by when the fact was first stored):
-the current fact of each slot (status current, valid_from its last change); with include_superseded
-also its earlier versions after it, newest first (status replaced: a contradicting fact took the slot;
-corrected: update_fact; valid_from and valid_to the time it held). Keyset pages: pass the cursor of
+'One page of a user''s facts in the current tenant, newest first (by when the fact was first stored): the current fact of each slot (status current, valid_from its last change); with include_superseded also its earlier versions after it, newest first (status replaced: a contradicting fact took the slot; corrected: update_fact; valid_from and valid_to the time it held).
+Keyset pages: pass the cursor of
 the last row as after (NULL: the first page); stable under concurrent writes (a fact stored meanwhile
 is newer than the cursor). A cursor of a listing with include_superseded is valid only for one with it
 (and one without only for one without): AM020 otherwise.
@@ -333,8 +330,7 @@ end
 $$;
 
 comment on function agentmem.delete_message(uuid) is
-'Delete one message of the current tenant and everything derived from it, in one transaction; returns
-the receipt (kept in agentmem.access_log: rows per table, the role, when; no content, no id).
+'Delete one message of the current tenant and everything derived from it, in one transaction; returns the receipt (kept in agentmem.access_log: rows per table, the role, when; no content, no id).
 Goes with it: its embeddings, its retrieval record, cached answers citing it as a source (its id in
 source_ids) or written in its conversation with its text as question or answer (and the asker''s logged
 lookups of its text; other lookups forget the matched question), facts whose only source it was
@@ -406,8 +402,7 @@ end
 $$;
 
 comment on function agentmem.delete_fact(uuid) is
-'Delete one fact of the current tenant with its whole history (every earlier version) and the
-embedding-cache rows of their texts; returns the receipt (kept in agentmem.access_log; no content, no id).
+'Delete one fact of the current tenant with its whole history (every earlier version) and the embedding-cache rows of their texts; returns the receipt (kept in agentmem.access_log; no content, no id).
 Takes the user''s erasure lock exclusive, as forget_user does. AM030 for a fact not in the current tenant.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
@@ -469,9 +464,8 @@ end
 $$;
 
 comment on function agentmem.update_fact(uuid, text, vector, uuid[]) is
-'Correct one fact of the current tenant by hand: the new text and its embedding (same model) replace the
-old ones; the old version goes to the fact''s history as a correction (list_facts with
-include_superseded shows it with status corrected). The old embedding is overwritten and the
+'Correct one fact of the current tenant by hand: the new text and its embedding (same model) replace the old ones; the old version goes to the fact''s history as a correction (list_facts with include_superseded shows it with status corrected).
+The old embedding is overwritten and the
 embedding-cache rows of the old text go. source_message_ids: the messages the correction comes from
 (default none: a correction by hand). Returns the receipt (kept in agentmem.access_log; no content).
 Takes the user''s erasure lock exclusive, as forget_user does. Errors: AM030 a fact not in the current

@@ -205,11 +205,7 @@ end
 $$;
 
 comment on function agentmem.export_user(text) is
-'Export one user of the current tenant as JSON Lines: one JSON object per row, in a stable order: a
-header (format agentmem-export, format_version, agentmem_version, schema_version, exported_at,
-tenant_id, user_id, the models used), then conversations, messages (each with its embeddings and
-metadata), retrieval records, facts (each with its history), cached answers the user''s turns stored,
-and an end row with the number of rows between (so that a truncated file is refused on import).
+'Export one user of the current tenant as JSON Lines: one JSON object per row, in a stable order: a header (format agentmem-export, format_version, agentmem_version, schema_version, exported_at, tenant_id, user_id, the models used), then conversations, messages (each with its embeddings and metadata), retrieval records, facts (each with its history), cached answers the user''s turns stored, and an end row with the number of rows between (so that a truncated file is refused on import).
 Keys are the tables'' column names; vectors are pgvector text. From psql, the file:
   \copy (select line from agentmem.export_user(user_id => ''alice'')) to ''alice.jsonl'' with (format csv, quote e''\x01'', delimiter e''\x02'')
 (CSV with a quote and delimiter that JSON never holds writes each line as it is; the default text
@@ -657,8 +653,7 @@ end
 $$;
 
 comment on function agentmem.import_user(lines text[]) is
-'Import one user''s export (the lines export_user wrote, in order) into the current tenant of this
-database; returns the receipt (rows inserted per table and rows_read, kept in agentmem.access_log).
+'Import one user''s export (the lines export_user wrote, in order) into the current tenant of this database; returns the receipt (rows inserted per table and rows_read, kept in agentmem.access_log).
 All or nothing: the whole file is checked before anything is written, and any refusal writes nothing.
 Idempotent: rows already here (same id, same user) are skipped, so importing twice leaves one copy.
 Ids are kept. Embeddings are kept and must be of a model registered here with the same dimension.
@@ -728,9 +723,8 @@ end
 $$;
 
 comment on function agentmem.export_tenant(text) is
-'Export every user of one tenant (DBA only: security invoker, not granted to agentmem_app; run as a
-superuser or BYPASSRLS role, AM041 otherwise): a header of scope tenant, then one block per user
-exactly as export_user writes it (header .. end), in user_id order, then an end row (rows, users).
+'Export every user of one tenant (DBA only: security invoker, not granted to agentmem_app; run as a superuser or BYPASSRLS role, AM041 otherwise): a header of scope tenant, then one block per user exactly as export_user writes it (header ..
+end), in user_id order, then an end row (rows, users).
 Run it in a REPEATABLE READ transaction for a copy consistent across users (agentmem export --tenant
 does). Read user by user; the server keeps the result in a tuplestore, which goes to disk past work_mem, and
 a client reading it through a cursor (agentmem export --tenant) holds one batch at a time, so neither
@@ -800,8 +794,8 @@ end
 $$;
 
 comment on function agentmem.import_tenant(text, text[]) is
-'Import a tenant export (export_tenant) into tenant_id of this database (DBA only: security invoker,
-not granted to agentmem_app; a superuser or BYPASSRLS role, AM041 otherwise). lines: the whole file,
+'Import a tenant export (export_tenant) into tenant_id of this database (DBA only: security invoker, not granted to agentmem_app; a superuser or BYPASSRLS role, AM041 otherwise).
+lines: the whole file,
 or whole user blocks of it (agentmem import --tenant sends one block per call in one transaction, so
 that memory holds one user at a time). Each user block is checked and imported as import_user does,
 with the same refusals; all or nothing within the caller''s transaction. Returns rows inserted per

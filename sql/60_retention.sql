@@ -55,8 +55,7 @@ end
 $$;
 
 comment on function agentmem.set_retention_policy(text, interval) is
-'Keep one kind of the current tenant''s data (messages, cached_answers, hit_log, facts, erasure_log,
-job_runs) at most max_age; it overrides the installation default (agentmem.set_default_retention_policy).
+'Keep one kind of the current tenant''s data (messages, cached_answers, hit_log, facts, erasure_log, job_runs) at most max_age; it overrides the installation default (agentmem.set_default_retention_policy).
 max_age NULL keeps that kind forever. Raises AM020 for an unknown kind or a non-positive age.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
 
@@ -99,8 +98,8 @@ end
 $$;
 
 comment on function agentmem.set_default_retention_policy(text, interval) is
-'Keep one kind of data at most max_age in every tenant without a policy of its own (DBA only:
-a superuser or BYPASSRLS role, AM041 otherwise; not granted to agentmem_app). max_age NULL keeps
+'Keep one kind of data at most max_age in every tenant without a policy of its own (DBA only: a superuser or BYPASSRLS role, AM041 otherwise; not granted to agentmem_app).
+max_age NULL keeps
 it forever. Raises AM020 for an unknown kind or a non-positive age.';
 
 create or replace function agentmem.clear_default_retention_policy(kind text)
@@ -122,8 +121,8 @@ end
 $$;
 
 comment on function agentmem.clear_default_retention_policy(text) is
-'Remove the installation default policy for one kind (DBA only, AM041 otherwise; not granted to
-agentmem_app). Returns whether a policy was removed.';
+'Remove the installation default policy for one kind (DBA only, AM041 otherwise; not granted to agentmem_app).
+Returns whether a policy was removed.';
 
 create or replace function agentmem_private.retention_delete(
     p_kind text, p_table text, p_key text, p_time text, p_batch int
@@ -382,8 +381,8 @@ end
 $$;
 
 comment on function agentmem.apply_retention(int) is
-'Delete what the retention policies say is too old: at most batch_size rows per kind of data per call,
-oldest first, then run the answer cache''s sweep. Safe to run too often (a concurrent run returns at once;
+'Delete what the retention policies say is too old: at most batch_size rows per kind of data per call, oldest first, then run the answer cache''s sweep.
+Safe to run too often (a concurrent run returns at once;
 a run with nothing to do removes nothing) and records each run in agentmem.job_runs (rows removed per
 kind, duration, errors: a failing kind does not stop the others). Messages go with their embeddings
 and retrieval records (by cascade);

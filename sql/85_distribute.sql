@@ -27,8 +27,7 @@ end
 $$;
 
 comment on function agentmem.is_distributed() is
-'True when this installation is distributed on Citus (agentmem.distribute() has run), false otherwise,
-also where Citus is not installed.';
+'True when this installation is distributed on Citus (agentmem.distribute() has run), false otherwise, also where Citus is not installed.';
 
 create or replace function agentmem.distribute(shard_count int default null)
 returns table (table_name text, distribution text, note text)
@@ -191,7 +190,7 @@ begin
     -- the function's owner: the API's owner must be able to log in, on a
     -- distributed installation only (on one server it stays NOLOGIN). It has no
     -- password; allow it in the workers' pg_hba.conf from the coordinator's
-    -- address only (README, "Scaling out on Citus"). Citus propagates the
+    -- address only (docs/citus.md). Citus propagates the
     -- ALTER ROLE to every node.
     alter role agentmem_owner login;
     -- So must the owner of the embedding queue's functions (sql/17_embedding_jobs.sql).
@@ -200,10 +199,8 @@ end
 $$;
 
 comment on function agentmem.distribute(int) is
-'Distribute this agentmem installation on Citus: every agentmem table with a tenant_id column
-by tenant_id, colocated with agentmem.conversations (so one tenant''s rows of every table are on one
-worker and each call for one tenant runs on that worker), and the installation-wide catalogues
-(models, cache_intents, text_search_settings) as reference tables. The ledger schema_migrations stays
+'Distribute this agentmem installation on Citus: every agentmem table with a tenant_id column by tenant_id, colocated with agentmem.conversations (so one tenant''s rows of every table are on one worker and each call for one tenant runs on that worker), and the installation-wide catalogues (models, cache_intents, text_search_settings) as reference tables.
+The ledger schema_migrations stays
 on the coordinator.
 Foreign keys are re-created with their names and definitions, except those Citus refuses
 (ON DELETE SET NULL on a key with tenant_id: cache_hits_entry_fk), which agentmem''s functions uphold.

@@ -2,7 +2,7 @@
 -- function or table added by a later release is covered without another
 -- statement.
 --
--- The security model (README, "Security model"):
+-- The security model (README, "Security model"; docs/security.md):
 --   agentmem_app    the application's role: USAGE on schema agentmem and
 --                   EXECUTE on the public API; no privilege on any table,
 --                   view or sequence, nothing in agentmem_private.

@@ -35,3 +35,26 @@ def test_reference_lists_every_public_function_with_its_comment_and_caller(admin
     assert "called by the application role" in section and "security definer (runs as agentmem_owner)" in section
     summary = admin.execute("select obj_description('agentmem.cache_lookup'::regproc, 'pg_proc')").fetchone()[0]
     assert "> " + summary.splitlines()[0] in section
+
+
+def test_every_public_function_summary_is_a_whole_sentence(admin):
+    """The first line of each comment is the reference's summary: one whole sentence, never cut."""
+    rows = admin.execute(
+        "select p.proname, coalesce(obj_description(p.oid, 'pg_proc'), '') from pg_proc as p"
+        " where p.pronamespace = 'agentmem'::regnamespace order by 1").fetchall()
+    cut = [f"{name}: {comment.splitlines()[0] if comment else '(no comment)'}" for name, comment in rows
+           if not comment or not comment.splitlines()[0].rstrip().endswith((".", "?"))]
+    assert not cut, "comments whose first line is not a whole sentence:\n" + "\n".join(cut)
+
+
+def test_table_cells_are_escaped_and_return_types_described():
+    from agentmem.docs import _cell, _returns
+    assert _cell("overlap |A and B| / |A or B|") == "overlap \\|A and B\\| / \\|A or B\\|"
+    text = (ROOT / "docs" / "api.md").read_text()
+    table = text.split("## Functions the application calls")[1].split("## DBA functions")[0]
+    rows = [line for line in table.splitlines() if line.startswith("| [")]
+    assert rows and all(len(line.replace("\\|", "").split("|")) == 5 for line in rows), \
+        "every row of the summary table has exactly its three cells"
+    section = text.split("### `topic_shift`")[1].split("### ")[0]
+    assert "returns one row of (" in section
+    assert _returns({"out_columns": None, "returns_set": False, "return_type": "void"}) == "nothing (`void`)"

@@ -21,7 +21,17 @@ select p.proname as name,
        p.prosecdef as definer,
        pg_catalog.pg_get_userbyid(p.proowner) as owner,
        pg_catalog.has_function_privilege(%(app)s, p.oid, 'execute') as app_may_call,
-       coalesce(pg_catalog.obj_description(p.oid, 'pg_proc'), '') as comment
+       coalesce(pg_catalog.obj_description(p.oid, 'pg_proc'), '') as comment,
+       p.proretset as returns_set,
+       pg_catalog.format_type(p.prorettype, null) as return_type,
+       (select pg_catalog.array_agg(a.name || ' ' || pg_catalog.format_type(a.type, null) order by a.n)
+        from rows from (pg_catalog.unnest(p.proargnames), pg_catalog.unnest(p.proargmodes),
+                        pg_catalog.unnest(p.proallargtypes)) with ordinality as a (name, mode, type, n)
+        where a.mode in ('o', 'b', 't')) as out_columns,
+       (select pg_catalog.array_agg(c.attname || ' ' || pg_catalog.format_type(c.atttypid, null) order by c.attnum)
+        from pg_catalog.pg_type as t
+        join pg_catalog.pg_attribute as c on c.attrelid = t.typrelid
+        where t.oid = p.prorettype and t.typtype = 'c' and c.attnum > 0 and not c.attisdropped) as row_columns
 from pg_catalog.pg_proc as p
 where p.pronamespace = 'agentmem'::regnamespace
 order by p.proname, pg_catalog.pg_get_function_identity_arguments(p.oid)
@@ -40,8 +50,27 @@ order by c.relname
 """
 
 
+def _cell(text: str) -> str:
+    """Text for one cell of a Markdown table: a `|` (or a line break) would end the cell."""
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
 def _summary(comment: str) -> str:
-    return comment.splitlines()[0] if comment else "(no comment)"
+    return _cell(comment.splitlines()[0]) if comment else "(no comment)"
+
+
+def _returns(f: dict) -> str:
+    """What a call gives back: its rows and their columns, or its one value."""
+    columns = f.get("out_columns") or f.get("row_columns") or []
+    if columns and f["returns_set"]:
+        return "rows of (" + ", ".join(columns) + ")"
+    if columns:
+        return "one row of (" + ", ".join(columns) + ")"
+    if f["returns_set"]:
+        return f"rows of `{f['return_type']}`"
+    if f["return_type"] == "void":
+        return "nothing (`void`)"
+    return f"one `{f['return_type']}`"
 
 
 def _function(f: dict) -> list[str]:
@@ -49,7 +78,8 @@ def _function(f: dict) -> list[str]:
     caller = "the application role" if f["app_may_call"] else "the DBA only"
     lines = [f"### `{f['name']}`", "", "```sql",
              f"agentmem.{f['name']}({f['arguments']})", f"  returns {f['result']}", "```", "",
-             f"{f['volatility']} · security {security} · called by {caller}", ""]
+             f"{f['volatility']} · security {security} · called by {caller}", "",
+             f"returns {_returns(f)}", ""]
     lines += [f"> {line}" if line else ">" for line in f["comment"].splitlines()] or ["(no comment)"]
     return lines + [""]
 
@@ -67,8 +97,9 @@ def render(conn: psycopg.Connection) -> str:
            "Every function of schema `agentmem`, from its catalogue entry: what `\\df+ agentmem.*` shows.",
            "Errors carry the SQLSTATEs listed in the README (`AM001` … `AM050`).", ""]
     for title, group in (("Functions the application calls", app), ("DBA functions", dba)):
-        out += [f"## {title}", "", "| function | summary |", "|---|---|"]
-        out += [f"| [`{f['name']}`](#{f['name']}) | {_summary(f['comment'])} |" for f in group]
+        out += [f"## {title}", "", "| function | summary | returns |", "|---|---|---|"]
+        out += [f"| [`{f['name']}`](#{f['name']}) | {_summary(f['comment'])} | {_cell(_returns(f))} |"
+                for f in group]
         out.append("")
     if views:
         out += ["## Views", ""]
