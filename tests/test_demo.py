@@ -30,6 +30,42 @@ def test_demo_runs_twice_and_tells_the_truth_about_its_embedder(server, capsys, 
         assert "turn 5: 'Does the 14-day refund window also apply to annual plans?'\n    cache HIT (semantic" in out
 
 
+def _act(out: str, title: str) -> str:
+    """The lines the demo printed for one act."""
+    return out.split(f"== {title}\n", 1)[1].split("\n== ", 1)[0]
+
+
+WORKER_TEXT = "My invoice PDF still shows our old company address."
+
+
+def _check_worker_act(out: str, embedder: str, rank: str) -> None:
+    act = _act(out, "4. text in, embeddings by the worker")
+    words = " ".join(act.split())  # say() wraps lines
+    assert "(embedding => null)" in words and "an embedding job for it is queued in the same transaction" in words
+    assert "by words at once ('company address'): FOUND" in act
+    assert "by meaning ('is the address on the invoice PDF old'): not yet: no vector" in act
+    assert (f"as agentmem_demo_worker, a login in role agentmem_worker, with the demo's embedder {embedder}): "
+            "claimed 1 job(s) under a lease, embedded 1 text(s), completed 1; backlog now 0.") in words
+    assert f"by meaning ('is the address on the invoice PDF old'): FOUND, rank {rank}" in act
+
+
+def test_the_demo_stores_text_alone_and_its_worker_embeds_it(server, capsys, monkeypatch):
+    monkeypatch.setenv("OLLAMA_HOST", "http://127.0.0.1:9")
+    assert demo.run(server.url) == 0
+    _check_worker_act(capsys.readouterr().out, "agentmem-lexical-768", "1, similarity")
+
+
+def test_with_ollama_the_demos_worker_embeds_through_it_with_the_document_prefix(server, stub, capsys,
+                                                                               monkeypatch):
+    monkeypatch.setenv("OLLAMA_HOST", stub.host)
+    assert demo.run(server.url) == 0
+    out = capsys.readouterr().out
+    assert "Ollama answered at" in out
+    _check_worker_act(out, "nomic-embed-text", "")  # in the top 3: the stub's vectors are lexical too
+    # the worker embedded the text through Ollama, once, with the model's document prefix
+    assert stub.embedded_texts.count(f"search_document: {WORKER_TEXT}") == 1
+
+
 def test_the_demo_reports_the_subject_change_on_its_turn_and_never_calls_a_miss_cached(server, capsys,
                                                                                          monkeypatch):
     monkeypatch.setenv("OLLAMA_HOST", "http://127.0.0.1:9")

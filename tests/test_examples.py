@@ -38,6 +38,10 @@ def test_node_example(app_url, admin):
     # it erased its user: nothing of it is left but the receipt and the cached answer
     assert count(admin, "messages", "tenant_id = 'example-node'") == 0
     assert count(admin, "erasure_log", "tenant_id = 'example-node'") == 1
+    # its messages were stored with embedding => null: each queued a job, which went with its row
+    receipt = admin.execute("select rows_removed from agentmem.erasure_log where tenant_id = 'example-node'").fetchone()[0]
+    assert receipt["messages"] == 2 and receipt.get("message_embeddings", 0) == 0, receipt
+    assert count(admin, "embedding_jobs", "tenant_id = 'example-node'") == 0
 
 
 def test_java_example(app_url, admin):
@@ -52,6 +56,10 @@ def test_java_example(app_url, admin):
     assert "SQLSTATE AM001" in done.stdout and done.stdout.rstrip().endswith("java example: OK")
     assert count(admin, "messages", "tenant_id = 'example-java'") == 0
     assert count(admin, "erasure_log", "tenant_id = 'example-java'") == 1
+    # its messages were stored with embedding => null: each queued a job, which went with its row
+    receipt = admin.execute("select rows_removed from agentmem.erasure_log where tenant_id = 'example-java'").fetchone()[0]
+    assert receipt["messages"] == 2 and receipt.get("message_embeddings", 0) == 0, receipt
+    assert count(admin, "embedding_jobs", "tenant_id = 'example-java'") == 0
 
 
 def test_the_examples_exit_non_zero_on_a_surprise(app_url):

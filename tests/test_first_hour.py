@@ -32,19 +32,52 @@ def readme_block(heading: str, lang: str) -> str:
     return match.group(1)
 
 
-def psql_env(database_url: str, ollama_host: str) -> dict:
+WORKER_LOGIN = "agentmem_test_worker"  # as tests/test_embedding_jobs.py: in agentmem_worker and nothing else
+STORED_WITHOUT_VECTOR = "The refund for order 7731 never arrived"
+
+
+def worker_login_url(server, dbname: str, admin) -> str:
+    """What `agentmem psql` prepares for `\\! agentmem worker`: a login in role agentmem_worker."""
+    if not admin.execute("select 1 from pg_roles where rolname = %s", (WORKER_LOGIN,)).fetchone():
+        try:
+            admin.execute(f"create role {WORKER_LOGIN} login")
+        except psycopg.errors.DuplicateObject:
+            pass
+    admin.execute(f"grant agentmem_worker to {WORKER_LOGIN}")
+    return server.db_url(dbname, WORKER_LOGIN)
+
+
+def psql_env(database_url: str, ollama_host: str, worker_url: str) -> dict:
     """What `agentmem psql` gives its psql: agentmem on PATH (no venv activated), the database for
-    the model's dimension and prefixes; and where Ollama is."""
+    the model's dimension and prefixes, the worker's login; and where Ollama is."""
     env = {k: v for k, v in os.environ.items() if k not in ("PGOPTIONS", "VIRTUAL_ENV")}
     env["PATH"] = str(BIN) + os.pathsep + "/usr/bin:/bin"
     env["AGENTMEM_DATABASE_URL"] = database_url
+    env["AGENTMEM_WORKER_URL"] = worker_url
     env["OLLAMA_HOST"] = ollama_host
     return env
 
 
+def result_after(out: str, header: str) -> str:
+    """The rows psql printed for the query whose column headers are `header`."""
+    lines = out.splitlines()
+    start = next(i for i, line in enumerate(lines) if re.fullmatch(header, line.strip()))
+    end = next(i for i in range(start, len(lines)) if re.fullmatch(r"\(\d+ rows?\)", lines[i].strip()))
+    first = start + 2 if set(lines[start + 1].strip()) <= set("-+") else start + 1  # aligned or -A
+    return "\n".join(lines[first:end])
+
+
 def check_snippet_output(out: str) -> None:
-    # the message found twice, by its embedding and by words (the store printed only its index)
+    # the message stored with its vector found twice, by its embedding and by words (the store
+    # printed only its index)
     assert out.count("Invoice INV-2291 was charged twice") == 2, out
+    # the one stored without a vector found by words at once, and by meaning after the worker's pass
+    assert out.count(STORED_WITHOUT_VECTOR) == 2, out
+    by_words = result_after(out, r"content\s*\|\s*text_rank")
+    assert STORED_WITHOUT_VECTOR in by_words and "INV-2291" not in by_words, out
+    by_meaning = result_after(out, r"content\s*\|\s*similarity")
+    assert STORED_WITHOUT_VECTOR in by_meaning.splitlines()[0], out  # the nearest to "a refund that never arrived"
+    assert "INV-2291" in by_meaning, out
 
 
 @pytest.mark.parametrize("ollama", ["stub", "unreachable"])
@@ -57,19 +90,26 @@ def test_readme_psql_section_runs_as_pasted_through_the_servers_psql(server, dbn
     app_url = server.db_url(dbname, APP_ROLE)
     run = subprocess.run([server.bin("psql"), "-X", "-v", "ON_ERROR_STOP=1", "-d", app_url, "-f", str(script)],
                          capture_output=True, text=True, timeout=120,
-                         env=psql_env(app_url, stub.host if ollama == "stub" else UNREACHABLE))
+                         env=psql_env(app_url, stub.host if ollama == "stub" else UNREACHABLE,
+                                      worker_login_url(server, dbname, admin)))
     assert run.returncode == 0, run.stderr
     assert "ERROR" not in run.stderr
     check_snippet_output(run.stdout)
     if ollama == "stub":
         assert "OFFLINE" not in run.stderr
         assert "search_document: Invoice INV-2291 was charged twice" in stub.embedded_texts
-        assert "search_query: a double charge on my invoice" in stub.embedded_texts
+        assert "search_query: a refund that never arrived" in stub.embedded_texts
+        # the worker embedded the text stored without a vector, with the model's document prefix
+        assert f"search_document: {STORED_WITHOUT_VECTOR}" in stub.embedded_texts
     else:
         assert "no Ollama answered at http://127.0.0.1:9" in run.stderr
         assert "OFFLINE LEXICAL embedding" in run.stderr and "nomic-embed-text's 768 dimensions" in run.stderr
+        assert "embedding nomic-embed-text with the OFFLINE LEXICAL embedder" in run.stderr  # the worker says so
+    assert re.search(r"agentmem worker: embedded [1-9]\d* jobs", run.stderr), run.stderr
     # forget_user erased what the snippet stored
     assert admin.execute("select count(*) from agentmem.messages where tenant_id = 'acme'").fetchone() == (0,)
+    assert admin.execute("select count(*) from agentmem.embedding_jobs where tenant_id = 'acme'"
+                         ).fetchone() == (0,)
     assert admin.execute("select count(*) from agentmem.conversations where tenant_id = 'acme'").fetchone() == (0,)
 
 
@@ -94,6 +134,9 @@ def test_agentmem_psql_migrates_and_opens_psql_as_an_application_login_with_a_te
         assert run.returncode == 0, run.stderr
         assert f"{login}|acme|t|f" in run.stdout
         assert f"connected as the application login {login}, tenant 'acme'" in run.stderr
+        # it made a worker login and told psql its URL: the snippet's `\\! agentmem worker` ran as it
+        assert "agentmem worker --once --embedder auto  embeds what was stored without a vector" in run.stderr
+        assert re.search(r"agentmem worker: embedded [1-9]\d* jobs", run.stderr), run.stderr
         check_snippet_output(run.stdout)
     finally:
         with psycopg.connect(server.db_url(dbname), autocommit=True) as conn:

@@ -553,3 +553,21 @@ def test_the_driver_passes_a_gateways_jwt_claims_through_unchanged(admin_url, se
                 mem.for_tenant("tenant-b").current_tenant(conn=conn)
         with pytest.raises(InsufficientPrivilege):  # no claims, no tenant
             mem.current_tenant()
+
+
+@pytest.mark.parametrize("before", range(7))
+def test_a_refused_tenant_leaves_the_drivers_pooled_connection_usable(admin, server, dbname, roles, before):
+    """A call refused at set_tenant (AM041) aborts the driver's pipeline before its statement is
+    parsed; if psycopg was preparing that statement (its fifth use on the connection), the next call
+    must not find it missing ('prepared statement "_pg3_N" does not exist', as make demo met)."""
+    from agentmem.client import Memory
+    from agentmem.errors import InsufficientPrivilege
+    app = roles()
+    admin.execute("select agentmem.grant_tenant(role_name => %s, tenant_id => 'tenant-a')", (app,))
+    with Memory.connect(server.db_url(dbname, app), tenant="tenant-a", max_size=1) as mem:
+        for _ in range(before):
+            mem.search_messages("alice", query_text="invoice", k=1)
+        with pytest.raises(InsufficientPrivilege):
+            mem.for_tenant("tenant-b").search_messages("alice", query_text="invoice", k=1)
+        for _ in range(7):
+            assert mem.search_messages("alice", query_text="invoice", k=1) == []

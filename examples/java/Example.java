@@ -1,4 +1,5 @@
-// agentmem from Java through SQL alone: JDBC (Debian's libpostgresql-jdbc-java), no embedding model.
+// agentmem from Java through SQL alone: JDBC (Debian's libpostgresql-jdbc-java), no embedding model
+// (messages are stored with embedding => null; agentmem's worker embeds them).
 //
 //   java -cp /usr/share/java/postgresql.jar Example.java 'jdbc:postgresql://host/db?user=app_login'
 //
@@ -33,10 +34,14 @@ public class Example {
         }
     }
 
-    // The embedding of a text. This program has no model: every text gets the same unit vector of
-    // the model's dimension, so only the exact and by-word paths mean anything. A real application
-    // calls its embedding model here.
-    static String embed(String text, int dimension) {
+    // Messages are stored with embedding => null: this program has no embedding model. Each is found
+    // by words at once, and agentmem queues an embedding job for it in the same transaction;
+    // `agentmem worker` (the deployment runs one) embeds it, and then it is found by meaning too.
+    //
+    // A cache lookup still takes the question's embedding: here every question gets the same unit
+    // vector of the model's dimension, so only the exact path means anything. An application with a
+    // model of its own passes real vectors there.
+    static String placeholderEmbedding(int dimension) {
         StringBuilder b = new StringBuilder("[1");
         for (int i = 1; i < dimension; i++) {
             b.append(",0");
@@ -110,19 +115,18 @@ public class Example {
             };
             try (PreparedStatement st = c.prepareStatement(
                     "select * from agentmem.store_message(conversation_id => ?, role => ?, content => ?, "
-                    + "embedding => ?::vector, model => ?)")) {
+                    + "embedding => null, model => ?)")) {
                 for (String[] m : messages) {
                     st.setObject(1, id);
                     st.setString(2, m[0]);
                     st.setString(3, m[1]);
-                    st.setString(4, embed(m[1], dimension));
-                    st.setString(5, MODEL);
+                    st.setString(4, MODEL);
                     st.executeQuery().close();
                 }
             }
             return id;
         });
-        System.out.println("conversation " + conversation + ": 2 messages stored");
+        System.out.println("conversation " + conversation + ": 2 messages stored without a vector (queued for the worker)");
 
         List<String> hits = withTenant(db, TENANT, c -> {
             List<String> found = new ArrayList<>();
@@ -141,7 +145,7 @@ public class Example {
         });
         check(!hits.isEmpty() && hits.get(0).equals("[0] Invoice INV-2291 was charged twice"),
               "search by words found " + hits);
-        System.out.println("search 'charged twice': " + hits.get(0));
+        System.out.println("search 'charged twice', at once: " + hits.get(0));
 
         String question = "How long does a refund of a duplicate charge take?";
         String answer = "A duplicate charge is refunded within 5 days.";
@@ -151,7 +155,7 @@ public class Example {
                     + "answer => ?, source_ids => ?, model => ?)")) {
                 Array sources = c.createArrayOf("text", new String[] {"docs/refunds.md"});
                 st.setString(1, question);
-                st.setString(2, embed(question, dimension));
+                st.setString(2, placeholderEmbedding(dimension));
                 st.setString(3, answer);
                 st.setArray(4, sources);
                 st.setString(5, MODEL);
@@ -164,7 +168,7 @@ public class Example {
                     "select hit, kind, answer from agentmem.cache_lookup(question => ?, "
                     + "question_embedding => ?::vector, model => ?)")) {
                 st.setString(1, question.toLowerCase());
-                st.setString(2, embed(question, dimension));
+                st.setString(2, placeholderEmbedding(dimension));
                 st.setString(3, MODEL);
                 try (ResultSet rs = st.executeQuery()) {
                     rs.next();

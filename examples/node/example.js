@@ -1,4 +1,5 @@
-// agentmem from Node.js through SQL alone: the `pg` driver, no embedding model.
+// agentmem from Node.js through SQL alone: the `pg` driver, no embedding model (messages are
+// stored with embedding => null; agentmem's worker embeds them).
 //
 //   DATABASE_URL=postgresql://app_login@host/db node example.js
 //
@@ -22,10 +23,14 @@ function check(condition, what) {
   }
 }
 
-// The embedding of a text. This program has no model: every text gets the same unit
-// vector of the model's dimension, so only the exact and by-word paths mean anything.
-// A real application calls its embedding model here.
-function embed(text, dimension) {
+// Messages are stored with embedding => null: this program has no embedding model. Each is
+// found by words at once, and agentmem queues an embedding job for it in the same transaction;
+// `agentmem worker` (the deployment runs one) embeds it, and then it is found by meaning too.
+//
+// A cache lookup still takes the question's embedding: here every question gets the same unit
+// vector of the model's dimension, so only the exact path means anything. An application with
+// a model of its own passes real vectors there.
+function placeholderEmbedding(dimension) {
   return '[' + Array.from({ length: dimension }, (_, i) => (i === 0 ? 1 : 0)).join(',') + ']';
 }
 
@@ -65,18 +70,18 @@ async function main() {
       ]) {
         await db.query(
           'select * from agentmem.store_message(conversation_id => $1, role => $2, content => $3, ' +
-          'embedding => $4, model => $5)', [id, role, content, embed(content, dimension), MODEL]);
+          'embedding => null, model => $4)', [id, role, content, MODEL]);
       }
       return id;
     });
-    console.log(`conversation ${conversation}: 2 messages stored`);
+    console.log(`conversation ${conversation}: 2 messages stored without a vector (queued for the worker)`);
 
     const hits = await withTenant(pool, TENANT, async (db) => (await db.query(
       'select message_index, content, text_rank from agentmem.search_messages(' +
       'user_id => $1, query_text => $2, k => 5)', [USER, 'charged twice'])).rows);
     check(hits.length >= 1 && hits[0].content === 'Invoice INV-2291 was charged twice',
       `search by words found ${JSON.stringify(hits)}`);
-    console.log(`search 'charged twice': [${hits[0].message_index}] ${hits[0].content}`);
+    console.log(`search 'charged twice', at once: [${hits[0].message_index}] ${hits[0].content}`);
 
     const question = 'How long does a refund of a duplicate charge take?';
     const answer = 'A duplicate charge is refunded within 5 days.';
@@ -84,11 +89,11 @@ async function main() {
       const stored = (await db.query(
         'select stored, reason from agentmem.cache_store(question => $1, question_embedding => $2, ' +
         'answer => $3, source_ids => $4, model => $5)',
-        [question, embed(question, dimension), answer, ['docs/refunds.md'], MODEL])).rows[0];
+        [question, placeholderEmbedding(dimension), answer, ['docs/refunds.md'], MODEL])).rows[0];
       check(stored.stored === true, `cache_store: ${JSON.stringify(stored)}`);
       return (await db.query(
         'select hit, kind, answer from agentmem.cache_lookup(question => $1, question_embedding => $2, ' +
-        'model => $3)', [question.toLowerCase(), embed(question, dimension), MODEL])).rows[0];
+        'model => $3)', [question.toLowerCase(), placeholderEmbedding(dimension), MODEL])).rows[0];
     });
     check(cached.hit === true && cached.kind === 'exact' && cached.answer === answer,
       `cache_lookup: ${JSON.stringify(cached)}`);

@@ -78,15 +78,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--png", type=Path, help="also plot net value per 1,000 queries against threshold")
     p = sub.add_parser("worker", help="embed the text stored without a vector (the embedding queue); "
                                       "runs until SIGTERM")
-    p.add_argument("--database-url", help="libpq URL of a member of agentmem_worker; "
-                                          "default $AGENTMEM_DATABASE_URL or $DATABASE_URL")
+    p.add_argument("--database-url", help="libpq URL of a member of agentmem_worker; default "
+                   "$AGENTMEM_WORKER_URL (agentmem psql sets it), else $AGENTMEM_DATABASE_URL or $DATABASE_URL")
     p.add_argument("--model", help="embed only this model's jobs (default: any model's, oldest first)")
     p.add_argument("--batch", type=int, default=64, help="jobs per claim (1 to 1000; default 64)")
     p.add_argument("--once", action="store_true", help="exit once no job is ready instead of waiting")
     p.add_argument("--lease", type=float, default=300.0,
                    help="seconds a claim holds its jobs before another worker may take them (default 300)")
-    p.add_argument("--embedder", choices=["ollama", "lexical"], default="ollama",
-                   help="ollama (default; OLLAMA_HOST or --ollama-host) or the offline lexical embedder")
+    p.add_argument("--embedder", choices=["ollama", "lexical", "auto"], default="ollama",
+                   help="ollama (default; OLLAMA_HOST or --ollama-host), the offline lexical embedder, or auto: "
+                   "Ollama where one answers, else the lexical one (for trying agentmem)")
     p.add_argument("--ollama-host", help="the Ollama server (default: OLLAMA_HOST, else 127.0.0.1:11434)")
     p.add_argument("--poll", type=float, default=30.0,
                    help="idle: seconds between claims without a NOTIFY (retries whose backoff ended; default 30)")
@@ -174,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
             return _cache_report(args)
         elif args.command == "worker":
             from .worker import main as worker_main
-            return worker_main(_database_url(args), model=args.model, batch_size=args.batch, once=args.once,
+            return worker_main(args.database_url or os.environ.get("AGENTMEM_WORKER_URL") or _database_url(args),
+                               model=args.model, batch_size=args.batch, once=args.once,
                                lease_seconds=args.lease, embedder=args.embedder, host=args.ollama_host,
                                poll=args.poll)
         elif args.command == "export":

@@ -41,6 +41,17 @@ from .conveniences import AsyncConveniences, Conveniences
 from .errors import InvalidTenant, PrerequisiteMissing, translate
 
 SET_TENANT = "select agentmem.set_tenant(tenant_id => %s, local => true)"
+
+
+def forget_prepared(conn: Any) -> None:
+    """After an error in a pipeline: forget which statements this connection has prepared (and
+    deallocate them all before its next statement). A statement psycopg was preparing when the
+    pipeline aborted (its Parse skipped after the error, e.g. a refused set_tenant) stays in
+    psycopg's cache as prepared, and its next use fails with 'prepared statement "_pg3_N" does
+    not exist'."""
+    prepared = getattr(conn, "_prepared", None)  # psycopg's PrepareManager
+    if prepared is not None:
+        prepared.clear()
 # Pipeline mode needs libpq 14 or newer (psycopg[binary] bundles one); without it, BEGIN ... COMMIT.
 PIPELINE = psycopg.Pipeline.is_supported()
 # Memory.connect(check=True): the server answers, and this database has agentmem.
@@ -172,9 +183,13 @@ class Memory(Conveniences, _Tenant):
         try:
             if conn is None and PIPELINE:
                 with self.pool.connection() as c, c.cursor(row_factory=row_factory(stmt.row)) as cur:
-                    with c.pipeline():
-                        c.execute(SET_TENANT, (self.tenant,))
-                        cur.execute(stmt.query, stmt.params)
+                    try:
+                        with c.pipeline():
+                            c.execute(SET_TENANT, (self.tenant,))
+                            cur.execute(stmt.query, stmt.params)
+                    except psycopg.Error:
+                        forget_prepared(c)
+                        raise
                     rows = cur.fetchall()
             else:
                 with self._transaction(conn) as c:
@@ -244,9 +259,13 @@ class AsyncMemory(AsyncConveniences, _Tenant):
         try:
             if conn is None and PIPELINE:
                 async with self.pool.connection() as c, c.cursor(row_factory=row_factory(stmt.row)) as cur:
-                    async with c.pipeline():
-                        await c.execute(SET_TENANT, (self.tenant,))
-                        await cur.execute(stmt.query, stmt.params)
+                    try:
+                        async with c.pipeline():
+                            await c.execute(SET_TENANT, (self.tenant,))
+                            await cur.execute(stmt.query, stmt.params)
+                    except psycopg.Error:
+                        forget_prepared(c)
+                        raise
                     rows = await cur.fetchall()
             else:
                 async with self._transaction(conn) as c:

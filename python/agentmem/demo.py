@@ -18,12 +18,13 @@ from .migrate import Migrator, Source
 
 DEMO_DB = "agentmem_demo"
 DEMO_APP = "agentmem_demo_app"
+DEMO_WORKER = "agentmem_demo_worker"  # the embedding worker's login: role agentmem_worker, nothing else
 TENANT = "docs-co"
 OFFLINE_MODEL = "agentmem-lexical-768"
 
 
 def say(text: str) -> None:
-    print(textwrap.fill(text, width=100, subsequent_indent="  "))
+    print(textwrap.fill(text, width=100, subsequent_indent="  ", break_on_hyphens=False))  # names whole
 
 
 def step(title: str) -> None:
@@ -43,8 +44,9 @@ def _prepare(url: str) -> tuple[str, str]:
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute(f"drop database if exists {DEMO_DB} with (force)")
         conn.execute(f"create database {DEMO_DB}")
-        if not conn.execute("select 1 from pg_roles where rolname = %s", (DEMO_APP,)).fetchone():
-            conn.execute(f"create role {DEMO_APP} login")
+        for login in (DEMO_APP, DEMO_WORKER):
+            if not conn.execute("select 1 from pg_roles where rolname = %s", (login,)).fetchone():
+                conn.execute(f"create role {login} login")
     admin_url = _with_db(url, DEMO_DB)
     migrator = Migrator(admin_url, Source.load())
     applied = migrator.migrate()
@@ -53,6 +55,7 @@ def _prepare(url: str) -> tuple[str, str]:
         # Tenants are bound to logins: the demo's login may act as its two tenants, no other.
         for tenant in ("docs-co", "other-co"):
             conn.execute("select agentmem.grant_tenant(role_name => %s, tenant_id => %s)", (DEMO_APP, tenant))
+        conn.execute(f"grant agentmem_worker to {DEMO_WORKER}")
         version = conn.execute("select current_setting('server_version'), "
                                "(select extversion from pg_extension where extname = 'vector')").fetchone()
     say(f"agentmem {__version__} on PostgreSQL {version[0]} with pgvector {version[1]}: database "
@@ -92,14 +95,14 @@ def run(url: str | None) -> int:
     embedder = _embedder(admin_url)
     from .client import Memory
     with Memory.connect(app_url, tenant=TENANT, embedder=embedder) as mem:
-        tour(mem, app_url)
+        tour(mem, app_url, _with_db(url, DEMO_DB, DEMO_WORKER))
     leftover(_with_db(url, DEMO_DB))
     return 0
 
 
 def leftover(admin_url: str) -> None:
     """What the tour leaves in the database, and the one command that opens it in psql."""
-    step("8. what is left, and where")
+    step("9. what is left, and where")
     with psycopg.connect(admin_url) as conn:  # the superuser's count: row-level security does not hide rows
         users = conn.execute("select user_id, count(*) from agentmem.messages where tenant_id = %s "
                              "group by user_id order by user_id", (TENANT,)).fetchall()
@@ -136,7 +139,46 @@ def _show(rows, fmt) -> None:
         print("   ", fmt(row))
 
 
-def tour(mem, app_url: str) -> None:
+def worker_embedder(embedder):
+    """The demo's embedder as the worker's (texts already carry the model's prefix from the claim)."""
+    from .lexical import LexicalEmbedder
+    if isinstance(embedder, LexicalEmbedder):
+        return lambda model, dimension, host: (lambda texts: embedder.embed_documents(list(texts)))
+    from .worker import ollama_embedder
+    return lambda model, dimension, host: ollama_embedder(model, dimension, embedder.host)
+
+
+def text_in_worker_out(mem, conversation, worker_url: str) -> None:
+    """A message stored as text alone, found by words at once, embedded by one worker pass, then found
+    by meaning."""
+    from .worker import Worker
+    text = "My invoice PDF still shows our old company address."
+    query = "is the address on the invoice PDF old"
+    stored = mem.store_message(conversation, "user", text, None, model=mem.embedder.model)
+    say(f"An app with no embedding model stores a message as text alone (embedding => null): {text!r} is "
+        f"message {stored.message_index}, and an embedding job for it is queued in the same transaction.")
+    by_words = [h.content for h in mem.search_messages("alice", query_text="company address", k=3)]
+    print(f"    by words at once ('company address'): {'FOUND' if text in by_words else 'not found'}")
+    by_meaning = [h.content for h in mem.recall("alice", query, k=3, hybrid=False)]
+    print(f"    by meaning ({query!r}): {'FOUND' if text in by_meaning else 'not yet: no vector'}")
+    worker = Worker(worker_url, embedder=worker_embedder(mem.embedder), batch_size=16)
+    try:
+        stats = worker.run(once=True)
+        backlog = worker.backlog()
+    finally:
+        worker.close()
+    say(f"One pass of the embedding worker (agentmem worker --once; here in this process, as {DEMO_WORKER}, a "
+        f"login in role agentmem_worker, with the demo's embedder {mem.embedder.model}): claimed "
+        f"{stats.claimed} job(s) under a lease, embedded {stats.embedded_texts} text(s), completed "
+        f"{stats.completed}; backlog now {backlog}. A deployment runs `agentmem worker`, which waits for jobs "
+        "(LISTEN/NOTIFY); docker-compose.yml runs one.")
+    hits = mem.recall("alice", query, k=3, hybrid=False)
+    found = next((h for h in hits if h.content == text), None)
+    print(f"    by meaning ({query!r}): " + (f"FOUND, rank {hits.index(found) + 1}, similarity "
+                                               f"{found.similarity:.2f}" if found else "not found"))
+
+
+def tour(mem, app_url: str, worker_url: str) -> None:
     from ._adapt import embed_texts
     from .errors import InsufficientPrivilege, TenantNotSet
 
@@ -158,7 +200,10 @@ def tour(mem, app_url: str) -> None:
     _show(mem.short_term_context(conversation, keep_last=2),
           lambda c: f"({c.kind}) {c.role}: {c.content}")
 
-    step("4. tenant isolation")
+    step("4. text in, embeddings by the worker")
+    text_in_worker_out(mem, conversation, worker_url)
+
+    step("5. tenant isolation")
     other = mem.for_tenant("other-co")
     found = other.recall("alice", "what happens to jobs when a key is revoked?", k=2)
     say(f"The same search from tenant 'other-co' finds {len(found)} messages: row-level security and "
@@ -173,7 +218,7 @@ def tour(mem, app_url: str) -> None:
         say(f"A tenant not granted to this login is refused, by set_tenant, set_config or SET alike: "
             f"[{exc.sqlstate}] {exc.args[0]}")
 
-    step("5. answer cache")
+    step("6. answer cache")
     question = "How do I rotate an API key?"
     personal = mem.store_answer(question, "Alice, your key expires on 2026-12-31: rotate it before then.")
     say(f"An answer that names a person and a date the question does not is refused: "
@@ -190,7 +235,7 @@ def tour(mem, app_url: str) -> None:
     say(f"docs/api-keys.md changed: invalidate_source removed {removed} cached answer(s); "
         f"the same question now {'hits' if r.hit else 'misses'}.")
 
-    step("6. facts and forgetting")
+    step("7. facts and forgetting")
     fact = "alice deploys the billing service with Python"
     vector = embed_texts(mem, "embed_documents", [fact])[0]
     mem.upsert_fact("alice", "stack", fact, vector, source_message_ids=[hits[0].message_id])
@@ -201,7 +246,7 @@ def tour(mem, app_url: str) -> None:
     say(f"forget_user('alice') in one transaction: {counts}. The receipt holds counts and a time, no content.")
     say(f"Recall for alice now finds {len(mem.recall('alice', 'API key', k=5))} messages.")
 
-    step("7. a conversational-RAG turn, five times")
+    step("8. a conversational-RAG turn, five times")
     conversation_turns(mem)
 
 

@@ -24,6 +24,7 @@ import psycopg
 
 DATABASE = "agentmem"          # the dev server's database that has agentmem
 APP_LOGIN = "agentmem_app_user"  # the application login, as in docker-compose.yml
+WORKER_LOGIN = "agentmem_worker_user"  # the embedding worker's login (role agentmem_worker)
 TENANT = "acme"
 
 
@@ -89,6 +90,26 @@ def prepare(admin_url: str, login: str = APP_LOGIN, tenant: str | None = None) -
     return with_database(admin_url, urlsplit(admin_url).path.lstrip("/") or DATABASE, login)
 
 
+def prepare_worker(admin_url: str, login: str = WORKER_LOGIN) -> str | None:
+    """Create the worker's login (no password, no superuser) if it is missing and make it a member of
+    agentmem_worker, so that `agentmem worker` can run from the psql session. Returns its URL, or None
+    (and says why on stderr) where this login may not make it."""
+    try:
+        with psycopg.connect(admin_url, autocommit=True) as conn:
+            if conn.execute("select from pg_catalog.pg_roles where rolname = %s", (login,)).fetchone() is None:
+                try:
+                    conn.execute(psycopg.sql.SQL("create role {} login").format(psycopg.sql.Identifier(login)))
+                except psycopg.errors.DuplicateObject:
+                    pass
+            conn.execute(psycopg.sql.SQL("grant agentmem_worker to {}").format(psycopg.sql.Identifier(login)))
+    except psycopg.Error as exc:
+        print(f"agentmem psql: no worker login ({exc.sqlstate}: {exc.diag.message_primary}); "
+              f"`agentmem worker` needs a login in role agentmem_worker: a DBA runs "
+              f"create role {login} login; grant agentmem_worker to {login};", file=sys.stderr)
+        return None
+    return with_database(admin_url, urlsplit(admin_url).path.lstrip("/") or DATABASE, login)
+
+
 def psql(data_dir: Path, database_url: str | None, tenant: str, login: str, psql_bin: str | None,
          psql_args: list[str], quiet: bool = False) -> int:
     """`agentmem psql`: prepare, then replace this process with psql as the application login."""
@@ -101,6 +122,7 @@ def psql(data_dir: Path, database_url: str | None, tenant: str, login: str, psql
         where = "the dev server"
         psql_bin = psql_bin or devserver.bin_path("psql")
     app_url = prepare(admin_url, login, tenant)
+    worker_url = prepare_worker(admin_url)
     psql_bin = psql_bin or shutil.which("psql") or devserver.bin_path("psql")
     if psql_args[:1] == ["--"]:
         psql_args = psql_args[1:]
@@ -111,11 +133,15 @@ def psql(data_dir: Path, database_url: str | None, tenant: str, login: str, psql
     env["PGOPTIONS"] = (env.get("PGOPTIONS", "") + f" -c agentmem.tenant_id={escaped}").strip()
     env["PATH"] = str(Path(sys.executable).parent) + os.pathsep + env.get("PATH", "")
     env["AGENTMEM_DATABASE_URL"] = app_url
+    if worker_url:  # `\\! agentmem worker --once` in psql embeds what was stored without a vector
+        env["AGENTMEM_WORKER_URL"] = worker_url
     if not quiet:
         print(f"agentmem psql: database {urlsplit(app_url).path.lstrip('/')} on {where}, migrated; connected as "
               f"the application login {login}, tenant '{tenant}'.\n"
               f"  \\df+ agentmem.*  lists the API; the README's \"Thirty seconds in psql\" runs as pasted.\n"
-              f"  The same session from elsewhere: PGOPTIONS='-c agentmem.tenant_id={escaped}' psql {app_url}",
+              + (f"  \\! agentmem worker --once --embedder auto  embeds what was stored without a vector "
+                 f"(as {WORKER_LOGIN}).\n" if worker_url else "")
+              + f"  The same session from elsewhere: PGOPTIONS='-c agentmem.tenant_id={escaped}' psql {app_url}",
               file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()

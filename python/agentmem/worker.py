@@ -57,7 +57,38 @@ def lexical_embedder(model: str, dimension: int, host: str | None = None) -> Raw
     return lambda texts: [lexical_embedding(t, dimension) for t in texts]
 
 
-EMBEDDERS: dict[str, Callable[..., RawEmbedder]] = {"ollama": ollama_embedder, "lexical": lexical_embedder}
+def auto_embedder(model: str, dimension: int, host: str | None = None) -> RawEmbedder:
+    """Ollama where one answers; where none does (connection refused or unreachable), the offline
+    lexical embedder for the rest of the run, said in the log. For trying agentmem (the README's
+    psql section): a deployment runs the worker with Ollama, whose errors fail the jobs instead."""
+    import os
+
+    import httpx
+
+    from .errors import EmbedderError
+    ollama, lexical = ollama_embedder(model, dimension, host), lexical_embedder(model, dimension, host)
+    offline = False
+
+    def embed(texts: list[str]) -> Sequence[Any]:
+        nonlocal offline
+        if not offline:
+            try:
+                return ollama(texts)
+            except EmbedderError as exc:
+                if not isinstance(exc.__cause__, (ConnectionError, OSError, httpx.ConnectError,
+                                                  httpx.ConnectTimeout)):
+                    raise
+                offline = True
+                where = host or os.environ.get("OLLAMA_HOST") or "http://127.0.0.1:11434"
+                log.warning("no Ollama answered at %s: embedding %s with the OFFLINE LEXICAL embedder (shared "
+                            "words, not meaning), for trying agentmem only (real ones: ollama pull %s)",
+                            where, model, model)
+        return lexical(texts)
+    return embed
+
+
+EMBEDDERS: dict[str, Callable[..., RawEmbedder]] = {"ollama": ollama_embedder, "lexical": lexical_embedder,
+                                                    "auto": auto_embedder}
 
 
 @dataclass
