@@ -407,6 +407,13 @@ declare
     v_input text;
     v_prefix text;
     v_vec vector;
+    v_tenant text;
+    v_model text;
+    v_count record;
+    v_models record;
+    -- Completed jobs per (tenant, model), counted at the end of the call.
+    v_done_tenants text [] := '{}';
+    v_done_models text [] := '{}';
 begin
     perform agentmem_private.check_array('tenant_ids', complete_embedding_jobs.tenant_ids, 1000);
     perform agentmem_private.check_array('embeddings', complete_embedding_jobs.embeddings, 1000);
@@ -424,7 +431,11 @@ begin
         job_id := complete_embedding_jobs.job_ids[i];
         -- A local copy: statements get one vector, not the array subscripted.
         v_vec := complete_embedding_jobs.embeddings[i];
-        perform agentmem_private.set_job_tenant(complete_embedding_jobs.tenant_ids[i]);
+        -- A batch is claimed tenant by tenant: the tenant is set when it changes.
+        if v_tenant is distinct from complete_embedding_jobs.tenant_ids[i] then
+            v_tenant := complete_embedding_jobs.tenant_ids[i];
+            perform agentmem_private.set_job_tenant(v_tenant);
+        end if;
         select j.* into v_job from agentmem.embedding_jobs as j
         where j.tenant_id = complete_embedding_jobs.tenant_ids[i] and j.job_id = complete_embedding_jobs.job_ids[i]
             and j.lease_token = complete_embedding_jobs.lease_token and j.state = 'running'
@@ -436,10 +447,14 @@ begin
             return next;
             continue;
         end if;
-        select m.dimension,
-            case when v_job.entry_id is null then m.document_prefix else m.query_prefix end
-        into v_dim, v_prefix
-        from agentmem.models as m where m.model = v_job.model;
+        -- The model is looked up when it changes (a batch has one).
+        if v_model is distinct from v_job.model then
+            select m.dimension, m.document_prefix, m.query_prefix into v_models
+            from agentmem.models as m where m.model = v_job.model;
+            v_model := v_job.model;
+        end if;
+        v_dim := v_models.dimension;
+        v_prefix := case when v_job.entry_id is null then v_models.document_prefix else v_models.query_prefix end;
         begin
             perform agentmem_private.check_embedding_of(v_job.model, v_dim, v_vec);
         exception when sqlstate 'AM010' then
@@ -468,19 +483,33 @@ begin
         values (v_job.tenant_id, v_job.model, sha256(convert_to(v_input, 'UTF8')), v_vec)
         on conflict on constraint embedding_cache_pkey do nothing;
         delete from agentmem.embedding_jobs as j where j.tenant_id = v_job.tenant_id and j.job_id = v_job.job_id;
-        insert into agentmem.embedding_job_counts as c (tenant_id, model, minute, completed)
-        values (v_job.tenant_id, v_job.model, date_trunc('minute', now()), 1)
-        on conflict on constraint embedding_job_counts_pkey do update set completed = c.completed + 1;
+        v_done_tenants := v_done_tenants || v_job.tenant_id;
+        v_done_models := v_done_models || v_job.model;
         outcome := v_outcome;
         return next;
     end loop;
-    -- Old counts go (a day of minutes per tenant and model at most): the first
-    -- job's tenant's, one shard on Citus; every tenant's go as it completes jobs.
-    if v_n > 0 then
-        v_input := complete_embedding_jobs.tenant_ids[1];
+    -- The counts of completed jobs, one upsert per (tenant, model) as the call
+    -- ends: workers completing the same tenant at once hold its count row only
+    -- from here to their commit (a row locked at the first job would make them
+    -- take turns for the whole batch), and in one order (no deadlock). Old
+    -- counts go (a day of minutes per tenant and model at most). One shard per
+    -- statement on Citus.
+    for v_count in
+        select d.t, d.m, count(*)::int as n
+        from unnest(v_done_tenants, v_done_models) as d (t, m)
+        group by d.t, d.m
+        order by d.t, d.m
+    loop
+        if v_tenant is distinct from v_count.t then
+            v_tenant := v_count.t;
+            perform agentmem_private.set_job_tenant(v_tenant);
+        end if;
+        insert into agentmem.embedding_job_counts as c (tenant_id, model, minute, completed)
+        values (v_count.t, v_count.m, date_trunc('minute', now()), v_count.n)
+        on conflict on constraint embedding_job_counts_pkey do update set completed = c.completed + excluded.completed;
         delete from agentmem.embedding_job_counts as c
-        where c.tenant_id = v_input and c.minute < now() - interval '1 day';
-    end if;
+        where c.tenant_id = v_count.t and c.model = v_count.m and c.minute < now() - interval '1 day';
+    end loop;
     perform pg_catalog.set_config('agentmem.tenant_id', '', true);
 end
 $$;
