@@ -6,9 +6,8 @@
 Quality, on ../shared/data/locomo_tune.json (or $AGENTMEM_SHARED_DATA): each LoCoMo conversation is one
 user with one agentmem conversation, each turn stored through agentmem.store_messages as
 "speaker: text" with occurred_at = its session's date and time (LoCoMo's session_N_date_time) plus 30 s
-per turn. Embeddings: agentmem's lexical embedder (hashed words and trigrams, 384 dimensions; no model
-is needed, so the run is short and offline) - the figures compare settings side by side, they are not
-bench_hybrid's MiniLM figures. Each question of categories 1-4 whose evidence ids resolve is searched
+per turn. Embeddings: all-MiniLM-L6-v2 (bench_hybrid's model and embedding cache; registered as
+all-minilm), as bench_hybrid. Each question of categories 1-4 whose evidence ids resolve is searched
 hybrid (query_embedding and query_text) through agentmem.search_messages (k 5) and
 agentmem.search_with_context (k 5, radius 3); evidence recall per category, as the share of each
 question's evidence turns found, averaged. For category 2 (temporal), the share of questions whose
@@ -89,6 +88,15 @@ def embed(text: str) -> np.ndarray:
     return np.asarray(lexical_embedding(text, DIM), dtype=np.float32)
 
 
+# LoCoMo is embedded with all-MiniLM-L6-v2 (bench_hybrid's model and cache), registered as all-minilm.
+LOCOMO_MODEL = "all-minilm"
+
+
+def minilm(texts: list[str]) -> np.ndarray:
+    from bench_hybrid import embed as minilm_embed
+    return minilm_embed(texts)
+
+
 def server_url(args) -> str:
     """--database-url, else the benchmarks' own embedded server (bench/common.py) on --port."""
     if args.database_url:
@@ -130,8 +138,8 @@ def store(app, convs) -> dict:
         cid = app.execute("select agentmem.start_conversation(user_id => %s)", (user,)).fetchone()[0]
         rows = app.execute("select * from agentmem.store_messages(conversation_id => %s, roles => %s, "
                            "contents => %s, embeddings => %s, model => %s, occurred_at => %s)",
-                           (cid, ["user"] * len(turns), [t[1] for t in turns], [embed(t[1]) for t in turns],
-                            MODEL, [t[2] for t in turns])).fetchall()
+                           (cid, ["user"] * len(turns), [t[1] for t in turns], list(minilm([t[1] for t in turns])),
+                            LOCOMO_MODEL, [t[2] for t in turns])).fetchall()
         for t, (mid, _) in zip(turns, rows):
             where[mid] = (t[0], t[3])
     return where
@@ -140,14 +148,14 @@ def store(app, convs) -> dict:
 def quality(app, questions, where, half_life=None):
     per = {c: [0.0, 0.0, 0] for c in (1, 2, 3, 4)}
     dated = {"occurred_at": 0, "created_at": 0, "n": 0}
-    for user, q, ev, cat in questions:
-        v = embed(q)
+    vecs = minilm([q for _, q, _, _ in questions])
+    for (user, q, ev, cat), v in zip(questions, vecs):
         hits = app.execute("select message_id from agentmem.search_messages(user_id => %s, query_embedding => %s, "
                            "query_text => %s, k => 5, model => %s, recency_half_life => %s)",
-                           (user, v, q, MODEL, half_life)).fetchall()
+                           (user, v, q, LOCOMO_MODEL, half_life)).fetchall()
         win = app.execute("select message_id, occurred_at, created_at from agentmem.search_with_context("
                           "user_id => %s, query_embedding => %s, query_text => %s, k => 5, radius => 3, "
-                          "model => %s, recency_half_life => %s)", (user, v, q, MODEL, half_life)).fetchall()
+                          "model => %s, recency_half_life => %s)", (user, v, q, LOCOMO_MODEL, half_life)).fetchall()
         top = {where[h[0]][0] for h in hits}
         wdias = {where[h[0]][0] for h in win}
         per[cat][0] += len(ev & top) / len(ev)
@@ -254,9 +262,8 @@ def main() -> int:
              f"(embedded PostgreSQL 18 + pgvector, 2 shared cores; {elapsed:.0f} s; load average at the end "
              f"{load[0]:.1f}).", "",
              f"LoCoMo `locomo_tune.json`: {sum(len(t) for _, t in convs):,} turns, each stored with its session's "
-             f"date (occurred_at); {len(questions):,} questions of categories 1-4. Embeddings: agentmem's lexical "
-             "embedder (384-d hashed words and trigrams; not MiniLM: compare the rows of this report with each "
-             "other, not with bench/results/hybrid.md). Searches hybrid (vector + words), k 5.", "",
+             f"date (occurred_at); {len(questions):,} questions of categories 1-4. Embeddings: all-MiniLM-L6-v2 "
+             "(as bench/results/hybrid.md). Searches hybrid (vector + words), k 5.", "",
              "## Evidence recall per category, and the recency weight", "",
              "| recency_half_life | " + " | ".join(f"{names[c]}: top 5 / top 5 ±3" for c in (1, 2, 3, 4)) + " |",
              "|---|" + "---|" * 4]

@@ -445,8 +445,8 @@ end
 $$;
 
 comment on function agentmem.recent_messages(anycompatible, int, timestamptz, timestamptz) is
-'The last n messages of a conversation (the short-term window), oldest first, each with occurred_at
-(when it happened) and created_at (when it was stored). since / until: only messages with
+'The last n messages of a conversation (the short-term window), oldest first.
+Each has occurred_at (when it happened) and created_at (when it was stored). since / until: only messages with
 occurred_at >= since and < until (inclusive since, exclusive until; either NULL: unbounded on that
 side; since not before until: AM020), the last n of those.
 n: 1 to 1,000 (AM020). AM030 for a conversation not in the current tenant.
