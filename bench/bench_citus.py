@@ -61,6 +61,8 @@ def setup(coordinator: str, name: str, distributed: bool) -> tuple[str, str]:
         if not conn.execute("select 1 from pg_roles where rolname = %s", (APP_ROLE,)).fetchone():
             conn.execute(f"create role {APP_ROLE} login")
         conn.execute("select agentmem.grant_app_role(role_name => %s)", (APP_ROLE,))
+        # tenants are bound to logins: the benchmark's login acts as its own tenants
+        conn.execute("select agentmem.grant_tenant(role_name => %s, all_tenants => true)", (APP_ROLE,))
         if distributed:
             conn.execute("select agentmem.distribute()")
     return url, url.replace("postgres@", f"{APP_ROLE}@")

@@ -116,6 +116,8 @@ def fresh_database(base_url: str) -> tuple[str, str]:
     Migrator(admin_url, Source.load(ROOT)).migrate()
     with psycopg.connect(admin_url, autocommit=True) as c:
         c.execute("select agentmem.grant_app_role(role_name => %s)", (APP_ROLE,))
+        # tenants are bound to logins: the benchmark's login acts as its own tenants
+        c.execute("select agentmem.grant_tenant(role_name => %s, all_tenants => true)", (APP_ROLE,))
         c.execute("select agentmem.register_model(model => %s, dimension => %s)", (MODEL, DIM))
     scheme, rest = admin_url.split("://", 1)
     return admin_url, f"{scheme}://{APP_ROLE}@{rest.split('@', 1)[1]}"

@@ -69,6 +69,8 @@ def fresh_database(server_url: str, dbname: str, *, app_role: str | None = APP_R
         if not conn.execute("select 1 from pg_roles where rolname = %s", (app_role,)).fetchone():
             conn.execute(f"create role {app_role} login")
         conn.execute("select agentmem.grant_app_role(role_name => %s)", (app_role,))
+        # tenants are bound to logins: the benchmark's login acts as its own tenants
+        conn.execute("select agentmem.grant_tenant(role_name => %s, all_tenants => true)", (app_role,))
     user = admin_url.split("//", 1)[1].split("@", 1)[0]
     return admin_url, admin_url.replace(f"//{user}@", f"//{app_role}@", 1)
 

@@ -52,6 +52,8 @@ def database(server_url: str, name: str, root: Path, owners, vectors) -> tuple[s
         if not admin.execute("select 1 from pg_roles where rolname = %s", (APP_ROLE,)).fetchone():
             admin.execute(f"create role {APP_ROLE} login")
         admin.execute("select agentmem.grant_app_role(role_name => %s)", (APP_ROLE,))
+        # tenants are bound to logins: the benchmark's login acts as its own tenants
+        admin.execute("select agentmem.grant_tenant(role_name => %s, all_tenants => true)", (APP_ROLE,))
         bulk = Bulk(admin, model=MODEL, rng=np.random.default_rng(1))
         with bulk.hnsw_dropped(tables=("message_embeddings",)):
             bulk.load_messages(owners, vectors)
