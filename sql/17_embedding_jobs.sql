@@ -318,6 +318,9 @@ declare
     v_prev vector;
     v_prev_sources uuid [];
     v_new_sources uuid [];
+    v_prev_from timestamptz;
+    v_prev_to timestamptz;
+    v_prev_recorded timestamptz;
 begin
     select f.* into v_fact from agentmem.facts as f
     where f.tenant_id = p_job.tenant_id and f.fact_id = p_job.fact_id
@@ -346,33 +349,33 @@ begin
     -- the previous version (payload) against the text the vector is of.
     v_prev := (p_job.payload ->> 'prev_embedding')::vector;
     v_similarity := (1 - (v_prev <=> p_embedding))::real;
+    -- (values computed first: Citus takes no stable function in CASE/COALESCE of an UPDATE)
+    v_prev_from := (p_job.payload ->> 'prev_valid_from')::timestamptz;
     if v_similarity <> 'NaN' and v_similarity >= (p_job.payload ->> 'merge_threshold')::double precision then
         -- the same fact said again: true since the earlier of the two starts
         update agentmem.facts as f
-        set
-            embedding = p_embedding,
-            valid_from = least(f.valid_from, coalesce((p_job.payload ->> 'prev_valid_from')::timestamptz, f.valid_from))
+        set embedding = p_embedding, valid_from = least(f.valid_from, v_prev_from)
         where f.tenant_id = p_job.tenant_id and f.fact_id = p_job.fact_id;
         return 'merged';
     end if;
     -- A contradiction: the previous version's validity closes where the new
     -- one begins, which must come after the previous one began (the periods of
     -- one fact never overlap: moved to just after it where it does not).
-    if v_fact.valid_from <= (p_job.payload ->> 'prev_valid_from')::timestamptz then
-        v_fact.valid_from := (p_job.payload ->> 'prev_valid_from')::timestamptz + interval '1 microsecond';
+    if v_fact.valid_from <= v_prev_from then
+        v_fact.valid_from := v_prev_from + interval '1 microsecond';
         update agentmem.facts as f set valid_from = v_fact.valid_from
         where f.tenant_id = p_job.tenant_id and f.fact_id = p_job.fact_id;
     end if;
     -- Values computed first: Citus takes no subquery in an INSERT ... VALUES.
     v_prev_sources := array(select jsonb_array_elements_text(p_job.payload -> 'prev_sources'))::uuid [];
+    v_prev_to := least(coalesce((p_job.payload ->> 'prev_valid_to')::timestamptz, v_fact.valid_from), v_fact.valid_from);
+    v_prev_recorded := coalesce((p_job.payload ->> 'prev_recorded_at')::timestamptz, now());
     v_new_sources := array(select jsonb_array_elements_text(p_job.payload -> 'new_sources'))::uuid [];
     insert into agentmem.fact_history as h (
         tenant_id, fact_id, user_id, subject, fact, source_message_ids, valid_from, valid_to, recorded_at
     ) values (
         v_fact.tenant_id, v_fact.fact_id, v_fact.user_id, p_job.payload ->> 'prev_subject', p_job.payload ->> 'prev_fact',
-        v_prev_sources, (p_job.payload ->> 'prev_valid_from')::timestamptz,
-        least(coalesce((p_job.payload ->> 'prev_valid_to')::timestamptz, v_fact.valid_from), v_fact.valid_from),
-        coalesce((p_job.payload ->> 'prev_recorded_at')::timestamptz, now())
+        v_prev_sources, v_prev_from, v_prev_to, v_prev_recorded
     );
     update agentmem.facts as f
     set embedding = p_embedding, source_message_ids = v_new_sources
