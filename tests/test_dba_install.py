@@ -176,8 +176,16 @@ def test_grant_app_role_refused_is_am041_naming_the_statement(server, dba_databa
         assert conn.execute("select pg_has_role(%s, 'agentmem_app', 'member')", (f"{role}_app",)).fetchone() == (False,)
     superuser(server, name, statement)
     with psycopg.connect(server.db_url(name, role), autocommit=True) as conn:
+        notices: list[str] = []
+        conn.add_notice_handler(lambda d: notices.append(f"{d.severity_nonlocalized}: {d.message_primary} {d.message_hint}"))
         conn.execute("select agentmem.grant_app_role(role_name => %s)", (f"{role}_app",))
         assert conn.execute("select pg_has_role(%s, 'agentmem_app', 'member')", (f"{role}_app",)).fetchone() == (True,)
+        # the login is the superuser's: on PostgreSQL 16+ the DBA may not alter it, and is told the statement
+        timeout_warnings = [n for n in notices if n.startswith("WARNING") and "statement_timeout" in n]
+        if version >= 160000:
+            assert timeout_warnings and f"alter role {role}_app set statement_timeout = '30s';" in timeout_warnings[0]
+        else:
+            assert timeout_warnings == []
 
 
 @pytest.mark.parametrize("path", ["python", "psql"])
