@@ -71,6 +71,15 @@ def dev_server_url() -> str:
     return devserver.url(dbname=DATABASE)
 
 
+def _create_login(conn: psycopg.Connection, login: str) -> None:
+    """Create the login role (no password, no superuser) unless it exists; a concurrent creator wins."""
+    if conn.execute("select from pg_catalog.pg_roles where rolname = %s", (login,)).fetchone() is None:
+        try:
+            conn.execute(psycopg.sql.SQL("create role {} login").format(psycopg.sql.Identifier(login)))
+        except psycopg.errors.DuplicateObject:
+            pass
+
+
 def prepare(admin_url: str, login: str = APP_LOGIN, tenant: str | None = None) -> str:
     """Migrate the database, create the login (no password, no superuser) if it is missing, make it
     an application role and grant it the tenant (tenants are bound to logins). Returns the login's URL."""
@@ -78,11 +87,7 @@ def prepare(admin_url: str, login: str = APP_LOGIN, tenant: str | None = None) -
     migrator = Migrator(admin_url, Source.load())
     migrator.migrate()
     with psycopg.connect(admin_url, autocommit=True) as conn:
-        if conn.execute("select from pg_catalog.pg_roles where rolname = %s", (login,)).fetchone() is None:
-            try:
-                conn.execute(psycopg.sql.SQL("create role {} login").format(psycopg.sql.Identifier(login)))
-            except psycopg.errors.DuplicateObject:
-                pass
+        _create_login(conn, login)
     migrator.grant_app_role(login)
     if tenant is not None:
         with psycopg.connect(admin_url, autocommit=True) as conn:
@@ -96,11 +101,7 @@ def prepare_worker(admin_url: str, login: str = WORKER_LOGIN) -> str | None:
     (and says why on stderr) where this login may not make it."""
     try:
         with psycopg.connect(admin_url, autocommit=True) as conn:
-            if conn.execute("select from pg_catalog.pg_roles where rolname = %s", (login,)).fetchone() is None:
-                try:
-                    conn.execute(psycopg.sql.SQL("create role {} login").format(psycopg.sql.Identifier(login)))
-                except psycopg.errors.DuplicateObject:
-                    pass
+            _create_login(conn, login)
             conn.execute(psycopg.sql.SQL("grant agentmem_worker to {}").format(psycopg.sql.Identifier(login)))
     except psycopg.Error as exc:
         print(f"agentmem psql: no worker login ({exc.sqlstate}: {exc.diag.message_primary}); "
