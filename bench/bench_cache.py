@@ -16,7 +16,7 @@ nearest neighbour is then exact. Data: ../shared/data (or $AGENTMEM_SHARED_DATA)
 Held-out check: the guard's word lists were tuned on qqp_val.csv and nan_nli.tsv, so those figures
 are training-set figures. gptcache_mock_data.json (999 {origin, similar} paraphrase pairs; its word
 lists were not tuned on it, but the guard's second revision was motivated by the kinds of rejection seen
-there, so it is no longer a fully independent check) goes through the same SQL path (cache_store origin, cache_lookup similar); every pair
+there, so it is not a fully independent check) goes through the same SQL path (cache_store origin, cache_lookup similar); every pair
 should hit, so the report gives per threshold the share that hits plain and with the guard, and the
 share of the plain hits the guard keeps, plus up to 10 pairs the guard rejected at 0.95 with the
 question_guard_features of both sides, for a reader to judge.
@@ -267,7 +267,7 @@ def md(text):
 
 
 def heldout_section(held, res, examples, qqp):
-    L = ["## Held-out check: GPTCache paraphrase pairs (no longer fully independent, see below)\n"]
+    L = ["## Held-out check: GPTCache paraphrase pairs (not fully independent, see below)\n"]
     if not held:
         L.append("gptcache_mock_data.json not found in the data directory: skipped.\n")
         return L
@@ -277,8 +277,8 @@ def heldout_section(held, res, examples, qqp):
     L.append(f"{len(held)} `{{origin, similar}}` pairs from `gptcache_mock_data.json` (GPTCache's benchmark input); "
              "every `similar` should hit its `origin`. Same real-SQL path as the QQP pairs: cache_store origin, "
              "cache_lookup similar, one entry in the cache. The guard can only lose hits here, so this measures "
-             "what the guard costs on text it was not tuned on (it says nothing about false hits). Caveat: this set is no "
-             "longer fully held out. Its rejections at 0.95 (by the first guard: 88.8% of plain hits kept) showed "
+             "what the guard costs on text it was not tuned on (it says nothing about false hits). Caveat: this set is not "
+             "fully held out. Its rejections at 0.95 (by the first guard: 88.8% of plain hits kept) showed "
              "over-specific features, and the guard was revised by general rules in response (negation compared as "
              "polarity with count parity, its scope only over words both texts use, negated determiners without "
              "scope, absence/lack as negation, enumeration markers not read as numbers, 'both' and 'each time' not "

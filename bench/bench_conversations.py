@@ -247,7 +247,7 @@ def run_size(server_url: str, n: int, sample: int, queries_per_class: int) -> di
 def report(results: list[dict], args, elapsed: float) -> str:
     cmd = command()
     lines = [
-        "## Conversation memory (issue 3): agentmem vs LangGraph PostgresStore",
+        "## Conversation memory: agentmem vs LangGraph PostgresStore",
         "",
         f"{datetime.date.today()}, {os.cpu_count()} cores (shared), embedded PostgreSQL 18 + pgvector. "
         f"Command: `{cmd}` ({elapsed / 60:.1f} min).",

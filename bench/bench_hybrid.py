@@ -347,7 +347,7 @@ def report(args, n_questions, n_turns, q, tune, lat, size, elapsed) -> str:
          "| mode | top 5 | top 10 | top 5 with ±3 windows |", "|---|---|---|---|"]
     for mode, (a, b, c) in q.items():
         L.append(f"| {mode} | {a:.3f} | {b:.3f} | {c:.3f} |")
-    L += ["", "Targets (issue 8): hybrid top 5 ≥ 0.45 and top 5 with ±3 windows ≥ 0.66 "
+    L += ["", "Targets: hybrid top 5 ≥ 0.45 and top 5 with ±3 windows ≥ 0.66 "
           "(vector only, exact: 0.416 / 0.597).", ""]
     if tune:
         L += ["### What was tried", "",

@@ -1,4 +1,4 @@
-"""Search recall for every user size (issue 10): agentmem vs LangGraph's PostgresStore, same server, same vectors.
+"""Search recall for every user size: agentmem vs LangGraph's PostgresStore, same server, same vectors.
 
     .venv/bin/pip install -e './python[dev,bench]'      # langgraph-checkpoint-postgres
     .venv/bin/python bench/bench_recall.py --out bench/results/recall.md [--quick] [--large]
@@ -318,7 +318,7 @@ def run_dataset(server_url: str, kind: str, n: int, dim: int, queries: int, reus
 
 def report(results: list[dict], elapsed: float, large_run: bool) -> str:
     lines = [
-        "## Search recall for every user size (issue 10): agentmem vs LangGraph PostgresStore",
+        "## Search recall for every user size: agentmem vs LangGraph PostgresStore",
         "",
         f"{datetime.date.today()}, {os.cpu_count()} cores shared with other work (load average "
         f"{LOAD_AT_START:.1f} at the start, {os.getloadavg()[0]:.1f} at the end), embedded PostgreSQL 18 + pgvector 0.8. "

@@ -1,4 +1,4 @@
-"""Event time benchmark (issue 24): LoCoMo stored with its session dates, time-bounded search latency.
+"""Event time benchmark: LoCoMo stored with its session dates, time-bounded search latency.
 
     .venv/bin/python bench/bench_time.py --out bench/results/time.md [--user-rows 20000] [--quick]
         [--database-url URL | --port P]
@@ -12,7 +12,7 @@ hybrid (query_embedding and query_text) through agentmem.search_messages (k 5) a
 agentmem.search_with_context (k 5, radius 3); evidence recall per category, as the share of each
 question's evidence turns found, averaged. For category 2 (temporal), the share of questions whose
 returned context holds an evidence turn carrying its session's date (occurred_at), beside what the
-same context said before this feature (created_at: the day of the import). The recency weight
+same context says by created_at alone (the day of the import). The recency weight
 (recency_half_life) at several half-lives, on every category.
 
 Latency: one tenant, a user of --user-rows messages (one every 72 minutes over 1,000 days: random
@@ -258,7 +258,7 @@ def main() -> int:
     elapsed = time.perf_counter() - t_start
 
     names = {1: "1 multi-hop", 2: "2 temporal", 3: "3 open-domain", 4: "4 single-hop"}
-    lines = ["# Event time: LoCoMo with its dates, time-bounded search (issue 24)", "",
+    lines = ["# Event time: LoCoMo with its dates, time-bounded search", "",
              f"Command: `.venv/bin/python bench/bench_time.py --out {args.out} "
              f"--user-rows {args.user_rows} --queries {args.queries}` on a dev server "
              f"(embedded PostgreSQL 18 + pgvector, 2 shared cores; {elapsed:.0f} s; load average at the end "

@@ -13,7 +13,7 @@ A client is three things, each in its own module:
   (everything up to the protocol's Sync), so the tenant ends with the call and
   a pooled connection never carries one request's tenant into the next. One
   round trip, where BEGIN, set_tenant, the call and COMMIT were four (with the
-  pool's check, five): 0.5 to 0.7 ms less per call (bench/probe_driver_overhead.py).
+  pool's check, five): 0.5 to 0.7 ms less per call (bench/probes/probe_driver_overhead.py).
   If set_tenant fails, the call is not run. Pass ``conn=`` to run a call inside
   a transaction of your own (a savepoint is used). With a libpq older than 14
   (no pipeline mode) each call runs in a transaction of its own instead.

@@ -1,6 +1,6 @@
 """What does a tenant's own indexes cost its writes?
 
-    .venv/bin/python bench/probe_write_cost.py --out bench/results/write_cost.md [--port P]
+    .venv/bin/python bench/probes/probe_write_cost.py --out bench/results/write_cost.md [--port P]
 
 One tenant of 10,000 messages (random 384-d unit vectors, the model all-minilm) beside 100 small tenants
 of 20,000 messages in all, in the model's shared HNSW index. The app stores messages into the big tenant
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/common.py
 from common import Bulk, command, connect, p50_p95, probe_start, unit_vectors, write_report  # noqa: E402
 
 from agentmem.client import Memory  # noqa: E402

@@ -1,6 +1,6 @@
 """Recall@10 against ef_search for HNSW build parameters, on N random 768-d unit vectors in one table.
 
-    .venv/bin/python bench/probe_tenant_build.py N m,ef_construction [m,ef_construction ...]
+    .venv/bin/python bench/probes/probe_tenant_build.py N m,ef_construction [m,ef_construction ...]
 
 The figures behind the build parameters of a tenant's own index (docs/tuning.md: the table of
 m 16 / ef_construction 64 against m 32 / 128 at 30,000 rows, and the 6,000-row figures), run as

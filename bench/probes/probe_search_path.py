@@ -1,6 +1,6 @@
 """The vector search of two checkouts side by side: each query timed on both, back to back, in turn.
 
-    .venv/bin/python bench/probe_search_path.py --other /work/main --out bench/results/search_path.md
+    .venv/bin/python bench/probes/probe_search_path.py --other /work/main --out bench/results/search_path.md
 
 Two databases on one embedded server, the same rows in each (20,000 clustered 384-d messages over 100
 tenants, one tenant holding 40%; facts and cache entries of a small user), one migrated from this
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[1]  # bench/
 ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(HERE))

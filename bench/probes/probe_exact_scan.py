@@ -1,6 +1,6 @@
 """Where does an exact scan of one user's rows stop being cheaper than an HNSW index scan?
 
-    .venv/bin/python bench/probe_exact_scan.py --out bench/results/exact_scan.md [--port P]
+    .venv/bin/python bench/probes/probe_exact_scan.py --out bench/results/exact_scan.md [--port P]
 
 The figures behind the default of `agentmem.exact_search_max_rows` (docs/tuning.md). For each
 dimension (768 = nomic-embed-text, 384 = all-minilm) it loads random unit vectors with COPY: users
@@ -30,8 +30,9 @@ from pathlib import Path
 import numpy as np
 import psycopg
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "python"))
+sys.path.insert(0, str(ROOT / "bench"))  # bench/common.py
 from common import connect, fresh_database  # noqa: E402
 
 DBNAME = "agentmem_probe_exact"
@@ -155,7 +156,7 @@ def recall_probe(server_url: str, out: Path) -> None:
               f"{shared_s:.1f} s, the tenant's own index {own_s:.1f} s.", "",
               "| path | hnsw.ef_search | recall@10 | p50 ms |", "|---|---:|---:|---:|"]
     lines += [f"| {p} | {ef} | {r:.3f} | {ms:.1f} |" for p, ef, r, ms in rows]
-    cmd = "python bench/probe_exact_scan.py " + " ".join(sys.argv[1:])
+    cmd = "python bench/probes/probe_exact_scan.py " + " ".join(sys.argv[1:])
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("\n".join([
         "## Recall of each path on random 768-d vectors, by hnsw.ef_search", "",
@@ -207,7 +208,7 @@ def main() -> int:
                        np.percentile(ix, 50), np.percentile(ix, 95))
                 print(row, flush=True)
                 rows.append(row)
-    cmd = "python bench/probe_exact_scan.py " + " ".join(sys.argv[1:])
+    cmd = "python bench/probes/probe_exact_scan.py " + " ".join(sys.argv[1:])
     lines = ["## Exact scan or index: where the default of agentmem.exact_search_max_rows comes from", "",
              f"{datetime.date.today()}, {os.cpu_count()} cores (shared, noisy), embedded PostgreSQL 18 + pgvector. "
              f"Command: `{cmd}`.", "",

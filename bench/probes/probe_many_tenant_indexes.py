@@ -1,6 +1,6 @@
 """What do many tenants with their own indexes cost everyone else's searches and writes?
 
-    .venv/bin/python bench/probe_many_tenant_indexes.py --out bench/results/many_tenant_indexes.md [--port P]
+    .venv/bin/python bench/probes/probe_many_tenant_indexes.py --out bench/results/many_tenant_indexes.md [--port P]
 
 A tenant's own indexes are partial indexes of the one message_embeddings table (docs/tuning.md: partial
 index, not partitioning). PostgreSQL opens (and locks) every index of a table when it plans a statement on
@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/common.py
 from common import command, connect, load_interleaved, p50_p95, probe_start, unit_vectors, write_report  # noqa: E402
 
 from agentmem.client import Memory  # noqa: E402

@@ -1,6 +1,6 @@
 """What does reading a tenant's whole exact index cost, beside its HNSW index and an exact heap scan?
 
-    .venv/bin/python bench/probe_exact_index.py --out bench/results/exact_index.md [--port P]
+    .venv/bin/python bench/probes/probe_exact_index.py --out bench/results/exact_index.md [--port P]
 
 The figures behind agentmem's exact index (agentmem.tenant_index_ddl kind => 'exact') and the default
 of agentmem.exact_index_max_rows (docs/tuning.md). For random 768-d and clustered 384-d unit vectors
@@ -33,7 +33,7 @@ import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/common.py
 from common import start_server  # noqa: E402
 
 K, N, QUERIES = 10, 100_000, 30
@@ -197,7 +197,7 @@ def report(results: list[dict], elapsed: float) -> str:
     lines = ["## Reading a tenant's exact index, beside its HNSW index and an exact heap scan", "",
              f"{datetime.date.today()}, {os.cpu_count()} cores shared with other work (load average "
              f"{LOAD_AT_START:.1f} at the start, {os.getloadavg()[0]:.1f} at the end), embedded PostgreSQL 18 + "
-             f"pgvector 0.8. Command: `python bench/probe_exact_index.py --out bench/results/exact_index.md` "
+             f"pgvector 0.8. Command: `python bench/probes/probe_exact_index.py --out bench/results/exact_index.md` "
              f"({elapsed / 60:.1f} min).", "",
              "100,000 unit vectors in one table, tenants A (30,000 rows) and B (10,000) interleaved with 1,000 "
              "small ones; every index partial on its tenant. Each query runs every way back to back, in turn; "

@@ -1,16 +1,16 @@
 """What does the Python driver add to a call, beside the call itself?
 
-    .venv/bin/python bench/probe_driver_overhead.py --out bench/results/driver_overhead.md [--port P]
+    .venv/bin/python bench/probes/probe_driver_overhead.py --out bench/results/driver_overhead.md [--port P]
 
 One search (`search_messages`, k 10, 384-d random unit vectors, the model all-minilm) for two users: one of
 100 messages and one of 3,000 (both an exact scan of the user's rows), beside 20,000 messages of 100 small
 tenants. Each query runs three ways, back to back, in an order that turns with the query:
   - bare call: one statement on an open autocommit connection whose session already has the tenant (no pool,
     no tenant per call: the least a client can do, one round trip);
-  - explicit transaction: the driver as it was before (`ExplicitMemory` below, the same methods): on a
+  - explicit transaction: a driver that opens a transaction per call (`ExplicitMemory` below, the same methods): on a
     psycopg_pool pool with its own check (an empty query) on checkout, then BEGIN, set_tenant(local => true),
     the call, COMMIT: five round trips;
-  - Memory: `Memory.search_messages` as it is now (set_tenant and the call in one pipeline on an autocommit
+  - Memory: `Memory.search_messages` (set_tenant and the call in one pipeline on an autocommit
     connection, one round trip; the pool's checkout looks at the socket instead of querying).
 A write is measured the same way (`store_message` into a conversation of the user's, 384-d embedding).
 """
@@ -28,7 +28,7 @@ import numpy as np
 from pgvector.psycopg import register_vector
 from psycopg_pool import ConnectionPool
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/common.py
 from common import command, connect, load_interleaved, p50_p95, probe_start, unit_vectors, write_report  # noqa: E402
 
 from agentmem._adapt import check_params  # noqa: E402
@@ -122,8 +122,8 @@ def main() -> int:
         f"Users of {', '.join(f'{n:,}' for n in USERS.values())} messages ({DIM}-d random unit vectors) among "
         f"{OTHERS:,} of 100 other tenants; {QUERIES} queries (and {QUERIES} writes) per user, each run the three "
         "ways back to back in turns. Bare call: one statement on an open connection whose session has the tenant. "
-        "Explicit transaction: the driver before this change (pool check, BEGIN, set_tenant, call, COMMIT). "
-        "Memory: the driver now (set_tenant and the call in one pipeline, one round trip).",
+        "Explicit transaction: a transaction per call (pool check, BEGIN, set_tenant, call, COMMIT). "
+        "Memory: the driver (set_tenant and the call in one pipeline, one round trip).",
         "",
         "| user | call | bare call p50 / p95 ms | explicit transaction | Memory | Memory minus bare (p50) | "
         "explicit minus Memory (p50) |",
