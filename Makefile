@@ -9,7 +9,7 @@ DATA   ?= .pgdata/embedded
 # agentmem of the embedded dev server (started if needed).
 DB_URL = $(if $(AGENTMEM_DATABASE_URL),$(AGENTMEM_DATABASE_URL),$$($(BIN)/agentmem dev-server start --data-dir $(DATA) 2>/dev/null))
 
-.PHONY: help venv demo psql examples test test-pg15 pg15 citus test-citus lint migrate status psql-script docs bench clean
+.PHONY: help venv demo psql examples test test-slow test-pg15 pg15 citus test-citus lint migrate status psql-script docs bench clean
 .DEFAULT_GOAL := help
 
 help:
@@ -17,6 +17,7 @@ help:
 	@echo "make psql         psql on the dev server's database agentmem, migrated, as an application login (tenant acme)"
 	@echo "make examples     the Node.js and Java programs of examples/ on the embedded server"
 	@echo "make test         the whole suite on the embedded server (test-pg15, test-citus: the other two servers)"
+	@echo "make test-slow    the security probes (marker slow, a few minutes): hostile tenant and inputs, kill -9"
 	@echo "make lint         sqlfluff on the SQL, mypy on the clients"
 	@echo "make migrate      install or upgrade agentmem (AGENTMEM_DATABASE_URL, default the dev server)"
 	@echo "make status       its migrations, applied and pending"
@@ -52,6 +53,10 @@ examples: venv
 
 test: venv
 	$(BIN)/pytest -q tests
+
+# The slow security probes (tests/test_security_probes.py, marker slow): their own embedded server.
+test-slow: venv
+	$(BIN)/pytest -q -m slow tests
 
 # The second real server: Debian's PostgreSQL 15 + pg_cron + pgvector 0.8.0 (needs root).
 pg15:

@@ -87,6 +87,8 @@ def _start_server(name: str) -> Server:
 def pytest_configure(config):
     global SERVER
     config.addinivalue_line("markers", "pg_cron: needs pg_cron (fails, not skips, when it is required)")
+    config.addinivalue_line("markers", "slow: long probes, deselected unless -m selects them (make test-slow)")
+    config.option.markexpr = config.option.markexpr or "not slow"
     SERVER = _start_server(config.getoption("--server"))
     config.option.postgresql_host = SERVER.host
     config.option.postgresql_port = SERVER.port

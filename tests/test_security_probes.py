@@ -1,63 +1,70 @@
-"""Security probe: a hostile tenant, hostile inputs, and kill -9 during writes.
+"""Security probes: a hostile tenant, hostile inputs, and kill -9 during writes (marker ``slow``).
 
-    .venv/bin/python bench/bench_security.py --out bench/results/security.md [--quick]
+    make test-slow                          # or: pytest -q -m slow tests/test_security_probes.py
 
-Starts its own embedded PostgreSQL (durable settings: fsync, full_page_writes and
-synchronous_commit on, the default of agentmem.devserver; data in
-.pgdata/bench-security, a free port unless --port), migrates a fresh database and
-works only through the application role (a member of agentmem_app: no superuser,
-no BYPASSRLS). The superuser only reads, to check what was really written.
+Deselected by default (tests/conftest.py); CI runs them after the embedded leg. They start their
+own embedded PostgreSQL (durable settings: fsync, full_page_writes and synchronous_commit on, the
+dev server's default; data under pytest's tmp_path, a free port), whatever ``--server`` says, since
+the fault runs kill it. The database is migrated fresh and every call goes through an application
+login (a member of agentmem_app: no superuser, no BYPASSRLS); the superuser only reads, to check
+what was really written.
 
-1. Cross-tenant probes: tenant "victim" holds conversations, messages, facts,
-   cached answers, hit-log rows and embedding-cache rows. Tenant "attacker", with
-   the victim's ids, texts and exact vectors, calls every function that reads or
-   writes by id, text or vector, and tries plain SQL on the tables and internals.
-   A leak is any victim row returned, or any change to the victim's rows
-   (a checksum of every table, per tenant, before and after).
-2. Hostile inputs (issue 12 items 5-11): each must raise its agentmem SQLSTATE and
-   leave every table as it was. Also timed: the CPU-exhaustion cases of the issue.
-3. Fault runs: writers store messages, facts and cached answers through the API;
-   the postmaster and every backend get SIGKILL mid-write; the server restarts;
-   checked: every acknowledged commit is present, message indexes are gap-free
-   with next_index, no embedding without its message or message without its
-   embedding; the driver (Memory, timeout 3 s) raised ConnectionLost while the
-   server was down and worked on the first call after the restart.
+1. Cross-tenant probes: tenant "victim" holds conversations, messages, facts, cached answers,
+   hit-log rows and embedding-cache rows. Tenant "attacker", on a login of its own granted that
+   tenant only, with the victim's ids, texts and exact vectors, calls every function that reads or
+   writes by id, text or vector, and tries plain SQL on the tables and internals. A leak is any
+   victim row returned, or any change to the victim's rows (a checksum of every table, per tenant,
+   before and after).
+2. Hostile inputs: each raises its agentmem SQLSTATE and leaves every table as it was (an md5 of
+   every table's rows, where tests/test_hostile.py compares row counts). The CPU-exhaustion cases
+   run to the end inside the application role's statement_timeout.
+3. Tenant binding: every way of acting as the victim from the attacker's login, under binding modes
+   role and jwt; and the heaviest calls within the documented limits finish inside the
+   statement_timeout.
+4. Fault runs: writers store messages, facts and cached answers through the API; the postmaster and
+   every backend get SIGKILL mid-write; the server restarts; checked: every acknowledged commit is
+   present, message indexes are gap-free with next_index, no embedding without its message or
+   message without its embedding; the driver (Memory, timeout 3 s) raises ConnectionLost while the
+   server is down and works on the first call after the restart.
 
-Bounded: a few minutes (--quick: fewer probes and fault runs).
+The figures (probe counts, the CPU cases' and heaviest calls' seconds, each fault run) are printed:
+``-s`` shows them. bench/results/security.md is a dated record of one run; what the tenant binding
+costs per call is measured by bench/probes/probe_binding_cost.py.
 """
 
 from __future__ import annotations
 
-import argparse
-import logging
-import datetime as dt
 import json
+import logging
 import os
 import signal
 import socket
-import sys
 import threading
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import psycopg
+import pytest
 from pgvector.psycopg import register_vector
 
+import agentmem
+from agentmem import devserver
+from agentmem.client import Memory
+from agentmem.migrate import Migrator, Source
+
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "python"))
-
-import agentmem  # noqa: E402
-from agentmem import devserver  # noqa: E402
-from agentmem.client import Memory  # noqa: E402
-from agentmem.migrate import Migrator, Source  # noqa: E402
-
 MODEL = "all-minilm"
 DIM = 384
-DBNAME = "agentmem_bench_security"
-APP_ROLE = "agentmem_bench_security_app"
-ATTACKER_ROLE = "agentmem_bench_security_attacker"  # a login of its own, granted the tenant "attacker" only
-DATA = ROOT / ".pgdata" / "bench-security"
+DBNAME = "agentmem_security_probes"
+APP_ROLE = "agentmem_security_probes_app"
+ATTACKER_ROLE = "agentmem_security_probes_attacker"  # a login of its own, granted the tenant "attacker" only
+VICTIM_USERS = 8
+FAULT_RUNS = 5
+FAULT_SECONDS = 3.0
 
 
 def free_port() -> int:
@@ -322,7 +329,7 @@ def hostile_inputs(app_url, admin, rng) -> dict:
         if not clean:
             failures.append(f"{label}: got {got}, expected {sqlstate}")
 
-    # CPU cases of the issue, timed (they must finish; the figures are for this machine)
+    # CPU-exhaustion cases, timed: they finish inside the application role's statement_timeout
     timings = []
     names = " ".join(f"x Nm{chr(97 + i % 26)}{chr(97 + i // 26 % 26)}{chr(97 + i // 676 % 26)}"
                      for i in range(10000))
@@ -348,8 +355,7 @@ def hostile_inputs(app_url, admin, rng) -> dict:
     return {"tried": len(cases), "refused": refused, "failures": failures, "timings": timings}
 
 
-# -- 3. fault runs ----------------------------------------------------------------------------
-
+# -- 3. tenant binding and the heaviest calls --------------------------------------------------
 
 def binding_probes(attacker_url, admin, data) -> dict:
     """Every way of acting as the victim from the attacker's login (granted the tenant "attacker" only),
@@ -408,37 +414,8 @@ def binding_probes(attacker_url, admin, data) -> dict:
     return {"probes": probes, "leaks": leaks, "notes": notes}
 
 
-def binding_cost(admin, app_url, cid, rounds: int = 5, calls: int = 2000) -> list[tuple[str, dict[str, float]]]:
-    """Microseconds per call of current_tenant() and of a small API call, under each binding mode,
-    looped inside the server (no round trip in the figure) and measured side by side: the modes
-    alternate, round after round, on one connection of the application role."""
-    conn = connect(app_url, "victim")
-    admin.execute("select agentmem.set_tenant_binding(mode => 'role')")
-    cases = {
-        "current_tenant()": "perform agentmem.current_tenant();",
-        "recent_messages(n => 3)": f"perform count(*) from agentmem.recent_messages(conversation_id => '{cid}', n => 3);",
-        "search_messages(k => 5)": "perform count(*) from agentmem.search_messages(user_id => 'victim-user-0', "
-                                   "query_text => 'vault code', k => 5);",
-    }
-    times: dict[tuple[str, str], list[float]] = {}
-    for _ in range(rounds):
-        for mode in ("none", "role", "jwt"):
-            admin.execute("select agentmem.set_tenant_binding(mode => %s)", (mode,))
-            with conn.transaction():
-                conn.execute("select set_config('request.jwt.claims', %s, true)", (json.dumps({"tenant_id": "victim"}),))
-                for label, stmt in cases.items():
-                    t = time.perf_counter()
-                    conn.execute(f"do $bench$ begin for i in 1..{calls} loop {stmt} end loop; end $bench$")
-                    times.setdefault((label, mode), []).append((time.perf_counter() - t) / calls * 1e6)
-    admin.execute("select agentmem.set_tenant_binding(mode => 'role')")
-    conn.close()
-    return [(label, {mode: float(np.median(times[(label, mode)])) for mode in ("none", "role", "jwt")})
-            for label in cases]
-
-
 def worst_calls(admin, app_url) -> list[tuple[str, float]]:
-    """The heaviest calls at the sizes the probes of issue 26 found them at, on a pooled connection's
-    generic plans: unseen_docs over 100 turns x 1,000 recorded ids of 909 characters (the documented
+    """The heaviest calls known, under custom and generic plans (a pooled connection's): unseen_docs over 100 turns x 1,000 recorded ids of 909 characters (the documented
     limits allow 1,000 turns), and cache_report with 1,000 thresholds over a 50,000-row hit log."""
     out = []
     admin.execute("select agentmem.set_tenant(tenant_id => 'heavy')")
@@ -466,11 +443,11 @@ def worst_calls(admin, app_url) -> list[tuple[str, float]]:
                          (cid, asked)).fetchone()
             secs.append(time.perf_counter() - t)
         out.append((f"unseen_docs, 100 turns x 1,000 ids of 909 chars, {plan.split('_')[1]} plan, "
-                    "slowest of 7 calls (was 91 s from the 6th call)", max(secs)))
+                    "slowest of 7 calls", max(secs)))
     conn.execute("set plan_cache_mode = auto")
     thresholds = [round(0.8 + i / 5000, 4) for i in range(1000)]
-    for label, th in (("cache_report, 15 default thresholds, 50,000 logged lookups (was 0.21 s)", None),
-                      ("cache_report, 1,000 thresholds, 50,000 logged lookups (was 15.6 s)", thresholds)):
+    for label, th in (("cache_report, 15 default thresholds, 50,000 logged lookups", None),
+                      ("cache_report, 1,000 thresholds, 50,000 logged lookups", thresholds)):
         t = time.perf_counter()
         conn.execute("select count(*) from agentmem.cache_report(cost_uncached => 1, cost_wrong => 10, "
                      "thresholds => %s::real[])", (th,)).fetchone()
@@ -480,6 +457,9 @@ def worst_calls(admin, app_url) -> list[tuple[str, float]]:
     admin.execute("delete from agentmem.conversations where tenant_id = 'heavy'")
     admin.execute("delete from agentmem.cache_hits where tenant_id = 'heavy'")
     return out
+
+
+# -- 4. fault runs ----------------------------------------------------------------------------
 
 def kill_server(data: Path) -> None:
     """SIGKILL the postmaster and every backend at once (a crash, not a shutdown)."""
@@ -565,7 +545,7 @@ def fault_run(app_url, admin_url, data: Path, port: int, run: int, rng, seconds:
     except Exception as exc:  # reported, not hidden
         down_error = type(exc).__name__
     down_wait = time.perf_counter() - t0
-    devserver.start(data, port=port)
+    devserver.start(data, port=port, fast=False)
     try:
         mem.recent_messages(convs[0], n=1)
         recovered = True
@@ -599,117 +579,93 @@ def fault_run(app_url, admin_url, data: Path, port: int, run: int, rng, seconds:
             "down_error": down_error, "down_wait": down_wait, "recovered": recovered}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--out", default=str(ROOT / "bench" / "results" / "security.md"))
-    parser.add_argument("--quick", action="store_true")
-    parser.add_argument("--port", type=int, default=None)
-    args = parser.parse_args()
+
+
+# -- the tests ----------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def probe_server(tmp_path_factory):
+    """A durable embedded server of this module's own, a fresh migrated database, the application's
+    and the attacker's logins; tenants bound to logins (a new installation's default)."""
     logging.getLogger("psycopg.pool").setLevel(logging.CRITICAL)  # the reconnection noise of the fault runs
-    started = time.perf_counter()
-    rng = np.random.default_rng(12)
-    port = args.port or free_port()
-    base = devserver.start(DATA, port=port)  # durable (the default): the fault runs need it
-    port = int(base.rsplit(":", 1)[1].split("/")[0])
-    with psycopg.connect(base, autocommit=True) as c:
-        c.execute(f"drop database if exists {DBNAME} with (force)")
-        c.execute(f"create database {DBNAME}")
-    admin_url = base.rsplit("/", 1)[0] + f"/{DBNAME}"
-    app_url = base.rsplit("/", 1)[0].replace("postgres@", f"{APP_ROLE}@") + f"/{DBNAME}"
-    Migrator(admin_url, Source.load(ROOT)).migrate()
-    admin = connect(admin_url)
-    if not admin.execute("select 1 from pg_roles where rolname = %s", (APP_ROLE,)).fetchone():
-        admin.execute(f"create role {APP_ROLE} login")
-    admin.execute("select agentmem.grant_app_role(role_name => %s)", (APP_ROLE,))
-    if not admin.execute("select 1 from pg_roles where rolname = %s", (ATTACKER_ROLE,)).fetchone():
-        admin.execute(f"create role {ATTACKER_ROLE} login")
-    admin.execute("select agentmem.grant_app_role(role_name => %s)", (ATTACKER_ROLE,))
-    # Tenants bound to logins (a new installation's default): the victim's application may act as its
-    # tenants, the attacker's login as "attacker" only.
-    for tenant in ("victim", "hostile", "faults", "heavy"):
-        admin.execute("select agentmem.grant_tenant(role_name => %s, tenant_id => %s)", (APP_ROLE, tenant))
-    admin.execute("select agentmem.grant_tenant(role_name => %s, tenant_id => 'attacker')", (ATTACKER_ROLE,))
-    attacker_url = app_url.replace(f"{APP_ROLE}@", f"{ATTACKER_ROLE}@")
-    timeout = admin.execute("select setconfig from pg_db_role_setting where setrole = %s::regrole",
-                            (APP_ROLE,)).fetchone()[0]
-
-    data = seed_victim(app_url, rng, 3 if args.quick else 8)
-    cross = cross_tenant_probes(attacker_url, admin, data)
-    print(f"cross-tenant: {cross['probes']} probes, {cross['leaks']} leaks", flush=True)
-    hostile = hostile_inputs(app_url, admin, rng)
-    print(f"hostile inputs: {hostile['refused']}/{hostile['tried']} refused cleanly", flush=True)
-    binding = binding_probes(attacker_url, admin, data)
-    print(f"tenant binding: {binding['probes']} probes, {binding['leaks']} leaks", flush=True)
-    cost = binding_cost(admin, app_url, data["convs"][0], rounds=3 if args.quick else 5)
-    print(f"binding cost: {cost}", flush=True)
-    worst = worst_calls(admin, app_url)
-    print(f"worst calls: {worst}", flush=True)
-    admin.close()
-    runs = []
-    for run in range(2 if args.quick else 5):
-        runs.append(fault_run(app_url, admin_url, DATA, port, run, rng, 2.0 if args.quick else 3.0))
-        print(f"fault run {run + 1}: {runs[-1]}", flush=True)
-    devserver.stop(DATA)
-    elapsed = time.perf_counter() - started
-
-    ok_runs = sum(1 for r in runs if r["missing"] == 0 and r["gaps"] == 0 and r["orphans"] == 0
-                  and r["recovered"] and r["down_error"] == "ConnectionLost")
-    cmd = "python bench/bench_security.py" + (" --quick" if args.quick else "")
-    lines = [
-        "## Security: a hostile tenant, hostile inputs, kill -9 during writes",
-        "",
-        f"{dt.date.today()}, {os.cpu_count()} cores, embedded PostgreSQL 18 (durable settings), "
-        f"{elapsed:.0f} s in all. Command: `{cmd}`. Every call as the application role "
-        "(member of agentmem_app, no superuser, no BYPASSRLS).",
-        "",
-        "| check | result | target |",
-        "|---|---|---|",
-        f"| cross-tenant probes (reads and writes by the victim's ids, texts and exact vectors; plain SQL; "
-        f"internals; set_config) | {cross['probes']} probes, **{cross['leaks']} leaks** | 0 leaks |",
-        f"| hostile inputs refused with their SQLSTATE and nothing written | **{hostile['refused']} of "
-        f"{hostile['tried']}** | all |",
-        f"| tenant binding (issue 26): the attacker's login, granted its own tenant, acts as the victim by "
-        f"set_tenant, set_config, SET, SET LOCAL, SET ROLE, forged JWT claims, the propagation marker and "
-        f"6 Unicode lookalikes, then reads or writes the victim's rows; modes role and jwt | "
-        f"{binding['probes']} probes, **{binding['leaks']} leaks** | 0 leaks |",
-        f"| kill -9 of the server during writes: every acknowledged commit present, gap-free message "
-        f"indexes, no orphan embeddings, ConnectionLost while down, first call after restart works | "
-        f"**{ok_runs} of {len(runs)} runs** | all |",
-        "",
-    ]
-    if cross["notes"] or hostile["failures"] or binding["notes"]:
-        lines += ["Findings:", ""] + [f"- {n}" for n in cross["notes"] + hostile["failures"] + binding["notes"]] + [""]
-    lines += ["Cost of the tenant binding (microseconds per call, looped inside the server by the application "
-              "role, the median of 5 alternating rounds; the check runs in every current_tenant(), which every "
-              "call reads and every row-level security policy reads once per statement):", "",
-              "| call | none | role | jwt |", "|---|---|---|---|"]
-    lines += [f"| {label} | {t['none']:.0f} | {t['role']:.0f} | {t['jwt']:.0f} |" for label, t in cost]
-    lines += ["", "Mode none is agentmem without binding (the mode is a constant the planner folds). Under role and jwt "
-              "each current_tenant() looks up the login's grants (an index probe, and under jwt a JSON lookup); "
-              "it is not cached, since a cache kept in a setting could be forged by the session."]
-    lines += ["", f"Heaviest calls within the documented limits (the application role's statement_timeout, set by "
-              f"grant_app_role: {', '.join(timeout or [])}):", "", "| call | seconds |", "|---|---|"]
-    lines += [f"| {label} | {secs:.2f} |" for label, secs in worst]
-    lines += ["", "unseen_docs grows linearly with what the looked-at turns recorded: at the documented limit of "
-              "1,000 turns of 1,000 ids of 1,000 characters (about 1 GB recorded in one conversation, not built "
-              "here) these figures give about 10 s, inside the 30 s statement_timeout.", ""]
-    lines += ["Fault runs (4 writers: store_message, upsert_fact every 3rd, cache_store every 5th):", "",
-              "| run | acknowledged writes | missing after restart | index gaps | orphan embeddings | "
-              "call while down | its wait (s) | first call after restart |",
-              "|---|---|---|---|---|---|---|---|"]
-    for i, r in enumerate(runs, 1):
-        lines.append(f"| {i} | {r['acked']} | {r['missing']} | {r['gaps']} | {r['orphans']} | {r['down_error']} | "
-                     f"{r['down_wait']:.1f} | {'works' if r['recovered'] else 'FAILS'} |")
-    lines += ["", "CPU cases of issue 12 (were 14.8 s, over 30 s and 6.6-30 s), single calls on this machine:", "",
-              "| call | seconds |", "|---|---|"]
-    lines += [f"| {label} | {secs:.2f} |" for label, secs in hostile["timings"]]
-    lines += ["", "The wait while down is the client's `timeout` (3 s here), not psycopg_pool's 30 s default.", ""]
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text("\n".join(lines))
-    print(f"wrote {args.out}")
-    return 0 if (cross["leaks"] == 0 and binding["leaks"] == 0 and hostile["refused"] == hostile["tried"]
-                 and ok_runs == len(runs)) else 1
+    data = tmp_path_factory.mktemp("security") / "pg"
+    base = devserver.start(data, port=free_port(), fast=False)  # durable: the fault runs need it
+    try:
+        port = int(base.rsplit(":", 1)[1].split("/")[0])
+        with psycopg.connect(base, autocommit=True) as c:
+            c.execute(f"drop database if exists {DBNAME} with (force)")
+            c.execute(f"create database {DBNAME}")
+        admin_url = base.rsplit("/", 1)[0] + f"/{DBNAME}"
+        app_url = base.rsplit("/", 1)[0].replace("postgres@", f"{APP_ROLE}@") + f"/{DBNAME}"
+        Migrator(admin_url, Source.load(ROOT)).migrate()
+        with connect(admin_url) as admin:
+            for role in (APP_ROLE, ATTACKER_ROLE):
+                if not admin.execute("select 1 from pg_roles where rolname = %s", (role,)).fetchone():
+                    admin.execute(f"create role {role} login")
+                admin.execute("select agentmem.grant_app_role(role_name => %s)", (role,))
+            # the victim's application may act as its tenants, the attacker's login as "attacker" only
+            for tenant in ("victim", "hostile", "faults", "heavy"):
+                admin.execute("select agentmem.grant_tenant(role_name => %s, tenant_id => %s)", (APP_ROLE, tenant))
+            admin.execute("select agentmem.grant_tenant(role_name => %s, tenant_id => 'attacker')", (ATTACKER_ROLE,))
+            timeout = admin.execute("select setconfig from pg_db_role_setting where setrole = %s::regrole",
+                                    (APP_ROLE,)).fetchone()[0]
+        yield SimpleNamespace(data=data, port=port, admin_url=admin_url, app_url=app_url,
+                              attacker_url=app_url.replace(f"{APP_ROLE}@", f"{ATTACKER_ROLE}@"),
+                              timeout=timeout, rng=np.random.default_rng(12))
+    finally:
+        devserver.stop(data)
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+@pytest.fixture(scope="module")
+def victim(probe_server):
+    return seed_victim(probe_server.app_url, probe_server.rng, VICTIM_USERS)
+
+
+@pytest.fixture
+def admin_conn(probe_server):
+    conn = connect(probe_server.admin_url)
+    yield conn
+    conn.close()
+
+
+def test_the_attacker_reads_and_changes_nothing_of_the_victim(probe_server, victim, admin_conn):
+    cross = cross_tenant_probes(probe_server.attacker_url, admin_conn, victim)
+    print(f"cross-tenant: {cross['probes']} probes, {cross['leaks']} leaks")
+    assert cross["probes"] == 58 * VICTIM_USERS
+    assert cross["leaks"] == 0, cross["notes"]
+
+
+def test_hostile_inputs_are_refused_with_their_sqlstate_and_write_nothing(probe_server, admin_conn):
+    hostile = hostile_inputs(probe_server.app_url, admin_conn, probe_server.rng)
+    print(f"hostile inputs: {hostile['refused']}/{hostile['tried']} refused cleanly")
+    for label, secs in hostile["timings"]:
+        print(f"  {label}: {secs:.2f} s")
+    assert hostile["failures"] == []
+    assert hostile["refused"] == hostile["tried"] == 71
+
+
+def test_no_route_binds_the_attackers_login_to_the_victims_tenant(probe_server, victim, admin_conn):
+    binding = binding_probes(probe_server.attacker_url, admin_conn, victim)
+    print(f"tenant binding: {binding['probes']} probes, {binding['leaks']} leaks")
+    assert binding["probes"] == 2 * 15 * 5  # modes x routes x reads and writes
+    assert binding["leaks"] == 0, binding["notes"]
+
+
+def test_the_heaviest_calls_finish_inside_the_statement_timeout(probe_server, admin_conn):
+    assert probe_server.timeout and any(s.startswith("statement_timeout=") for s in probe_server.timeout)
+    worst = worst_calls(admin_conn, probe_server.app_url)  # a call over the timeout raises QueryCanceled
+    print(f"heaviest calls ({', '.join(probe_server.timeout)}):")
+    for label, secs in worst:
+        print(f"  {label}: {secs:.2f} s")
+    assert len(worst) == 4
+
+
+@pytest.mark.parametrize("run", range(FAULT_RUNS))
+def test_kill_9_during_writes_loses_no_acknowledged_commit(probe_server, run):
+    r = fault_run(probe_server.app_url, probe_server.admin_url, probe_server.data, probe_server.port, run,
+                  probe_server.rng, FAULT_SECONDS)
+    print(f"fault run {run + 1}: {r}")
+    assert r["acked"] > 0
+    assert (r["missing"], r["gaps"], r["orphans"]) == (0, 0, 0), r
+    assert r["down_error"] == "ConnectionLost", r
+    assert r["recovered"], r
