@@ -1,4 +1,4 @@
-"""`make bench`: run every bench/bench_*.py and gather their reports in bench/REPORT.md.
+"""`make bench`: run every bench/bench_*.py and gather their reports in bench/REPORT.md (not committed).
 
 Each benchmark script is standalone (``python bench/bench_X.py --out FILE [--quick]``),
 starts or reuses the embedded server, and writes a markdown report with its figures
@@ -9,6 +9,9 @@ bench/common.py.
 
 ``python bench/run.py --gather`` runs nothing: it rebuilds bench/REPORT.md from the reports in
 bench/results/ as they stand (after a script was run on its own), each with its own date and command.
+REPORT.md is one page to read after a run, and .gitignore keeps it out of the repository: the
+committed, dated reports are bench/results/*.md, indexed by bench/README.md. The probes
+(bench/probes/) answer one question each and are run by hand.
 """
 
 from __future__ import annotations

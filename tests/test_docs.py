@@ -58,3 +58,19 @@ def test_table_cells_are_escaped_and_return_types_described():
     section = text.split("### `topic_shift`")[1].split("### ")[0]
     assert "returns one row of (" in section
     assert _returns({"out_columns": None, "returns_set": False, "return_type": "void"}) == "nothing (`void`)"
+
+
+def test_bench_readme_indexes_every_script_and_report():
+    """bench/README.md is the index of bench/ (bench/REPORT.md, their concatenation, is not committed):
+    every benchmark and probe has its row, every dated report its link, every link a file."""
+    import re
+    index = (ROOT / "bench" / "README.md").read_text()
+    rows = set(re.findall(r"^\| `((?:bench|probe)_\w+\.py)` \|", index, re.M))
+    scripts = {p.name for p in (ROOT / "bench").glob("bench_*.py")} | {
+        p.name for p in (ROOT / "bench" / "probes").glob("probe_*.py")}
+    assert not list((ROOT / "bench").glob("probe_*.py")), "probes go in bench/probes/"
+    assert rows == scripts, f"not in bench/README.md: {sorted(scripts - rows)}; gone: {sorted(rows - scripts)}"
+    links = set(re.findall(r"\]\((results/[\w.]+\.md)\)", index))
+    reports = {f"results/{p.name}" for p in (ROOT / "bench" / "results").glob("*.md")}
+    assert links == reports, f"not linked: {sorted(reports - links)}; missing: {sorted(links - reports)}"
+    assert "bench/REPORT.md" in (ROOT / ".gitignore").read_text().splitlines()
