@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench_security.py --out bench/results/security.md [--quick]
 
 Starts its own embedded PostgreSQL (durable settings: fsync, full_page_writes and
-synchronous_commit on, the default of agentmem.devserver; data in
+synchronous_commit on, the default of agentmem_dev.devserver; data in
 .pgdata/bench-security, a free port unless --port), migrates a fresh database and
 works only through the application role (a member of agentmem_app: no superuser,
 no BYPASSRLS). The superuser only reads, to check what was really written.
@@ -48,7 +48,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 
 import agentmem  # noqa: E402
-from agentmem import devserver  # noqa: E402
+from agentmem_dev import devserver  # noqa: E402
 from agentmem.client import Memory  # noqa: E402
 from agentmem.migrate import Migrator, Source  # noqa: E402
 
