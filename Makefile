@@ -27,12 +27,15 @@ help:
 	@echo "make venv         only the virtualenv .venv (then . .venv/bin/activate puts agentmem on PATH)"
 	@echo "make clean        stop the dev server and delete .pgdata/"
 
-$(VENV)/.installed: python/pyproject.toml
+# Two packages, both editable: the runtime pg-agentmem (python/: the driver, the migrator, the
+# runtime commands) and the development tools pg-agentmem-dev (python/dev/: the dev server, agentmem
+# psql, demo and docs, the bulk loader and the Ollama stub of the tests and benchmarks).
+$(VENV)/.installed: python/pyproject.toml python/dev/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	@# the distribution is pg-agentmem (PyPI's agentmem is another project): drop a venv's older install
 	-@$(BIN)/pip uninstall -q -y agentmem >/dev/null 2>&1
-	$(BIN)/pip install -q hatchling -e './python[dev,plot]'
+	$(BIN)/pip install -q hatchling -e './python[dev,plot]' -e ./python/dev
 	touch $@
 
 venv: $(VENV)/.installed

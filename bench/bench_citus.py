@@ -7,7 +7,7 @@ Two databases on the coordinator's server (PostgreSQL 18 + Citus 14.0.1 from scr
 ``agentmem_bench_single``, a plain database there (no citus extension: one node), and
 ``agentmem_bench_cluster``, made on all three nodes and distributed by tenant. Both get the same
 synthetic vectors (384 dimensions, clustered, unit length), spread evenly over the tenants, bulk-loaded
-by COPY (agentmem._bulk; loading 100,000 messages through the API would take most of an hour on this
+by COPY (agentmem_dev.bulk; loading 100,000 messages through the API would take most of an hour on this
 machine); then, through the API as the application role, one driver-style transaction per call
 (set_tenant local, then the call), each for a random tenant:
 * store throughput: batches of 100 (store_messages) and one message per call (store_message);
@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 import citus_cluster  # noqa: E402
-from agentmem._bulk import Bulk  # noqa: E402
+from agentmem_dev.bulk import Bulk  # noqa: E402
 from agentmem.migrate import Migrator, Source  # noqa: E402
 
 DIM, MODEL, K, BATCH = 384, "all-minilm", 10, 100
@@ -126,7 +126,7 @@ def measure(systems: dict[str, tuple], names: list[str], searches: int, singles:
 def run(systems: dict[str, tuple[str, str]], n: int, tenants: int, searches: int, singles: int, batches: int,
         seed: int) -> dict[str, dict]:
     """n messages over the tenants (user 'u' of each, contiguous blocks), bulk-loaded by COPY as the
-    superuser with the HNSW index rebuilt after (agentmem._bulk, the invariants the API keeps), into
+    superuser with the HNSW index rebuilt after (agentmem_dev.bulk, the invariants the API keeps), into
     every system; measured when a fifth of the tenants are loaded and again when all are, each call
     on every system back to back."""
     vecs = vectors(n, np.random.default_rng(seed))

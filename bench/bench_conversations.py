@@ -184,7 +184,7 @@ def bench_store(ds: Dataset, mem: Memory, lg_store, sample: int, lookup: dict) -
 
 
 def bench_cache(app_url: str) -> dict:
-    from agentmem._ollama_stub import OllamaStub
+    from agentmem_dev.ollama_stub import OllamaStub
     from agentmem.embed import OllamaEmbedder
     stub = OllamaStub().start()
     try:

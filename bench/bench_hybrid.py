@@ -394,7 +394,7 @@ def main() -> int:
     if args.database_url:
         base = args.database_url
     else:
-        from agentmem import devserver
+        from agentmem_dev import devserver
         base = devserver.start(ROOT / ".pgdata" / "bench", port=args.port)
     size = 20_000 if args.quick else 100_000
     reused = reuse_database(base, convs, size) if args.reuse else None

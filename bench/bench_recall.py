@@ -208,7 +208,7 @@ def sized_server(server_url: str, shared_buffers: str | None) -> str:
     """The bench server restarted with `shared_buffers` (ALTER SYSTEM) when it runs with another value."""
     if not shared_buffers:
         return server_url
-    from agentmem import devserver
+    from agentmem_dev import devserver
     with psycopg.connect(server_url, autocommit=True) as c:
         if c.execute("select current_setting('shared_buffers') = %s", (shared_buffers,)).fetchone()[0]:
             return server_url
@@ -400,7 +400,7 @@ def main() -> int:
     if args.database_url:
         server_url = args.database_url
     else:
-        from agentmem import devserver
+        from agentmem_dev import devserver
         server_url = sized_server(devserver.start(ROOT / ".pgdata" / "bench", port=args.port), args.shared_buffers)
     n = 20_000 if args.quick else 100_000
     runs = [("random", n, 768), ("clustered", n, 384)]

@@ -40,7 +40,7 @@ from pgvector.psycopg import register_vector
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "python"))
 
-from agentmem._bulk import WORDS, Bulk  # noqa: E402
+from agentmem_dev.bulk import WORDS, Bulk  # noqa: E402
 from agentmem.lexical import lexical_embedding  # noqa: E402
 from agentmem.migrate import Migrator, Source  # noqa: E402
 

@@ -10,7 +10,7 @@ migrates a fresh database and measures, side by side in one run:
    see the same machine; p50/p95 per call and the ratio (target: queued <= 1.2x direct);
 2. worker throughput: a backlog of --rows messages drained by one worker process and by four
    (`agentmem worker --once`), with the offline lexical embedder and with the project's Ollama HTTP
-   stub (python/agentmem/_ollama_stub.py, in this process); rows/s, the drain time, and the
+   stub (python/dev/agentmem_dev/ollama_stub.py, in this process); rows/s, the drain time, and the
    embedder's calls (each row embedded exactly once: asserted); and once more with the stub answering
    each embed request after each of --embed-latency-ms (default 200: a model's batch latency, the embedder
    then the slow part; the stub serves concurrent requests, as a server with spare capacity does), where
@@ -116,7 +116,7 @@ def main() -> int:
     # Tenants are bound to login roles: the benchmark's application login acts as each of its tenants.
     admin.execute("select agentmem.grant_tenant(role_name => %s, all_tenants => true)", (APP_ROLE,))
 
-    from agentmem._ollama_stub import OllamaStub
+    from agentmem_dev.ollama_stub import OllamaStub
     stub = OllamaStub().start()
 
     wc = write_cost(app_url, rounds=6 if args.quick else 20)

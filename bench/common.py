@@ -1,8 +1,8 @@
 """What every benchmark shares: the server, fresh databases, connections, loading, timing, reports.
 
 A benchmark script is ``bench/bench_<topic>.py --out FILE [--quick]``; it imports
-this module (it sits beside them) and the installed ``agentmem`` package, never
-anything from tests/. Bulk loading goes through ``agentmem._bulk.Bulk``, the one
+this module (it sits beside them) and the installed ``agentmem`` and ``agentmem_dev``, never
+anything from tests/. Bulk loading goes through ``agentmem_dev.bulk.Bulk``, the one
 loader that keeps the tables' invariants (the tests load through it too).
 """
 
@@ -20,8 +20,8 @@ from pathlib import Path
 import psycopg
 from pgvector.psycopg import register_vector
 
-from agentmem import devserver
-from agentmem._bulk import Bulk, check_invariants, unit_vectors  # noqa: F401 - re-exported for the scripts
+from agentmem_dev import devserver
+from agentmem_dev.bulk import Bulk, check_invariants, unit_vectors  # noqa: F401 - re-exported for the scripts
 from agentmem.migrate import Migrator, Source
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -14,7 +14,7 @@ BUILD_DIR=/var/tmp/agentmem-citus-build
 BASE=${AGENTMEM_CITUS_DATA:-/var/tmp/agentmem-citus}
 PORT=${AGENTMEM_CITUS_PORT:-55430}        # coordinator; the workers listen on PORT+1 and PORT+2
 PY=${AGENTMEM_PYTHON:-$REPO/.venv/bin/python}
-RUN_AS=embedded_postgres                   # the user agentmem.devserver runs the server as when root
+RUN_AS=embedded_postgres                   # the user agentmem_dev.devserver runs the server as when root
 NODES=(coordinator worker1 worker2)
 APT_PKGS=(libcurl4-openssl-dev liblz4-dev libzstd-dev libkrb5-dev build-essential)
 
@@ -39,14 +39,14 @@ citus_built() { [[ -f $("$PGBIN/pg_config" --pkglibdir)/citus.so && -f $("$PGBIN
 pkg_installed() { [[ $(dpkg-query -W -f='${Status}' "$1" 2>/dev/null) == "install ok installed" ]]; }
 
 # PostgreSQL refuses to run as root. As root, prepare the system user and the wheel's folders
-# exactly as agentmem.devserver does, and run server-side programs as that user.
+# exactly as agentmem_dev.devserver does, and run server-side programs as that user.
 as_pg() {
   if [[ $(id -u) -eq 0 ]]; then (cd / && runuser -u "$RUN_AS" -- "$@"); else (cd / && "$@"); fi
 }
 prepare_user() {
   [[ $(id -u) -eq 0 ]] || return 0
-  "$PY" -W ignore -c 'from agentmem.devserver import _run_as; _run_as()' 2>/dev/null \
-    || die "could not prepare the $RUN_AS user (agentmem.devserver._run_as)"
+  "$PY" -W ignore -c 'from agentmem_dev.devserver import _run_as; _run_as()' 2>/dev/null \
+    || die "could not prepare the $RUN_AS user (agentmem_dev.devserver._run_as)"
 }
 
 cmd_install() {

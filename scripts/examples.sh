@@ -25,7 +25,7 @@ fi
 (cd examples/node && npm ci --no-audit --no-fund --loglevel=error)
 
 admin_url=$("$BIN/agentmem" dev-server start --data-dir "$DATA")
-psql=$("$BIN/python" -c 'from agentmem import devserver; print(devserver.bin_path("psql"))')
+psql=$("$BIN/python" -c 'from agentmem_dev import devserver; print(devserver.bin_path("psql"))')
 PGOPTIONS="-c client_min_messages=warning" "$psql" "$admin_url" -X -q -v ON_ERROR_STOP=1 <<SQL
 drop database if exists $DB with (force);
 create database $DB;

@@ -58,7 +58,7 @@ SERVER: Server | None = None
 
 def _start_server(name: str) -> Server:
     if name == "embedded":
-        from agentmem import devserver
+        from agentmem_dev import devserver
         port = int(os.environ.get("AGENTMEM_TEST_PORT", 55419))
         # fast=True: fsync, full_page_writes and synchronous_commit off. The test
         # data is thrown away; the dev server users get is durable.
@@ -66,7 +66,7 @@ def _start_server(name: str) -> Server:
         return Server(name, url, Path(devserver.bin_path("psql")).parent,
                       require_cron=os.environ.get("AGENTMEM_REQUIRE_PG_CRON") == "1")
     if name == "citus":
-        from agentmem import devserver
+        from agentmem_dev import devserver
         url = os.environ.get("AGENTMEM_CITUS_URL", "postgresql://postgres@127.0.0.1:55430/postgres")
         try:
             psycopg.connect(url, connect_timeout=5).close()
@@ -311,7 +311,7 @@ def driver(request, app_url):
 
 @pytest.fixture(scope="session")
 def ollama_stub():
-    from agentmem._ollama_stub import OllamaStub
+    from agentmem_dev.ollama_stub import OllamaStub
     stub = OllamaStub().start()
     yield stub
     stub.stop()

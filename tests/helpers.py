@@ -14,7 +14,7 @@ import numpy as np
 import psycopg
 import pytest
 
-from agentmem._bulk import Bulk
+from agentmem_dev.bulk import Bulk
 from agentmem.lexical import lexical_embedding
 
 from conftest import APP_ROLE  # noqa: E402
@@ -132,7 +132,7 @@ def clustered_vectors(n: int, dim: int, *, clusters: int = 64, noise: float = 0.
 
 def bulk_load(admin, rows: list[tuple[str, str]], vectors: np.ndarray, *, model: str,
               per_conversation: int = 50, rebuild_index: bool = True) -> list[tuple[str, str, uuid.UUID]]:
-    """Messages with embeddings through the shared loader (agentmem._bulk.Bulk: COPY as the superuser,
+    """Messages with embeddings through the shared loader (agentmem_dev.bulk.Bulk: COPY as the superuser,
     invariants kept): rows[i] = (tenant_id, user_id) of message i. With rebuild_index the model's HNSW
     index is dropped for the load and rebuilt after. Returns (tenant, user, message_id) per message."""
     bulk = Bulk(admin, model=model)

@@ -206,7 +206,7 @@ def own_cluster(server):
     PostgreSQL 18; the shared servers' roles are made already)."""
     if server.name != "embedded":
         pytest.skip("a private cluster is an embedded server")
-    from agentmem import devserver
+    from agentmem_dev import devserver
     from test_driver_faults import free_port
     # under .pgdata/ as the test server's data: pytest makes its own temporary folders private to
     # root at every session start, and the server runs as another user when the tests run as root
@@ -222,7 +222,7 @@ def own_cluster(server):
 def test_in_a_cluster_without_the_roles_a_createrole_dba_installs_then_a_second_dba_follows_the_readme(
         own_cluster, tmp_path):
     from conftest import Server
-    from agentmem import devserver
+    from agentmem_dev import devserver
     cluster = Server("embedded", own_cluster, Path(devserver.bin_path("psql")).parent, False)
     with psycopg.connect(own_cluster, autocommit=True) as conn:
         version = conn.info.server_version

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from agentmem import demo
+from agentmem_dev import demo
 
 
 def _turn(out: str, n: int) -> str:

@@ -7,7 +7,7 @@ import difflib
 import psycopg
 
 from agentmem.cli import main as cli
-from agentmem.docs import render
+from agentmem_dev.docs import render
 from conftest import ROOT
 
 
@@ -48,7 +48,7 @@ def test_every_public_function_summary_is_a_whole_sentence(admin):
 
 
 def test_table_cells_are_escaped_and_return_types_described():
-    from agentmem.docs import _cell, _returns
+    from agentmem_dev.docs import _cell, _returns
     assert _cell("overlap |A and B| / |A or B|") == "overlap \\|A and B\\| / \\|A or B\\|"
     text = (ROOT / "docs" / "api.md").read_text()
     table = text.split("## Functions the application calls")[1].split("## DBA functions")[0]

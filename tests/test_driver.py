@@ -451,7 +451,7 @@ def test_admin_client_registers_models_and_grants_app_roles(admin_url, admin):
 
 
 def test_admin_client_switches_text_search_and_manages_tenant_indexes(admin_url, admin, dbname):
-    from agentmem._bulk import Bulk, unit_vectors
+    from agentmem_dev.bulk import Bulk, unit_vectors
     with Admin.connect(admin_url) as dba:
         assert dba.set_text_search_config("simple") is True
         assert dba.set_text_search_config("pg_catalog.simple") is False

@@ -1,6 +1,6 @@
 """Issue 12, items 14-16: the driver under faults, caller type errors, the durable dev server.
 
-The fault test runs its own embedded server (agentmem.devserver, a data directory
+The fault test runs its own embedded server (agentmem_dev.devserver, a data directory
 under pytest's tmp_path and a free port), stops it under the client and starts it
 again: the shared test server is never touched.
 """
@@ -15,7 +15,7 @@ import psycopg
 import pytest
 
 import agentmem
-from agentmem import devserver
+from agentmem_dev import devserver
 from agentmem.client import Memory
 from agentmem.migrate import Migrator, Source
 

@@ -50,7 +50,7 @@ import pytest
 from pgvector.psycopg import register_vector
 
 import agentmem
-from agentmem import devserver
+from agentmem_dev import devserver
 from agentmem.client import Memory
 from agentmem.migrate import Migrator, Source
 

@@ -178,7 +178,7 @@ def main() -> int:
     if args.database_url:
         server_url = args.database_url
     else:
-        from agentmem import devserver
+        from agentmem_dev import devserver
         server_url = devserver.start(ROOT / ".pgdata" / "bench", port=args.port)
     if args.recall:
         recall_probe(server_url, args.out)

@@ -29,7 +29,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(HERE))
 
-from agentmem._bulk import Bulk  # noqa: E402
+from agentmem_dev.bulk import Bulk  # noqa: E402
 from agentmem.migrate import Migrator, Source  # noqa: E402
 from common import APP_ROLE, command, connect, percentile, write_report  # noqa: E402
 
@@ -80,7 +80,7 @@ def main() -> None:
     if args.database_url:
         server_url = args.database_url
     else:
-        from agentmem import devserver
+        from agentmem_dev import devserver
         server_url = devserver.start(ROOT / ".pgdata" / "bench", port=args.port)
     started, load = time.perf_counter(), os.getloadavg()[0]
     rng = np.random.default_rng(0)

@@ -1,10 +1,12 @@
-"""The ``agentmem`` command: migrate, status, distribute, psql-script, docs, dev-server, psql, embed,
-cache-report, worker, export, import, demo."""
+"""The ``agentmem`` command: migrate, status, distribute, psql-script, embed, cache-report, worker,
+export, import; and, where the development package pg-agentmem-dev is installed, dev-server, psql,
+docs and demo (``agentmem_dev.cli``)."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import struct
 import sys
 from pathlib import Path
 
@@ -12,7 +14,31 @@ from . import __version__
 from .errors import AgentmemError
 
 
-def _database_url(args: argparse.Namespace) -> str:
+# The commands of the development package, with their one-line help: `agentmem --help` lists them
+# whether or not it is installed.
+DEV_PACKAGE = "pg-agentmem-dev"
+DEV_COMMANDS = {
+    "dev-server": "a local embedded PostgreSQL 18 + pgvector for demos and tests "
+                  "(start and url print the URL of its database agentmem)",
+    "psql": "psql on a migrated database as an application login with a tenant set "
+            "(default: the dev server, started if needed, database agentmem)",
+    "docs": "write the API reference (docs/api.md) from a migrated database's catalogue",
+    "demo": "a short narrated tour through the real API",
+}
+
+
+def _dev_commands():
+    """The module agentmem_dev.cli, or None where pg-agentmem-dev is not installed."""
+    try:
+        from agentmem_dev import cli
+    except ModuleNotFoundError as exc:
+        if exc.name != "agentmem_dev":
+            raise
+        return None
+    return cli
+
+
+def database_url(args: argparse.Namespace) -> str:
     url = args.database_url or os.environ.get("AGENTMEM_DATABASE_URL") or os.environ.get("DATABASE_URL")
     if not url:
         raise SystemExit("agentmem: no database: pass --database-url or set AGENTMEM_DATABASE_URL")
@@ -20,6 +46,12 @@ def _database_url(args: argparse.Namespace) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    dev = _dev_commands()
+    if dev is None and argv[:1] and argv[0] in DEV_COMMANDS:
+        print(f"agentmem {argv[0]}: a development command, in the package {DEV_PACKAGE}, which is not installed: "
+              f"pip install {DEV_PACKAGE} (in a checkout: make venv)", file=sys.stderr)
+        return 2
     parser = argparse.ArgumentParser(prog="agentmem", description=__doc__)
     parser.add_argument("--version", action="version", version=f"agentmem {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -41,23 +73,6 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("psql-script", help="print the psql install/upgrade script")
     p.add_argument("--source", type=Path)
     p.add_argument("-o", "--output", type=Path)
-    p = sub.add_parser("docs", help="write the API reference (docs/api.md) from a migrated database's catalogue")
-    p.add_argument("--database-url")
-    p.add_argument("-o", "--output", type=Path)
-    p = sub.add_parser("dev-server", help="a local embedded PostgreSQL 18 + pgvector for demos and tests "
-                       "(start and url print the URL of its database agentmem)")
-    p.add_argument("action", choices=["start", "stop", "url"])
-    p.add_argument("--data-dir", type=Path, default=Path(".pgdata/embedded"))
-    p = sub.add_parser("psql", help="psql on a migrated database as an application login with a tenant set "
-                       "(default: the dev server, started if needed, database agentmem)")
-    p.add_argument("--data-dir", type=Path, default=Path(".pgdata/embedded"))
-    p.add_argument("--database-url", help="a database of your own server to use instead of the dev server's, "
-                   "as a role that may install agentmem there (it is migrated, the login made there)")
-    p.add_argument("--tenant", default="acme", help="the session's tenant (default acme)")
-    p.add_argument("--login", default="agentmem_app_user", help="the application login (created if missing)")
-    p.add_argument("--psql", dest="psql_bin", help="the psql program (default: the dev server's own)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no banner")
-    p.add_argument("psql_args", nargs=argparse.REMAINDER, help="after --: passed to psql (e.g. -- -f file.sql)")
     p = sub.add_parser("embed", help="print a text's embedding as a vector literal, for psql: "
                        "\\set vec `agentmem embed --model nomic-embed-text 'text'`")
     p.add_argument("text")
@@ -105,14 +120,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tenant", help="the tenant to import into (a tenant export: default its header's tenant)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="rows done on stderr (default: when stderr is a terminal)")
-    p = sub.add_parser("demo", help="a short narrated tour through the real API")
-    p.add_argument("--database-url")
+    if dev is not None:
+        dev_handlers = dev.add_commands(sub, DEV_COMMANDS)
+    else:
+        dev_handlers = {}
+        for name, text in DEV_COMMANDS.items():
+            sub.add_parser(name, help=f"{text} [pip install {DEV_PACKAGE}]")
     args = parser.parse_args(argv)
 
     try:
-        if args.command in ("migrate", "status", "distribute"):
+        if args.command in dev_handlers:
+            return dev_handlers[args.command](args) or 0
+        elif args.command in ("migrate", "status", "distribute"):
             from .migrate import Migrator, Source, format_status
-            migrator = Migrator(_database_url(args), Source.load(args.source))
+            migrator = Migrator(database_url(args), Source.load(args.source))
             if args.command == "migrate":
                 applied = migrator.migrate()
                 print(f"applied {len(applied)} migration(s)" + (": " + ", ".join(applied) if applied else "")
@@ -143,39 +164,15 @@ def main(argv: list[str] | None = None) -> int:
                 args.output.write_text(text)
             else:
                 sys.stdout.write(text)
-        elif args.command == "docs":
-            import psycopg
-
-            from .docs import render
-            with psycopg.connect(_database_url(args)) as conn:
-                text = render(conn)
-            if args.output:
-                args.output.parent.mkdir(parents=True, exist_ok=True)
-                args.output.write_text(text)
-            else:
-                sys.stdout.write(text)
-        elif args.command == "dev-server":
-            from . import devserver, shell
-            if args.action == "start":
-                return shell.dev_server_start(args.data_dir)
-            elif args.action == "stop":
-                devserver.stop(args.data_dir)
-            else:
-                print(shell.dev_server_url())
-        elif args.command == "psql":
-            from . import shell
-            return shell.psql(args.data_dir, args.database_url, args.tenant, args.login, args.psql_bin,
-                              args.psql_args, args.quiet)
         elif args.command == "embed":
-            from . import shell
-            return shell.embed(args.text, args.model, args.query,
-                               args.database_url or os.environ.get("AGENTMEM_DATABASE_URL"),
-                               args.offline, args.ollama_host)
+            return _embed(args.text, args.model, args.query,
+                          args.database_url or os.environ.get("AGENTMEM_DATABASE_URL"),
+                          args.offline, args.ollama_host)
         elif args.command == "cache-report":
             return _cache_report(args)
         elif args.command == "worker":
             from .worker import main as worker_main
-            return worker_main(args.database_url or os.environ.get("AGENTMEM_WORKER_URL") or _database_url(args),
+            return worker_main(args.database_url or os.environ.get("AGENTMEM_WORKER_URL") or database_url(args),
                                model=args.model, batch_size=args.batch, once=args.once,
                                lease_seconds=args.lease, embedder=args.embedder, host=args.ollama_host,
                                poll=args.poll)
@@ -183,21 +180,18 @@ def main(argv: list[str] | None = None) -> int:
             from .transfer import export
             if args.output:
                 with open(args.output, "w", encoding="utf-8", newline="\n") as out:
-                    export(_database_url(args), out, tenant=args.tenant, user_id=args.user, progress=args.progress)
+                    export(database_url(args), out, tenant=args.tenant, user_id=args.user, progress=args.progress)
             else:
-                export(_database_url(args), sys.stdout, tenant=args.tenant, user_id=args.user,
+                export(database_url(args), sys.stdout, tenant=args.tenant, user_id=args.user,
                        progress=args.progress)
         elif args.command == "import":
             from .transfer import import_file
             if str(args.file) == "-":
-                counts = import_file(_database_url(args), sys.stdin, tenant=args.tenant, progress=args.progress)
+                counts = import_file(database_url(args), sys.stdin, tenant=args.tenant, progress=args.progress)
             else:
                 with open(args.file, encoding="utf-8", newline="\n") as source:
-                    counts = import_file(_database_url(args), source, tenant=args.tenant, progress=args.progress)
+                    counts = import_file(database_url(args), source, tenant=args.tenant, progress=args.progress)
             print("imported: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
-        elif args.command == "demo":
-            from .demo import run
-            return run(args.database_url or os.environ.get("AGENTMEM_DATABASE_URL"))
     except Exception as exc:
         reason = _unreachable(exc)
         if reason is not None:
@@ -247,7 +241,7 @@ def _fmt(value) -> str:
 
 def _cache_report(args: argparse.Namespace) -> int:
     from .client import Memory
-    with Memory.connect(_database_url(args), tenant=args.tenant, max_size=1) as mem:
+    with Memory.connect(database_url(args), tenant=args.tenant, max_size=1) as mem:
         rows = mem.cache_report(args.cost_uncached, args.cost_wrong)
     head = ("threshold", "queries", "hits", "reviewed", "wrong", "hits/1000", "wrong/1000", "net/1000")
     table = [(f"{r.threshold:.2f}", str(r.queries), str(r.hits), str(r.reviewed), str(r.reviewed_wrong),
@@ -279,6 +273,71 @@ def _cache_report(args: argparse.Namespace) -> int:
         fig.tight_layout()
         fig.savefig(args.png)
         print(f"plot written to {args.png}")
+    return 0
+
+
+def _float32(value: float) -> float:
+    return struct.unpack("f", struct.pack("f", value))[0]
+
+
+def vector_literal(values) -> str:
+    """pgvector's text form, each component the shortest text that reads back as the same float32."""
+    texts = []
+    for value in values:
+        f = _float32(float(value))
+        text = next((t for t in (f"{f:.{digits}g}" for digits in range(1, 10)) if _float32(float(t)) == f), str(f))
+        texts.append(text)
+    return "[" + ",".join(texts) + "]"
+
+
+def _embed(text: str, model: str, query: bool, database_url: str | None, offline: bool, host: str | None) -> int:
+    """`agentmem embed`: the vector literal on stdout; what was used, when not Ollama, on stderr.
+
+    It embeds with Ollama (``OLLAMA_HOST``); where no Ollama answers it says so on stderr and prints
+    the offline lexical embedding (shared words, not meaning) in the model's registered dimension."""
+    import psycopg
+
+    from .errors import EmbedderError
+    from .lexical import lexical_embedding
+    dimension = prefix = None
+    if database_url:
+        with psycopg.connect(database_url) as conn:
+            try:
+                row = conn.execute("select dimension, document_prefix, query_prefix "
+                                   "from agentmem.get_model(model => %s)", (model,)).fetchone()
+            except psycopg.Error as exc:
+                from .errors import translate
+                raise translate(exc) from exc
+        dimension, prefix = row[0], (row[2] if query else row[1]) or ""
+    where = host or os.environ.get("OLLAMA_HOST") or "http://127.0.0.1:11434"
+    reason = "--offline was given" if offline else None
+    if not offline:
+        import httpx
+
+        from .embed import OllamaEmbedder
+        embedder = OllamaEmbedder(model=model, host=host, document_prefix=prefix if prefix is not None else "",
+                                  query_prefix=prefix if prefix is not None else "", use_cache=False, timeout=30.0)
+        try:
+            vector = embedder.embed_queries([text])[0] if query else embedder.embed_documents([text])[0]
+        except EmbedderError as exc:
+            if not isinstance(exc.__cause__, (ConnectionError, OSError, httpx.ConnectError, httpx.ConnectTimeout)):
+                raise
+            reason = f"no Ollama answered at {where}"
+        else:
+            if dimension is not None and len(vector) != dimension:
+                print(f"agentmem embed: warning: Ollama's {model} gave {len(vector)} dimensions; "
+                      f"agentmem.models registers {dimension}", file=sys.stderr)
+            print(vector_literal(vector))
+            return 0
+    if dimension is None:
+        print(f"agentmem embed: {reason}, and without a database (--database-url or $AGENTMEM_DATABASE_URL) "
+              f"the dimension of {model} for the offline embedder is unknown", file=sys.stderr)
+        return 2
+    print(f"agentmem embed: {reason}: printed the OFFLINE LEXICAL embedding (shared words, not meaning) in "
+          f"{model}'s {dimension} dimensions, for trying agentmem only (real ones: ollama pull {model})",
+          file=sys.stderr)
+    # Without the model's prefixes, as the demo's offline embedder: they are words to it.
+    print(vector_literal(lexical_embedding(text, dimension)))
     return 0
 
 

