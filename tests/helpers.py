@@ -6,9 +6,10 @@ that runs a method on a sync or an async client); plain functions live here.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 import psycopg
@@ -25,6 +26,16 @@ def sqlstate_of(conn, query, params=None) -> str:
     with pytest.raises(psycopg.Error) as info:
         conn.execute(query, params)
     return info.value.sqlstate
+
+
+def unit(i: int, dim: int = 384, *, sign: float = 1.0, mix: int | None = None) -> np.ndarray:
+    """The basis vector e_i (times sign) in `dim` dimensions (384: all-minilm's); with mix,
+    e_i + 0.5 e_mix, normalised. Cosines between such vectors are known exactly."""
+    v = np.zeros(dim, dtype=np.float32)
+    v[i % dim] = sign
+    if mix is not None:
+        v[mix % dim] = 0.5
+    return v / np.linalg.norm(v)
 
 
 def vec(text: str, dim: int = 768) -> np.ndarray:
@@ -51,6 +62,41 @@ def wait_until(condition: Callable[[], Any], timeout: float = 30.0, *, interval:
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
         time.sleep(interval)
+
+
+def scratch_database(server, prefix: str = "agentmem_scratch_"):
+    """An empty database (not cloned from the migrated template), dropped after: a generator for a fixture,
+    yielding its name."""
+    name = prefix + uuid.uuid4().hex[:10]
+    with psycopg.connect(server.url, autocommit=True) as conn:
+        conn.execute(f'create database "{name}"')
+    yield name
+    with psycopg.connect(server.url, autocommit=True) as conn:
+        conn.execute(f'drop database if exists "{name}" with (force)')
+
+
+WORKER_LOGIN = "agentmem_test_worker"
+
+
+def worker_login_url(server, dbname: str, admin, login: str = WORKER_LOGIN) -> str:
+    """The URL of a login role that is a member of agentmem_worker and of nothing else (created if missing)."""
+    if not admin.execute("select 1 from pg_roles where rolname = %s", (login,)).fetchone():
+        try:
+            admin.execute(f"create role {login} login")
+        except psycopg.errors.DuplicateObject:
+            pass
+    admin.execute(f"grant agentmem_worker to {login}")
+    return server.db_url(dbname, login)
+
+
+def run_threads(target: Callable[..., Any], args: Iterable[tuple]) -> None:
+    """Run target(*a) for every a in args, each in its own thread, all at once; return when every one has ended.
+    The target records its own errors (an exception in a thread does not fail the test by itself)."""
+    threads = [threading.Thread(target=target, args=a) for a in args]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
 
 
 def plans_of(admin, query: str, params=None, *, tenant: str = "acme", settings: dict[str, str] | None = None,

@@ -8,7 +8,7 @@ import numpy as np
 import psycopg
 import pytest
 
-from helpers import sqlstate_of, vec
+from helpers import run_threads, sqlstate_of, vec
 
 MODEL = "all-minilm"
 DIM = 384
@@ -200,11 +200,7 @@ def test_sixteen_concurrent_writers_leave_indexes_exactly_0_to_1599(app, connect
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
-    threads = [threading.Thread(target=writer, args=(w,)) for w in range(16)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(writer, ((w,) for w in range(16)))
     assert not errors, errors[:3]
     indexes = [r[0] for r in admin.execute("select message_index from agentmem.messages "
                                            "where conversation_id = %s order by 1", (cid,)).fetchall()]

@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 from agentmem._extraction import parse_facts
-from helpers import count, sqlstate_of, upsert, vec
+from helpers import count, run_threads, sqlstate_of, upsert, vec
 
 M1, M2, M3 = (uuid.uuid4() for _ in range(3))
 
@@ -63,11 +63,7 @@ def test_concurrent_upserts_of_the_same_fact_leave_one_row(app_url, connect, adm
         except Exception as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
-    threads = [threading.Thread(target=go, args=(c, i)) for i, c in enumerate(conns)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(go, ((c, i) for i, c in enumerate(conns)))
     assert not errors
     assert sorted(results) == ["inserted"] + ["merged"] * 7
     rows = admin.execute("select source_message_ids from agentmem.facts").fetchall()

@@ -8,30 +8,21 @@ forget_user, see it wait, let the writes commit, and then find nothing of the us
 from __future__ import annotations
 
 import threading
-import time
 
 import numpy as np
 import pytest
+
+import helpers
+from helpers import wait_until
 
 DIM = 384
 MODEL = "all-minilm"
 VICTIM = "victim"
 
 
-def wait_until(condition, timeout: float = 30.0, interval: float = 0.05, what: str = "condition"):
-    """Poll `condition` until it is true; fail after `timeout` seconds (no fixed sleeps in tests)."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
-
-
 def unit(i: int) -> np.ndarray:
-    v = np.zeros(DIM, dtype=np.float32)
-    v[i % DIM] = 1.0
-    v[(i + 1) % DIM] = 0.5
-    return v
+    """e_i + 0.5 e_(i+1): a distinct non-zero vector per i."""
+    return helpers.unit(i, DIM, mix=i + 1)
 
 
 def waiting_on_lock(admin, pid: int) -> bool:

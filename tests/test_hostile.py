@@ -9,15 +9,10 @@ from __future__ import annotations
 import numpy as np
 import psycopg
 import pytest
+from helpers import unit
 
 DIM = 384
 MODEL = "all-minilm"
-
-
-def unit(i: int) -> np.ndarray:
-    v = np.zeros(DIM, dtype=np.float32)
-    v[i] = 1.0
-    return v
 
 
 GOOD = (unit(0) + unit(1)).astype(np.float32)

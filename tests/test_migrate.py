@@ -6,7 +6,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import threading
 import uuid
 from pathlib import Path
 
@@ -17,17 +16,14 @@ import agentmem
 from agentmem import migrate as m
 from agentmem.cli import main as cli
 from conftest import ROOT
+from helpers import run_threads, scratch_database
 
 
 @pytest.fixture
 def empty_db(server):
-    """A database with nothing in it (not cloned from the migrated template)."""
-    name = "agentmem_empty_" + uuid.uuid4().hex[:10]
-    with psycopg.connect(server.url, autocommit=True) as conn:
-        conn.execute(f'create database "{name}"')
-    yield server.db_url(name)
-    with psycopg.connect(server.url, autocommit=True) as conn:
-        conn.execute(f'drop database if exists "{name}" with (force)')
+    """The URL of a database with nothing in it (not cloned from the migrated template)."""
+    for name in scratch_database(server, "agentmem_empty_"):
+        yield server.db_url(name)
 
 
 @pytest.fixture
@@ -85,11 +81,7 @@ def test_eight_concurrent_migrators_apply_each_migration_once(empty_db):
         except Exception as exc:  # noqa: BLE001 - collected and asserted below
             errors.append(exc)
 
-    threads = [threading.Thread(target=run) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(run, (() for _ in range(8)))
     assert errors == []
     names = [f.path.name for f in m.Source.load(ROOT).migrations]
     # exactly one migrator applied everything; the seven others found nothing to do

@@ -218,14 +218,6 @@ def test_schedule_refuses_an_empty_schedule(admin):
 
 # -- with pg_cron (the debian15 leg) ------------------------------------------------
 
-@pytest.fixture
-def cron_db(pg_cron, server, admin):
-    """A superuser connection to the database pg_cron lives in; unschedules this test database's job after."""
-    with psycopg.connect(server.db_url(pg_cron), autocommit=True) as conn:
-        yield conn
-        conn.execute("select cron.unschedule(jobid) from cron.job where database = %s", (admin.info.dbname,))
-
-
 def job_of(cron_db, dbname):
     return cron_db.execute("select jobid, jobname, schedule, command, database, active from cron.job "
                            "where database = %s", (dbname,)).fetchall()
