@@ -142,6 +142,63 @@ def plans_of(admin, query: str, params=None, *, tenant: str = "acme", settings: 
     return rows, None if citus else list(plans)
 
 
+def random_unit(n: int, dim: int, seed: int) -> np.ndarray:
+    """n random unit vectors in dim dimensions: the hardest data for an approximate index (no near neighbours)."""
+    v = np.random.default_rng(seed).standard_normal((n, dim)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def explained(admin, tenant: str, query: str, params, setting: int | None = None,
+              more: dict[str, str] | None = None) -> list[str]:
+    """auto_explain of every statement the call runs, as the application role under RLS."""
+    settings = {"agentmem.exact_search_max_rows": str(setting)} if setting is not None else {}
+    return plans_of(admin, query, params, tenant=tenant, settings={**settings, **(more or {})} or None)[1]
+
+
+def path_of(plans: list[str], own_index: str) -> str:
+    """The path a message search took, read from its plans (explained): "exact", "shared index", "own index",
+    "exact index" or "own index, then exact index"; own_index is the tenant's HNSW index's name."""
+    text = "\n".join(plans)
+    exact_index = own_index.removesuffix("_hnsw") + "_exact"
+    if f"Index Scan using {own_index}" in text and f"Index Scan using {exact_index}" in text:
+        return "own index, then exact index"
+    if f"Index Scan using {exact_index}" in text:
+        return "exact index"
+    if f"Index Scan using {own_index}" in text:
+        return "own index"
+    if "Index Scan using message_embeddings_nomic_embed_text_" in text and "_hnsw" in text:
+        return "shared index"
+    assert "Sort Key: ((e.embedding <=> " in text, text
+    return "exact"
+
+
+def start_conversation(conn, user="alice", title=None) -> str:
+    return conn.execute("select agentmem.start_conversation(user_id => %s, title => %s)", (user, title)).fetchone()[0]
+
+
+def store_message(conn, cid, content, role="user", embedding=None, model="all-minilm"):
+    """store_message of content, embedded with vec() in all-minilm's 384 dimensions unless embedding is given;
+    returns (message_id, message_index)."""
+    return conn.execute(
+        "select message_id, message_index from agentmem.store_message(conversation_id => %s, role => %s, "
+        "content => %s, embedding => %s, model => %s)",
+        (cid, role, content, vec(content, 384) if embedding is None else embedding, model)).fetchone()
+
+
+def fill_conversation(conn, cid, n, prefix="turn"):
+    """n messages "{prefix} {i}", user and assistant in turn, in one store_messages call (all-minilm)."""
+    conn.execute("select agentmem.store_messages(conversation_id => %s, roles => %s, contents => %s, "
+                 "embeddings => %s, model => %s)",
+                 (cid, ["user", "assistant"] * (n // 2) + ["user"] * (n % 2),
+                  [f"{prefix} {i}" for i in range(n)], [vec(f"{prefix} {i}", 384) for i in range(n)], "all-minilm"))
+
+
+def message_counts(admin) -> tuple[int, int]:
+    """(messages, message embeddings) in every tenant."""
+    return admin.execute("select (select count(*) from agentmem.messages), "
+                         "(select count(*) from agentmem.message_embeddings)").fetchone()
+
+
 def upsert(conn, user, subject, fact, sources=(), dim_text=None, **kw):
     """upsert_fact through SQL, embedding `dim_text or fact` with vec()."""
     extra = "".join(f", {k} => %s" for k in kw)
