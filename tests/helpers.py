@@ -172,6 +172,11 @@ def path_of(plans: list[str], own_index: str) -> str:
     return "exact"
 
 
+# store_messages with a time for each message (occurred_at), the model's default embedding
+STORE_DATED = ("select * from agentmem.store_messages(conversation_id => %s, roles => %s, contents => %s, "
+               "embeddings => %s, occurred_at => %s::timestamptz[])")
+
+
 def start_conversation(conn, user="alice", title=None) -> str:
     return conn.execute("select agentmem.start_conversation(user_id => %s, title => %s)", (user, title)).fetchone()[0]
 

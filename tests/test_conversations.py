@@ -1,14 +1,19 @@
 """sql/20_conversations.sql: conversations and their messages: storing, gap-free indexes, bad input,
-tenants, summaries and the short-term context."""
+tenants, summaries, the short-term context, and when each message happened (occurred_at)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 
 import numpy as np
 import psycopg
 import pytest
 
+from agentmem.client import Memory
+from agentmem.errors import InvalidArgument
+from helpers import count
+from helpers import STORE_DATED as STORE
 from helpers import fill_conversation as fill
 from helpers import message_counts as counts
 from helpers import run_threads, sqlstate_of, vec
@@ -239,3 +244,86 @@ def test_deleting_a_conversation_cascades_to_messages_and_embeddings(app, admin)
     fill(app, keep, 2)
     admin.execute("delete from agentmem.conversations where conversation_id = %s", (cid,))
     assert counts(admin) == (2, 2)
+
+
+# -- time: occurred_at given, defaulted, refused ----------------------------------------------------
+
+def test_a_message_stored_without_a_time_happens_now_and_never_before_the_last(app):
+    cid = app.execute("select agentmem.start_conversation(user_id => 'carol')").fetchone()[0]
+    app.execute("select * from agentmem.store_message(conversation_id => %s, role => 'user', content => 'hi', "
+                "embedding => %s)", (cid, np.ones(768, dtype=np.float32)))
+    soon = app.execute("select now() + interval '2 hours'").fetchone()[0]
+    app.execute("select * from agentmem.store_message(conversation_id => %s, role => 'user', content => 'later', "
+                "embedding => %s, occurred_at => %s)", (cid, np.ones(768, dtype=np.float32), soon))
+    app.execute("select * from agentmem.store_message(conversation_id => %s, role => 'user', content => 'now', "
+                "embedding => %s)", (cid, np.ones(768, dtype=np.float32)))
+    times = [r[0] for r in app.execute("select occurred_at from agentmem.recent_messages(conversation_id => %s)",
+                                       (cid,))]
+    assert times[1] == soon and times[2] == soon and times[0] < soon  # not earlier than the message before
+
+
+@pytest.mark.parametrize("times", [
+    ["infinity", "infinity"],
+    ["-infinity", "2023-01-01 00:00+00"],
+    ["2023-01-01 00:00+00", "10000-01-01 00:00+00"],   # year 10000: in the future
+    ["2023-01-01 00:00+00", None],                      # a NULL in a dated batch
+    ["2023-01-02 00:00+00", "2023-01-01 00:00+00"],    # a batch going backwards
+    ["2023-01-01 00:00+00"],                            # not one per message
+])
+def test_hostile_times_are_refused_and_nothing_is_written(app, admin, times):
+    cid = app.execute("select agentmem.start_conversation(user_id => 'erin')").fetchone()[0]
+    e = np.ones(768, dtype=np.float32)
+    assert sqlstate_of(app, STORE, (cid, ["user", "user"], ["a", "b"], [e, e], times)) == "AM020"
+    assert count(admin, "messages", "conversation_id = %s", (cid,)) == 0
+    assert admin.execute("select next_index from agentmem.conversations where conversation_id = %s",
+                         (cid,)).fetchone()[0] == 0
+
+
+def test_a_message_earlier_than_the_conversations_last_is_refused(app, admin):
+    cid = app.execute("select agentmem.start_conversation(user_id => 'erin')").fetchone()[0]
+    e = np.ones(768, dtype=np.float32)
+    app.execute(STORE, (cid, ["user"], ["a"], [e], ["2023-01-02 00:00+00"]))
+    assert sqlstate_of(app, STORE, (cid, ["user"], ["b"], [e], ["2023-01-01 23:59+00"])) == "AM020"
+    app.execute(STORE, (cid, ["user"], ["c"], [e], ["2023-01-02 00:00+00"]))  # the same moment is fine
+    assert count(admin, "messages", "conversation_id = %s", (cid,)) == 2
+
+
+def test_a_zone_less_text_is_read_in_the_session_time_zone_and_the_driver_refuses_naive(app, app_url):
+    cid = app.execute("select agentmem.start_conversation(user_id => 'erin')").fetchone()[0]
+    e = np.ones(768, dtype=np.float32)
+    app.execute("set timezone = 'Asia/Tokyo'")
+    app.execute("select * from agentmem.store_message(conversation_id => %s, role => 'user', content => 'a', "
+                "embedding => %s, occurred_at => '2023-05-08 10:00')", (cid, e))
+    app.execute("set timezone = 'UTC'")
+    got = app.execute("select occurred_at from agentmem.recent_messages(conversation_id => %s)", (cid,)).fetchone()
+    assert got[0] == dt.datetime(2023, 5, 8, 1, 0, tzinfo=dt.timezone.utc)
+    with Memory.connect(app_url, tenant="acme", max_size=1) as mem:
+        with pytest.raises(InvalidArgument):
+            mem.store_message(cid, "user", "b", e, occurred_at=dt.datetime(2023, 5, 9))
+        stored = mem.store_message(cid, "user", "b", e, occurred_at=dt.datetime(2023, 5, 9, tzinfo=dt.timezone.utc))
+        assert mem.recent_messages(cid)[-1].occurred_at == dt.datetime(2023, 5, 9, tzinfo=dt.timezone.utc)
+        assert stored.message_index == 1
+
+
+def test_occurred_at_cannot_be_infinite_even_for_the_owner(admin, app):
+    cid = app.execute("select agentmem.start_conversation(user_id => 'gina')").fetchone()[0]
+    with pytest.raises(psycopg.errors.CheckViolation):
+        admin.execute("insert into agentmem.messages (tenant_id, conversation_id, user_id, message_index, role, "
+                      "content, occurred_at) values ('acme', %s, 'gina', 0, 'user', 'x', 'infinity')", (cid,))
+
+
+def test_the_prompt_dates_messages_only_where_a_history_spans_days():
+    from agentmem.rows import Message
+    from agentmem.turn import _as_message, spans_days
+
+    def msg(day: dt.datetime, text: str) -> Message:
+        return Message(message_id=None, conversation_id=None, message_index=0, role="user", content=text,
+                       metadata={}, created_at=day, occurred_at=day)  # type: ignore[arg-type]
+    today = dt.date(2023, 5, 8)
+    same_day = [msg(dt.datetime(2023, 5, 8, 9, tzinfo=dt.timezone.utc), "hi"),
+                msg(dt.datetime(2023, 5, 8, 10, tzinfo=dt.timezone.utc), "hello")]
+    assert not spans_days(same_day, today)
+    assert [_as_message(m, spans_days(same_day, today))["content"] for m in same_day] == ["hi", "hello"]
+    imported = [msg(dt.datetime(2023, 5, 7, 13, tzinfo=dt.timezone.utc), "I went to the group yesterday")]
+    assert spans_days(imported, today)
+    assert _as_message(imported[0], True)["content"] == "[2023-05-07] I went to the group yesterday"

@@ -16,7 +16,7 @@ import agentmem
 from agentmem import migrate as m
 from agentmem.cli import main as cli
 from conftest import ROOT
-from helpers import run_threads, scratch_database
+from helpers import count, run_threads, scratch_database
 
 
 @pytest.fixture
@@ -375,3 +375,10 @@ def test_upgrade_from_a_release_equals_a_fresh_install(server, empty_db, tmp_pat
     finally:
         with psycopg.connect(server.url, autocommit=True) as conn:
             conn.execute('drop database if exists "%s" with (force)' % old_url.rsplit("/", 1)[1])
+
+
+def test_the_migration_brings_existing_rows_forward(admin):
+    # every message and embedding has its time; a stored embedding's is its message's
+    assert count(admin, "messages", "occurred_at is null") == 0
+    assert admin.execute("select count(*) from agentmem.message_embeddings as e join agentmem.messages as m "
+                         "using (tenant_id, message_id) where e.occurred_at <> m.occurred_at").fetchone()[0] == 0

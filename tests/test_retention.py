@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import uuid
 
+import numpy as np
 import psycopg
 import pytest
 
 import agentmem
 from agentmem.admin import Admin
 from helpers import count, sqlstate_of, vec, wait_until
+from helpers import STORE_DATED as STORE
 
 APPLY = "select * from agentmem.apply_retention(batch_size => %s)"
 
@@ -347,3 +349,11 @@ def test_cached_answers_and_hit_log_retention_and_the_cache_sweep(app, admin):
     assert count(admin, "cache_hits") == 2
     again = removed(run(admin))
     assert again["cached_answers"] == again["cache_sweep"] == again["hit_log"] == 0
+
+
+def test_retention_measures_age_by_when_agentmem_stored_a_message(admin, app):
+    cid = app.execute("select agentmem.start_conversation(user_id => 'fred')").fetchone()[0]
+    app.execute(STORE, (cid, ["user"], ["an old memory"], [np.ones(768, dtype=np.float32)], ["2019-01-01 00:00+00"]))
+    admin.execute("select agentmem.set_default_retention_policy(kind => 'messages', max_age => '30 days')")
+    admin.execute("select * from agentmem.apply_retention(batch_size => 1000)")
+    assert count(admin, "messages", "conversation_id = %s", (cid,)) == 1
