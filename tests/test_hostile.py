@@ -1,4 +1,4 @@
-"""Issue 12, items 5-11: hostile inputs are refused with their SQLSTATE, and nothing is written.
+"""Hostile inputs to every function are refused with their SQLSTATE, and nothing is written.
 
 Every case runs as the application role. "Nothing written" is checked on the row
 counts of every agentmem table, read by the superuser (who sees every tenant).

@@ -1,4 +1,5 @@
-"""Retention: policies per tenant or default, bounded batches, run records, the health view, pg_cron."""
+"""sql/60_retention.sql and sql/61_retention_cron.sql: retention policies per tenant or default, bounded
+batches, run records, the health view, pg_cron."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Who may act as which tenant (issue 26): tenants bound to login roles or to a JWT claim, a search path
-no caller can write, and the defects the security probes found, each at the size they were found at."""
+"""sql/00_tenant.sql, who may act as which tenant: tenants bound to login roles or to a JWT claim, a search
+path no caller can write, and the defects the security probes found, each at the size they were found at."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Answer cache (issue 4): exact and guarded semantic lookup, scope, freshness, bad input.
+"""sql/30_answer_cache_guard.sql, 31_answer_cache.sql, 32_answer_cache_review.sql: the answer cache:
+exact and guarded semantic lookup, scope, freshness, review of hits, bad input.
 
 Vectors are crafted with numpy at a chosen angle (cosine known exactly) in the
 384 dimensions of the registered model all-minilm, so thresholds are tested

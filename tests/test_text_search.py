@@ -1,4 +1,5 @@
-"""Hybrid retrieval (issue 8): full-text and vector branches fused by reciprocal rank, text-only search.
+"""sql/16_text_search.sql: hybrid retrieval: full-text and vector branches of search_messages fused by
+reciprocal rank (fuse_ranks), text-only search, the text search configuration.
 
 Vectors are chosen by hand so that what the vector branch finds is known: the query is e0, the
 "meaning" message is near e0, the message holding the rare code is at -e0 (the vector branch's last).
