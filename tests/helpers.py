@@ -1,4 +1,5 @@
-"""The test toolkit: SQLSTATE of a refused call, embeddings of texts, counts, waits, captured plans.
+"""The test toolkit: SQLSTATE of a refused call, vectors and embeddings of texts, counts, waits, threads,
+captured plans, conversations and facts through SQL, scratch databases and logins (tests/README.md lists them).
 
 Fixtures live in conftest.py (servers, databases, connections, the ``driver``
 that runs a method on a sync or an async client); plain functions live here.
@@ -21,10 +22,15 @@ from agentmem.lexical import lexical_embedding
 from conftest import APP_ROLE  # noqa: E402
 
 
-def sqlstate_of(conn, query, params=None) -> str:
-    """The SQLSTATE the statement fails with (the test fails if it succeeds)."""
+def sqlstate_of(conn, query, params=None, *, savepoint: bool = False) -> str:
+    """The SQLSTATE the statement fails with (the test fails if it succeeds). With savepoint, the statement
+    runs in a savepoint, so that a transaction block the caller holds goes on after it."""
     with pytest.raises(psycopg.Error) as info:
-        conn.execute(query, params)
+        if savepoint:
+            with conn.transaction():
+                conn.execute(query, params)
+        else:
+            conn.execute(query, params)
     return info.value.sqlstate
 
 

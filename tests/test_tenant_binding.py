@@ -40,10 +40,7 @@ def roles(server, admin):
 
 def refused(conn, query, params=None) -> str:
     """The SQLSTATE the statement fails with, run in a savepoint (so a transaction block goes on)."""
-    with pytest.raises(psycopg.Error) as info:
-        with conn.transaction():
-            conn.execute(query, params)
-    return info.value.sqlstate
+    return sqlstate_of(conn, query, params, savepoint=True)
 
 
 def login(server, dbname, role) -> psycopg.Connection:
