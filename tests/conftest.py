@@ -341,6 +341,14 @@ def pg_cron(server, admin):
     return row[0]
 
 
+@pytest.fixture
+def cron_db(pg_cron, server, admin):
+    """A superuser connection to the database pg_cron lives in; unschedules this test database's jobs after."""
+    with psycopg.connect(server.db_url(pg_cron), autocommit=True) as conn:
+        yield conn
+        conn.execute("select cron.unschedule(jobid) from cron.job where database = %s", (admin.info.dbname,))
+
+
 def pytest_sessionfinish(session, exitstatus):
     # CI's pg_cron leg must really exercise pg_cron: a suite that no longer
     # reaches the pg_cron fixture fails instead of passing quietly.

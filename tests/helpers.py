@@ -1,4 +1,5 @@
-"""The test toolkit: SQLSTATE of a refused call, embeddings of texts, counts, waits, captured plans.
+"""The test toolkit: SQLSTATE of a refused call, vectors and embeddings of texts, counts, waits, threads,
+captured plans, conversations and facts through SQL, scratch databases and logins (tests/README.md lists them).
 
 Fixtures live in conftest.py (servers, databases, connections, the ``driver``
 that runs a method on a sync or an async client); plain functions live here.
@@ -6,9 +7,10 @@ that runs a method on a sync or an async client); plain functions live here.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 import numpy as np
 import psycopg
@@ -20,11 +22,26 @@ from agentmem.lexical import lexical_embedding
 from conftest import APP_ROLE  # noqa: E402
 
 
-def sqlstate_of(conn, query, params=None) -> str:
-    """The SQLSTATE the statement fails with (the test fails if it succeeds)."""
+def sqlstate_of(conn, query, params=None, *, savepoint: bool = False) -> str:
+    """The SQLSTATE the statement fails with (the test fails if it succeeds). With savepoint, the statement
+    runs in a savepoint, so that a transaction block the caller holds goes on after it."""
     with pytest.raises(psycopg.Error) as info:
-        conn.execute(query, params)
+        if savepoint:
+            with conn.transaction():
+                conn.execute(query, params)
+        else:
+            conn.execute(query, params)
     return info.value.sqlstate
+
+
+def unit(i: int, dim: int = 384, *, sign: float = 1.0, mix: int | None = None) -> np.ndarray:
+    """The basis vector e_i (times sign) in `dim` dimensions (384: all-minilm's); with mix,
+    e_i + 0.5 e_mix, normalised. Cosines between such vectors are known exactly."""
+    v = np.zeros(dim, dtype=np.float32)
+    v[i % dim] = sign
+    if mix is not None:
+        v[mix % dim] = 0.5
+    return v / np.linalg.norm(v)
 
 
 def vec(text: str, dim: int = 768) -> np.ndarray:
@@ -51,6 +68,41 @@ def wait_until(condition: Callable[[], Any], timeout: float = 30.0, *, interval:
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {timeout:g} s waiting for {what}")
         time.sleep(interval)
+
+
+def scratch_database(server, prefix: str = "agentmem_scratch_"):
+    """An empty database (not cloned from the migrated template), dropped after: a generator for a fixture,
+    yielding its name."""
+    name = prefix + uuid.uuid4().hex[:10]
+    with psycopg.connect(server.url, autocommit=True) as conn:
+        conn.execute(f'create database "{name}"')
+    yield name
+    with psycopg.connect(server.url, autocommit=True) as conn:
+        conn.execute(f'drop database if exists "{name}" with (force)')
+
+
+WORKER_LOGIN = "agentmem_test_worker"
+
+
+def worker_login_url(server, dbname: str, admin, login: str = WORKER_LOGIN) -> str:
+    """The URL of a login role that is a member of agentmem_worker and of nothing else (created if missing)."""
+    if not admin.execute("select 1 from pg_roles where rolname = %s", (login,)).fetchone():
+        try:
+            admin.execute(f"create role {login} login")
+        except psycopg.errors.DuplicateObject:
+            pass
+    admin.execute(f"grant agentmem_worker to {login}")
+    return server.db_url(dbname, login)
+
+
+def run_threads(target: Callable[..., Any], args: Iterable[tuple]) -> None:
+    """Run target(*a) for every a in args, each in its own thread, all at once; return when every one has ended.
+    The target records its own errors (an exception in a thread does not fail the test by itself)."""
+    threads = [threading.Thread(target=target, args=a) for a in args]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
 
 
 def plans_of(admin, query: str, params=None, *, tenant: str = "acme", settings: dict[str, str] | None = None,
@@ -94,6 +146,68 @@ def plans_of(admin, query: str, params=None, *, tenant: str = "acme", settings: 
         for name in settings or {}:
             admin.execute(f"reset {name}")
     return rows, None if citus else list(plans)
+
+
+def random_unit(n: int, dim: int, seed: int) -> np.ndarray:
+    """n random unit vectors in dim dimensions: the hardest data for an approximate index (no near neighbours)."""
+    v = np.random.default_rng(seed).standard_normal((n, dim)).astype(np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def explained(admin, tenant: str, query: str, params, setting: int | None = None,
+              more: dict[str, str] | None = None) -> list[str]:
+    """auto_explain of every statement the call runs, as the application role under RLS."""
+    settings = {"agentmem.exact_search_max_rows": str(setting)} if setting is not None else {}
+    return plans_of(admin, query, params, tenant=tenant, settings={**settings, **(more or {})} or None)[1]
+
+
+def path_of(plans: list[str], own_index: str) -> str:
+    """The path a message search took, read from its plans (explained): "exact", "shared index", "own index",
+    "exact index" or "own index, then exact index"; own_index is the tenant's HNSW index's name."""
+    text = "\n".join(plans)
+    exact_index = own_index.removesuffix("_hnsw") + "_exact"
+    if f"Index Scan using {own_index}" in text and f"Index Scan using {exact_index}" in text:
+        return "own index, then exact index"
+    if f"Index Scan using {exact_index}" in text:
+        return "exact index"
+    if f"Index Scan using {own_index}" in text:
+        return "own index"
+    if "Index Scan using message_embeddings_nomic_embed_text_" in text and "_hnsw" in text:
+        return "shared index"
+    assert "Sort Key: ((e.embedding <=> " in text, text
+    return "exact"
+
+
+# store_messages with a time for each message (occurred_at), the model's default embedding
+STORE_DATED = ("select * from agentmem.store_messages(conversation_id => %s, roles => %s, contents => %s, "
+               "embeddings => %s, occurred_at => %s::timestamptz[])")
+
+
+def start_conversation(conn, user="alice", title=None) -> str:
+    return conn.execute("select agentmem.start_conversation(user_id => %s, title => %s)", (user, title)).fetchone()[0]
+
+
+def store_message(conn, cid, content, role="user", embedding=None, model="all-minilm"):
+    """store_message of content, embedded with vec() in all-minilm's 384 dimensions unless embedding is given;
+    returns (message_id, message_index)."""
+    return conn.execute(
+        "select message_id, message_index from agentmem.store_message(conversation_id => %s, role => %s, "
+        "content => %s, embedding => %s, model => %s)",
+        (cid, role, content, vec(content, 384) if embedding is None else embedding, model)).fetchone()
+
+
+def fill_conversation(conn, cid, n, prefix="turn"):
+    """n messages "{prefix} {i}", user and assistant in turn, in one store_messages call (all-minilm)."""
+    conn.execute("select agentmem.store_messages(conversation_id => %s, roles => %s, contents => %s, "
+                 "embeddings => %s, model => %s)",
+                 (cid, ["user", "assistant"] * (n // 2) + ["user"] * (n % 2),
+                  [f"{prefix} {i}" for i in range(n)], [vec(f"{prefix} {i}", 384) for i in range(n)], "all-minilm"))
+
+
+def message_counts(admin) -> tuple[int, int]:
+    """(messages, message embeddings) in every tenant."""
+    return admin.execute("select (select count(*) from agentmem.messages), "
+                         "(select count(*) from agentmem.message_embeddings)").fetchone()
 
 
 def upsert(conn, user, subject, fact, sources=(), dim_text=None, **kw):

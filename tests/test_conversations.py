@@ -1,40 +1,27 @@
-"""Conversation memory in SQL: storing, gap-free indexes, bad input, windows, summaries, search."""
+"""sql/20_conversations.sql: conversations and their messages: storing, gap-free indexes, bad input,
+tenants, summaries, the short-term context, and when each message happened (occurred_at)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 
 import numpy as np
 import psycopg
 import pytest
 
-from helpers import sqlstate_of, vec
+from agentmem.client import Memory
+from agentmem.errors import InvalidArgument
+from helpers import count
+from helpers import STORE_DATED as STORE
+from helpers import fill_conversation as fill
+from helpers import message_counts as counts
+from helpers import run_threads, sqlstate_of, vec
+from helpers import start_conversation as start
+from helpers import store_message as store
 
 MODEL = "all-minilm"
 DIM = 384
-
-
-def start(conn, user="alice", title=None) -> str:
-    return conn.execute("select agentmem.start_conversation(user_id => %s, title => %s)", (user, title)).fetchone()[0]
-
-
-def store(conn, cid, content, role="user", embedding=None, model=MODEL):
-    return conn.execute(
-        "select message_id, message_index from agentmem.store_message(conversation_id => %s, role => %s, "
-        "content => %s, embedding => %s, model => %s)",
-        (cid, role, content, vec(content, DIM) if embedding is None else embedding, model)).fetchone()
-
-
-def fill(conn, cid, n, prefix="turn"):
-    conn.execute("select agentmem.store_messages(conversation_id => %s, roles => %s, contents => %s, "
-                 "embeddings => %s, model => %s)",
-                 (cid, ["user", "assistant"] * (n // 2) + ["user"] * (n % 2),
-                  [f"{prefix} {i}" for i in range(n)], [vec(f"{prefix} {i}", DIM) for i in range(n)], MODEL))
-
-
-def counts(admin) -> tuple[int, int]:
-    return admin.execute("select (select count(*) from agentmem.messages), "
-                         "(select count(*) from agentmem.message_embeddings)").fetchone()
 
 
 def test_store_and_read_back_in_order(app, admin):
@@ -200,11 +187,7 @@ def test_sixteen_concurrent_writers_leave_indexes_exactly_0_to_1599(app, connect
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
-    threads = [threading.Thread(target=writer, args=(w,)) for w in range(16)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(writer, ((w,) for w in range(16)))
     assert not errors, errors[:3]
     indexes = [r[0] for r in admin.execute("select message_index from agentmem.messages "
                                            "where conversation_id = %s order by 1", (cid,)).fetchall()]
@@ -228,50 +211,6 @@ def test_a_rolled_back_insert_leaves_no_gap(app, connect, app_url, admin):
     other.rollback()
     assert store(app, cid, "one")[1] == 1
     assert [r[0] for r in admin.execute("select message_index from agentmem.messages order by 1").fetchall()] == [0, 1]
-
-
-def test_context_windows_at_the_start_and_the_end(app, admin):
-    cid = start(app)
-    fill(app, cid, 10)
-    ids = {r[1]: r[0] for r in admin.execute("select message_id, message_index from agentmem.messages").fetchall()}
-
-    def window(i, before=3, after=3):
-        return [r[0] for r in app.execute("select message_index from agentmem.context_window(message_id => %s, "
-                                          "before => %s, after => %s)", (ids[i], before, after)).fetchall()]
-    assert window(0) == [0, 1, 2, 3]
-    assert window(9) == [6, 7, 8, 9]
-    assert window(5) == [2, 3, 4, 5, 6, 7, 8]
-    assert window(5, 0, 0) == [5]
-    assert window(1, 100, 1) == [0, 1, 2]
-    assert sqlstate_of(app, "select * from agentmem.context_window(message_id => gen_random_uuid())") == "AM030"
-
-
-def test_search_with_context_merges_overlapping_windows(app):
-    cid = start(app)
-    contents = [f"filler number {i}" for i in range(30)]
-    contents[5] = "the zebra escaped from the zoo"
-    contents[8] = "the zebra was found in the park"
-    contents[25] = "a zebra documentary tonight"
-    app.execute("select agentmem.store_messages(conversation_id => %s, roles => %s, contents => %s, "
-                "embeddings => %s, model => %s)",
-                (cid, ["user"] * 30, contents, [vec(c, DIM) for c in contents], MODEL))
-    rows = app.execute("select window_rank, message_index, is_hit, similarity is not null, window_similarity "
-                       "from agentmem.search_with_context(user_id => 'alice', query_embedding => %s, k => 3, "
-                       "radius => 2, model => 'all-minilm')", (vec("zebra", DIM),)).fetchall()
-    windows: dict[int, list[int]] = {}
-    for rank, index, *_ in rows:
-        windows.setdefault(rank, []).append(index)
-    assert sorted(windows.values()) == [list(range(3, 11)), list(range(23, 28))]
-    hits = sorted(r[1] for r in rows if r[2])
-    assert hits == [5, 8, 25] and all(r[2] == r[3] for r in rows)
-    # rows come by window rank, and each window's similarity is its best hit's
-    assert [r[0] for r in rows] == sorted(r[0] for r in rows)
-    assert len({r[1] for r in rows}) == len(rows)  # no message twice
-    # radius 0: just the hits, each its own window
-    rows = app.execute("select window_rank, message_index from agentmem.search_with_context(user_id => 'alice', "
-                       "query_embedding => %s, k => 3, radius => 0, model => 'all-minilm')",
-                       (vec("zebra", DIM),)).fetchall()
-    assert sorted(r[1] for r in rows) == [5, 8, 25] and len({r[0] for r in rows}) == 3
 
 
 def test_summary_plus_window(app, admin):
@@ -298,39 +237,6 @@ def test_summary_plus_window(app, admin):
         "they talked about turns", 5)
 
 
-def test_a_second_users_messages_are_not_in_the_first_users_results(app):
-    mine, theirs = start(app, user="alice"), start(app, user="bob")
-    store(app, mine, "my cat is called Tom")
-    store(app, theirs, "my cat is called Tom")
-    store(app, theirs, "cats are great")
-    rows = app.execute("select conversation_id, content from agentmem.search_messages(user_id => 'alice', "
-                       "query_embedding => %s, k => 10, model => 'all-minilm')", (vec("cat Tom", DIM),)).fetchall()
-    assert rows == [(mine, "my cat is called Tom")]
-    # bob's conversation is not alice's to search in
-    assert sqlstate_of(app, "select * from agentmem.search_messages(user_id => 'alice', query_embedding => %s, "
-                            "conversation_id => %s, model => 'all-minilm')", (vec("cat", DIM), theirs)) == "AM030"
-
-
-def test_search_orders_by_similarity_and_honours_min_similarity_and_conversation(app):
-    c1, c2 = start(app), start(app)
-    store(app, c1, "the weather in Lisbon is sunny")
-    store(app, c1, "I like pasta")
-    store(app, c2, "Lisbon weather forecast")
-    rows = app.execute("select content, similarity from agentmem.search_messages(user_id => 'alice', "
-                       "query_embedding => %s, k => 3, model => 'all-minilm')",
-                       (vec("weather in Lisbon", DIM),)).fetchall()
-    assert len(rows) == 3 and rows[0][0] == "the weather in Lisbon is sunny"
-    assert [r[1] for r in rows] == sorted((r[1] for r in rows), reverse=True)
-    assert rows[0][1] > 0.5
-    strong = app.execute("select content from agentmem.search_messages(user_id => 'alice', query_embedding => %s, "
-                         "k => 3, min_similarity => %s::real, model => 'all-minilm')",
-                         (vec("weather in Lisbon", DIM), (rows[1][1] + rows[2][1]) / 2)).fetchall()
-    assert len(strong) == 2
-    only_c2 = app.execute("select content from agentmem.search_messages(user_id => 'alice', query_embedding => %s, "
-                          "conversation_id => %s, model => 'all-minilm')", (vec("weather", DIM), c2)).fetchall()
-    assert only_c2 == [("Lisbon weather forecast",)]
-
-
 def test_deleting_a_conversation_cascades_to_messages_and_embeddings(app, admin):
     cid = start(app)
     fill(app, cid, 4)
@@ -340,42 +246,84 @@ def test_deleting_a_conversation_cascades_to_messages_and_embeddings(app, admin)
     assert counts(admin) == (2, 2)
 
 
-def test_two_models_coexist_for_one_message(app, admin):
-    cid = start(app)
-    mid, _ = store(app, cid, "hello world")
-    admin.execute("insert into agentmem.message_embeddings (tenant_id, message_id, model, user_id, conversation_id, "
-                  "embedding) values ('acme', %s, 'nomic-embed-text', 'alice', %s, %s)",
-                  (mid, cid, vec("hello world", 768)))
-    for model, dim in [("all-minilm", 384), ("nomic-embed-text", 768)]:
-        q = vec("hello", dim)
-        rows = app.execute("select message_id from agentmem.search_messages(user_id => 'alice', "
-                           "query_embedding => %s, model => %s)", (q, model)).fetchall()
-        assert rows == [(mid,)]
-    # a query of the other model's dimension is a clear error
-    assert sqlstate_of(app, "select * from agentmem.search_messages(user_id => 'alice', query_embedding => %s, "
-                            "model => 'nomic-embed-text')", (vec("hello", DIM),)) == "AM010"
+# -- time: occurred_at given, defaulted, refused ----------------------------------------------------
+
+def test_a_message_stored_without_a_time_happens_now_and_never_before_the_last(app):
+    cid = app.execute("select agentmem.start_conversation(user_id => 'carol')").fetchone()[0]
+    app.execute("select * from agentmem.store_message(conversation_id => %s, role => 'user', content => 'hi', "
+                "embedding => %s)", (cid, np.ones(768, dtype=np.float32)))
+    soon = app.execute("select now() + interval '2 hours'").fetchone()[0]
+    app.execute("select * from agentmem.store_message(conversation_id => %s, role => 'user', content => 'later', "
+                "embedding => %s, occurred_at => %s)", (cid, np.ones(768, dtype=np.float32), soon))
+    app.execute("select * from agentmem.store_message(conversation_id => %s, role => 'user', content => 'now', "
+                "embedding => %s)", (cid, np.ones(768, dtype=np.float32)))
+    times = [r[0] for r in app.execute("select occurred_at from agentmem.recent_messages(conversation_id => %s)",
+                                       (cid,))]
+    assert times[1] == soon and times[2] == soon and times[0] < soon  # not earlier than the message before
 
 
-def test_a_conversation_of_another_user_is_reported_as_not_this_users(app, admin):
-    alices = start(app, "alice")
-    store(app, alices, "alice's invoice question")
-    before = counts(admin)
-    for call in ("select * from agentmem.search_messages(user_id => 'bob', query_text => 'invoice', "
-                 "conversation_id => %s)",
-                 "select * from agentmem.search_with_context(user_id => 'bob', query_text => 'invoice', "
-                 "conversation_id => %s)"):
-        with pytest.raises(psycopg.Error) as info:
-            app.execute(call, (alices,))
-        assert info.value.sqlstate == "AM030"
-        assert info.value.diag.message_primary == f"conversation {alices} is not a conversation of user 'bob'"
-        assert info.value.diag.message_detail == "It belongs to another user of the current tenant."
-    # one that is in no tenant's reach is still "not found"
-    with pytest.raises(psycopg.Error) as info:
-        app.execute("select * from agentmem.search_messages(user_id => 'bob', query_text => 'invoice', "
-                    "conversation_id => gen_random_uuid())")
-    assert info.value.sqlstate == "AM030" and "not found" in info.value.diag.message_primary
-    assert counts(admin) == before
-    # and alice's own search of it works
-    assert [r[0] for r in app.execute(
-        "select content from agentmem.search_messages(user_id => 'alice', query_text => 'invoice', "
-        "conversation_id => %s)", (alices,))] == ["alice's invoice question"]
+@pytest.mark.parametrize("times", [
+    ["infinity", "infinity"],
+    ["-infinity", "2023-01-01 00:00+00"],
+    ["2023-01-01 00:00+00", "10000-01-01 00:00+00"],   # year 10000: in the future
+    ["2023-01-01 00:00+00", None],                      # a NULL in a dated batch
+    ["2023-01-02 00:00+00", "2023-01-01 00:00+00"],    # a batch going backwards
+    ["2023-01-01 00:00+00"],                            # not one per message
+])
+def test_hostile_times_are_refused_and_nothing_is_written(app, admin, times):
+    cid = app.execute("select agentmem.start_conversation(user_id => 'erin')").fetchone()[0]
+    e = np.ones(768, dtype=np.float32)
+    assert sqlstate_of(app, STORE, (cid, ["user", "user"], ["a", "b"], [e, e], times)) == "AM020"
+    assert count(admin, "messages", "conversation_id = %s", (cid,)) == 0
+    assert admin.execute("select next_index from agentmem.conversations where conversation_id = %s",
+                         (cid,)).fetchone()[0] == 0
+
+
+def test_a_message_earlier_than_the_conversations_last_is_refused(app, admin):
+    cid = app.execute("select agentmem.start_conversation(user_id => 'erin')").fetchone()[0]
+    e = np.ones(768, dtype=np.float32)
+    app.execute(STORE, (cid, ["user"], ["a"], [e], ["2023-01-02 00:00+00"]))
+    assert sqlstate_of(app, STORE, (cid, ["user"], ["b"], [e], ["2023-01-01 23:59+00"])) == "AM020"
+    app.execute(STORE, (cid, ["user"], ["c"], [e], ["2023-01-02 00:00+00"]))  # the same moment is fine
+    assert count(admin, "messages", "conversation_id = %s", (cid,)) == 2
+
+
+def test_a_zone_less_text_is_read_in_the_session_time_zone_and_the_driver_refuses_naive(app, app_url):
+    cid = app.execute("select agentmem.start_conversation(user_id => 'erin')").fetchone()[0]
+    e = np.ones(768, dtype=np.float32)
+    app.execute("set timezone = 'Asia/Tokyo'")
+    app.execute("select * from agentmem.store_message(conversation_id => %s, role => 'user', content => 'a', "
+                "embedding => %s, occurred_at => '2023-05-08 10:00')", (cid, e))
+    app.execute("set timezone = 'UTC'")
+    got = app.execute("select occurred_at from agentmem.recent_messages(conversation_id => %s)", (cid,)).fetchone()
+    assert got[0] == dt.datetime(2023, 5, 8, 1, 0, tzinfo=dt.timezone.utc)
+    with Memory.connect(app_url, tenant="acme", max_size=1) as mem:
+        with pytest.raises(InvalidArgument):
+            mem.store_message(cid, "user", "b", e, occurred_at=dt.datetime(2023, 5, 9))
+        stored = mem.store_message(cid, "user", "b", e, occurred_at=dt.datetime(2023, 5, 9, tzinfo=dt.timezone.utc))
+        assert mem.recent_messages(cid)[-1].occurred_at == dt.datetime(2023, 5, 9, tzinfo=dt.timezone.utc)
+        assert stored.message_index == 1
+
+
+def test_occurred_at_cannot_be_infinite_even_for_the_owner(admin, app):
+    cid = app.execute("select agentmem.start_conversation(user_id => 'gina')").fetchone()[0]
+    with pytest.raises(psycopg.errors.CheckViolation):
+        admin.execute("insert into agentmem.messages (tenant_id, conversation_id, user_id, message_index, role, "
+                      "content, occurred_at) values ('acme', %s, 'gina', 0, 'user', 'x', 'infinity')", (cid,))
+
+
+def test_the_prompt_dates_messages_only_where_a_history_spans_days():
+    from agentmem.rows import Message
+    from agentmem.turn import _as_message, spans_days
+
+    def msg(day: dt.datetime, text: str) -> Message:
+        return Message(message_id=None, conversation_id=None, message_index=0, role="user", content=text,
+                       metadata={}, created_at=day, occurred_at=day)  # type: ignore[arg-type]
+    today = dt.date(2023, 5, 8)
+    same_day = [msg(dt.datetime(2023, 5, 8, 9, tzinfo=dt.timezone.utc), "hi"),
+                msg(dt.datetime(2023, 5, 8, 10, tzinfo=dt.timezone.utc), "hello")]
+    assert not spans_days(same_day, today)
+    assert [_as_message(m, spans_days(same_day, today))["content"] for m in same_day] == ["hi", "hello"]
+    imported = [msg(dt.datetime(2023, 5, 7, 13, tzinfo=dt.timezone.utc), "I went to the group yesterday")]
+    assert spans_days(imported, today)
+    assert _as_message(imported[0], True)["content"] == "[2023-05-07] I went to the group yesterday"

@@ -16,7 +16,7 @@ import psycopg
 import pytest
 
 from agentmem.worker import Worker
-from helpers import count, sqlstate_of, vec, wait_until
+from helpers import count, sqlstate_of, vec, wait_until, worker_login_url
 
 WORKER_ROLE = "agentmem_test_worker"
 DOC = "search_document: "
@@ -25,13 +25,7 @@ DOC = "search_document: "
 @pytest.fixture
 def worker_url(server, dbname, admin):
     """A login role that is a member of agentmem_worker and of nothing else."""
-    if not admin.execute("select 1 from pg_roles where rolname = %s", (WORKER_ROLE,)).fetchone():
-        try:
-            admin.execute(f"create role {WORKER_ROLE} login")
-        except psycopg.errors.DuplicateObject:
-            pass
-    admin.execute(f"grant agentmem_worker to {WORKER_ROLE}")
-    return server.db_url(dbname, WORKER_ROLE)
+    return worker_login_url(server, dbname, admin, WORKER_ROLE)
 
 
 @pytest.fixture

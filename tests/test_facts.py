@@ -1,14 +1,19 @@
-"""Semantic facts: upsert with near-duplicate merge and contradiction replace, recall, extraction."""
+"""sql/40_facts.sql: semantic facts: upsert with near-duplicate merge and contradiction replace, recall,
+extraction, and facts true for a while (valid_from/valid_to, as_of, fact_history)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
 import uuid
 
+import numpy as np
+import psycopg
 import pytest
 
 from agentmem._extraction import parse_facts
-from helpers import count, sqlstate_of, upsert, vec
+from helpers import count, run_threads, sqlstate_of, upsert, vec
+from helpers import STORE_DATED as STORE
 
 M1, M2, M3 = (uuid.uuid4() for _ in range(3))
 
@@ -63,11 +68,7 @@ def test_concurrent_upserts_of_the_same_fact_leave_one_row(app_url, connect, adm
         except Exception as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
 
-    threads = [threading.Thread(target=go, args=(c, i)) for i, c in enumerate(conns)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(go, ((c, i) for i, c in enumerate(conns)))
     assert not errors
     assert sorted(results) == ["inserted"] + ["merged"] * 7
     rows = admin.execute("select source_message_ids from agentmem.facts").fetchall()
@@ -172,3 +173,121 @@ def test_facts_need_a_tenant(connect, app_url):
 
 def test_parse_facts_accepts_a_bare_list():
     assert parse_facts('[{"subject": " diet ", "fact": " vegan "}]') == [{"subject": "diet", "fact": "vegan"}]
+
+
+# -- facts true for a while --------------------------------------------------------------------------
+
+def utc(*a) -> dt.datetime:
+    return dt.datetime(*a, tzinfo=dt.timezone.utc)
+
+
+@pytest.fixture
+def alice_moved(app):
+    """Alice lives in Paris from 2019, in Berlin from 2023 (one subject slot, two periods)."""
+    from helpers import upsert
+    first = upsert(app, "alice", "home_city", "Alice lives in Paris", valid_from=utc(2019, 1, 1))
+    second = upsert(app, "alice", "home_city", "Alice moved to Berlin", valid_from=utc(2023, 3, 1))
+    assert second[0] == first[0] and second[1] == "replaced"
+    upsert(app, "alice", "pet", "Alice has a cat named Tom", valid_from=utc(2015, 1, 1))
+    return first[0]
+
+
+RECALL = ("select fact, valid_from, valid_to from agentmem.recall_facts(user_id => 'alice', query_embedding => %s, "
+          "query_text => %s, k => 5, as_of => %s, since => %s, until => %s)")
+
+
+def recall(app, as_of=None, since=None, until=None, text="where does Alice live"):
+    from helpers import vec
+    return app.execute(RECALL, (vec("Alice lives in Paris"), text, as_of, since, until)).fetchall()
+
+
+def test_as_of_answers_what_was_true_then_and_now_the_current(app, alice_moved):
+    then = recall(app, as_of=utc(2021, 6, 1))
+    assert ("Alice lives in Paris", utc(2019, 1, 1), utc(2023, 3, 1)) in then
+    assert all("Berlin" not in r[0] for r in then)
+    now = recall(app)
+    assert ("Alice moved to Berlin", utc(2023, 3, 1), None) in now and all("Paris" not in r[0] for r in now)
+    assert recall(app, as_of=utc(2023, 3, 1))[0][0] == "Alice moved to Berlin"   # valid_from inclusive
+    assert "Paris" in recall(app, as_of=utc(2023, 2, 28, 23, 59))[0][0]           # valid_to exclusive
+    before = recall(app, as_of=utc(2010, 1, 1))
+    assert before == []  # nothing was true yet (the cat came in 2015)
+    # a window: the latest version true in it, on both branches and by words alone
+    assert [r[0] for r in recall(app, since=utc(2020, 1, 1), until=utc(2021, 1, 1)) if "Alice l" in r[0]
+            or "Berlin" in r[0]] == ["Alice lives in Paris"]
+    assert "Alice moved to Berlin" in [r[0] for r in recall(app, since=utc(2022, 1, 1), until=utc(2024, 1, 1))]
+    words = app.execute("select fact from agentmem.recall_facts(user_id => 'alice', query_text => 'Alice', "
+                        "as_of => %s)", (utc(2021, 1, 1),)).fetchall()
+    assert sorted(r[0] for r in words) == ["Alice has a cat named Tom", "Alice lives in Paris"]
+
+
+def test_fact_history_shows_both_times_of_each_period(app, alice_moved):
+    rows = app.execute("select fact, valid_from, valid_to, recorded_at, replaced_at from agentmem.fact_history("
+                       "fact_id => %s)", (alice_moved,)).fetchall()
+    assert len(rows) == 1
+    fact, vf, vt, recorded, replaced = rows[0]
+    assert (fact, vf, vt) == ("Alice lives in Paris", utc(2019, 1, 1), utc(2023, 3, 1))
+    assert recorded <= replaced and recorded > utc(2024, 1, 1)
+
+
+def test_an_overlapping_period_is_refused_with_its_sqlstate(app, admin, alice_moved):
+    from helpers import upsert
+    with pytest.raises(psycopg.Error) as info:
+        upsert(app, "alice", "home_city", "Alice lives in Rome", valid_from=utc(2022, 1, 1))
+    assert info.value.sqlstate == "AM032"
+    with pytest.raises(psycopg.Error) as info:   # the constraint holds even for the owner's own writes
+        admin.execute("insert into agentmem.fact_history (tenant_id, fact_id, user_id, subject, fact, valid_from, "
+                      "valid_to, recorded_at) values ('acme', %s, 'alice', 'home_city', 'Lyon', %s, %s, now())",
+                      (alice_moved, utc(2020, 1, 1), utc(2021, 1, 1)))
+    assert info.value.sqlstate == "23P01"
+    assert [r[0] for r in recall(app, as_of=utc(2022, 6, 1)) if "Alice l" in r[0]] == ["Alice lives in Paris"]
+
+
+@pytest.mark.parametrize("kw", [
+    {"valid_from": "infinity"}, {"valid_from": "-infinity"},
+    {"valid_from": "2020-01-01 00:00+00", "valid_to": "2019-01-01 00:00+00"},
+    {"valid_from": "2020-01-01 00:00+00", "valid_to": "2020-01-01 00:00+00"},
+    {"valid_to": "infinity"},
+])
+def test_a_period_that_is_no_period_is_refused(app, admin, kw):
+    from helpers import upsert
+    with pytest.raises(psycopg.Error) as info:
+        upsert(app, "zed", "home_city", "Zed lives in Oslo", **kw)
+    assert info.value.sqlstate == "AM020"
+    assert count(admin, "facts", "user_id = 'zed'") == 0
+
+
+def test_recall_refuses_as_of_with_a_window_and_an_infinite_as_of(app):
+    assert sqlstate_of(app, "select * from agentmem.recall_facts(user_id => 'alice', query_text => 'x', "
+                            "as_of => now(), since => now())") == "AM020"
+    assert sqlstate_of(app, "select * from agentmem.recall_facts(user_id => 'alice', query_text => 'x', "
+                            "as_of => 'infinity')") == "AM020"
+
+
+def test_a_fact_defaults_to_the_time_of_its_source_message(app):
+    from helpers import upsert
+    cid = app.execute("select agentmem.start_conversation(user_id => 'hal')").fetchone()[0]
+    mid = app.execute(STORE, (cid, ["user"], ["I moved to Lyon"], [np.ones(768, dtype=np.float32)],
+                              ["2022-04-01 10:00+00"])).fetchone()[0]
+    upsert(app, "hal", "home_city", "Hal lives in Lyon", sources=[mid])
+    got = app.execute("select valid_from, valid_to from agentmem.recall_facts(user_id => 'hal', "
+                      "query_text => 'Lyon')").fetchone()
+    assert got == (utc(2022, 4, 1, 10), None)
+
+
+def test_erasure_removes_every_period(app, admin, alice_moved):
+    app.execute("select * from agentmem.forget_user(user_id => 'alice')")
+    assert count(admin, "facts", "user_id = 'alice'") == 0
+    assert count(admin, "fact_history", "user_id = 'alice'") == 0
+
+
+def test_extraction_tells_the_model_when_and_validates_the_dates_it_returns():
+    from agentmem._extraction import FactExtractionError, chat_messages, parse_facts
+    turn_at = utc(2023, 5, 8, 13, 56)
+    prompt = chat_messages([{"role": "user", "content": "I moved to Berlin last week", "occurred_at": turn_at}])
+    assert "Monday 2023-05-08" in prompt[1]["content"]
+    got = parse_facts('{"facts": [{"subject": "home_city", "fact": "The user lives in Berlin", '
+                      '"valid_from": "2023-05-01"}]}', turn_at)
+    assert got == [{"subject": "home_city", "fact": "The user lives in Berlin", "valid_from": utc(2023, 5, 1)}]
+    for bad in ('"last week"', '"2023-13-01"', '"10000-01-01"', '"2024-01-01"', "17"):
+        with pytest.raises(FactExtractionError):
+            parse_facts('[{"subject": "home_city", "fact": "Berlin", "valid_from": %s}]' % bad, turn_at)

@@ -17,6 +17,7 @@ import pytest
 
 from agentmem.lexical import lexical_embedding
 from conftest import APP_ROLE, ROOT
+from helpers import worker_login_url
 
 BIN = Path(sys.executable).parent
 AGENTMEM = str(BIN / "agentmem")
@@ -32,19 +33,7 @@ def readme_block(heading: str, lang: str) -> str:
     return match.group(1)
 
 
-WORKER_LOGIN = "agentmem_test_worker"  # as tests/test_embedding_jobs.py: in agentmem_worker and nothing else
 STORED_WITHOUT_VECTOR = "The refund for order 7731 never arrived"
-
-
-def worker_login_url(server, dbname: str, admin) -> str:
-    """What `agentmem psql` prepares for `\\! agentmem worker`: a login in role agentmem_worker."""
-    if not admin.execute("select 1 from pg_roles where rolname = %s", (WORKER_LOGIN,)).fetchone():
-        try:
-            admin.execute(f"create role {WORKER_LOGIN} login")
-        except psycopg.errors.DuplicateObject:
-            pass
-    admin.execute(f"grant agentmem_worker to {WORKER_LOGIN}")
-    return server.db_url(dbname, WORKER_LOGIN)
 
 
 def psql_env(database_url: str, ollama_host: str, worker_url: str) -> dict:

@@ -1,4 +1,4 @@
-"""Issue 12, items 5-11: hostile inputs are refused with their SQLSTATE, and nothing is written.
+"""Hostile inputs to every function are refused with their SQLSTATE, and nothing is written.
 
 Every case runs as the application role. "Nothing written" is checked on the row
 counts of every agentmem table, read by the superuser (who sees every tenant).
@@ -9,15 +9,10 @@ from __future__ import annotations
 import numpy as np
 import psycopg
 import pytest
+from helpers import unit
 
 DIM = 384
 MODEL = "all-minilm"
-
-
-def unit(i: int) -> np.ndarray:
-    v = np.zeros(DIM, dtype=np.float32)
-    v[i] = 1.0
-    return v
 
 
 GOOD = (unit(0) + unit(1)).astype(np.float32)

@@ -146,13 +146,6 @@ def test_without_pg_cron_scheduling_says_to_call_apply_index_upkeep(admin):
 
 # -- with pg_cron (the debian15 leg) ------------------------------------------------
 
-@pytest.fixture
-def cron_db(pg_cron, server, admin):
-    with psycopg.connect(server.db_url(pg_cron), autocommit=True) as conn:
-        yield conn
-        conn.execute("select cron.unschedule(jobid) from cron.job where database = %s", (admin.info.dbname,))
-
-
 def test_pg_cron_runs_the_upkeep_job_which_builds_the_index(cron_db, admin, dbname, tiny):
     """Waits for pg_cron (it schedules by the minute): about 1-2 minutes."""
     # the job's own session does not see this session's settings: the database's

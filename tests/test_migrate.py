@@ -6,7 +6,6 @@ from __future__ import annotations
 import shutil
 import subprocess
 import sys
-import threading
 import uuid
 from pathlib import Path
 
@@ -17,17 +16,14 @@ import agentmem
 from agentmem import migrate as m
 from agentmem.cli import main as cli
 from conftest import ROOT
+from helpers import count, run_threads, scratch_database
 
 
 @pytest.fixture
 def empty_db(server):
-    """A database with nothing in it (not cloned from the migrated template)."""
-    name = "agentmem_empty_" + uuid.uuid4().hex[:10]
-    with psycopg.connect(server.url, autocommit=True) as conn:
-        conn.execute(f'create database "{name}"')
-    yield server.db_url(name)
-    with psycopg.connect(server.url, autocommit=True) as conn:
-        conn.execute(f'drop database if exists "{name}" with (force)')
+    """The URL of a database with nothing in it (not cloned from the migrated template)."""
+    for name in scratch_database(server, "agentmem_empty_"):
+        yield server.db_url(name)
 
 
 @pytest.fixture
@@ -85,11 +81,7 @@ def test_eight_concurrent_migrators_apply_each_migration_once(empty_db):
         except Exception as exc:  # noqa: BLE001 - collected and asserted below
             errors.append(exc)
 
-    threads = [threading.Thread(target=run) for _ in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(run, (() for _ in range(8)))
     assert errors == []
     names = [f.path.name for f in m.Source.load(ROOT).migrations]
     # exactly one migrator applied everything; the seven others found nothing to do
@@ -383,3 +375,10 @@ def test_upgrade_from_a_release_equals_a_fresh_install(server, empty_db, tmp_pat
     finally:
         with psycopg.connect(server.url, autocommit=True) as conn:
             conn.execute('drop database if exists "%s" with (force)' % old_url.rsplit("/", 1)[1])
+
+
+def test_the_migration_brings_existing_rows_forward(admin):
+    # every message and embedding has its time; a stored embedding's is its message's
+    assert count(admin, "messages", "occurred_at is null") == 0
+    assert admin.execute("select count(*) from agentmem.message_embeddings as e join agentmem.messages as m "
+                         "using (tenant_id, message_id) where e.occurred_at <> m.occurred_at").fetchone()[0] == 0

@@ -1,15 +1,18 @@
-"""Retention: policies per tenant or default, bounded batches, run records, the health view, pg_cron."""
+"""sql/60_retention.sql and sql/61_retention_cron.sql: retention policies per tenant or default, bounded
+batches, run records, the health view, pg_cron."""
 
 from __future__ import annotations
 
 import uuid
 
+import numpy as np
 import psycopg
 import pytest
 
 import agentmem
 from agentmem.admin import Admin
 from helpers import count, sqlstate_of, vec, wait_until
+from helpers import STORE_DATED as STORE
 
 APPLY = "select * from agentmem.apply_retention(batch_size => %s)"
 
@@ -218,14 +221,6 @@ def test_schedule_refuses_an_empty_schedule(admin):
 
 # -- with pg_cron (the debian15 leg) ------------------------------------------------
 
-@pytest.fixture
-def cron_db(pg_cron, server, admin):
-    """A superuser connection to the database pg_cron lives in; unschedules this test database's job after."""
-    with psycopg.connect(server.db_url(pg_cron), autocommit=True) as conn:
-        yield conn
-        conn.execute("select cron.unschedule(jobid) from cron.job where database = %s", (admin.info.dbname,))
-
-
 def job_of(cron_db, dbname):
     return cron_db.execute("select jobid, jobname, schedule, command, database, active from cron.job "
                            "where database = %s", (dbname,)).fetchall()
@@ -355,3 +350,11 @@ def test_cached_answers_and_hit_log_retention_and_the_cache_sweep(app, admin):
     assert count(admin, "cache_hits") == 2
     again = removed(run(admin))
     assert again["cached_answers"] == again["cache_sweep"] == again["hit_log"] == 0
+
+
+def test_retention_measures_age_by_when_agentmem_stored_a_message(admin, app):
+    cid = app.execute("select agentmem.start_conversation(user_id => 'fred')").fetchone()[0]
+    app.execute(STORE, (cid, ["user"], ["an old memory"], [np.ones(768, dtype=np.float32)], ["2019-01-01 00:00+00"]))
+    admin.execute("select agentmem.set_default_retention_policy(kind => 'messages', max_age => '30 days')")
+    admin.execute("select * from agentmem.apply_retention(batch_size => 1000)")
+    assert count(admin, "messages", "conversation_id = %s", (cid,)) == 1

@@ -1,16 +1,15 @@
-"""Who may act as which tenant (issue 26): tenants bound to login roles or to a JWT claim, a search path
-no caller can write, and the defects the security probes found, each at the size they were found at."""
+"""sql/00_tenant.sql, who may act as which tenant: tenants bound to login roles or to a JWT claim, a search
+path no caller can write, and the defects the security probes found, each at the size they were found at."""
 
 from __future__ import annotations
 
 import json
-import threading
 import uuid
 
 import psycopg
 import pytest
 
-from helpers import count, sqlstate_of, vec
+from helpers import count, run_threads, scratch_database, sqlstate_of, vec
 
 
 def add_message(conn, cid, content: str = "hello"):
@@ -41,10 +40,7 @@ def roles(server, admin):
 
 def refused(conn, query, params=None) -> str:
     """The SQLSTATE the statement fails with, run in a savepoint (so a transaction block goes on)."""
-    with pytest.raises(psycopg.Error) as info:
-        with conn.transaction():
-            conn.execute(query, params)
-    return info.value.sqlstate
+    return sqlstate_of(conn, query, params, savepoint=True)
 
 
 def login(server, dbname, role) -> psycopg.Connection:
@@ -316,12 +312,7 @@ $$ begin raise exception 'hijacked: convert_to called as %', current_user; end $
 
 @pytest.fixture
 def empty_db(server):
-    name = "agentmem_tb_" + uuid.uuid4().hex[:10]
-    with psycopg.connect(server.url, autocommit=True) as conn:
-        conn.execute(f'create database "{name}"')
-    yield name
-    with psycopg.connect(server.url, autocommit=True) as conn:
-        conn.execute(f'drop database if exists "{name}" with (force)')
+    yield from scratch_database(server, "agentmem_tb_")
 
 
 def test_install_refuses_a_database_where_public_may_create_in_public(server, roles, empty_db):
@@ -501,11 +492,7 @@ def test_concurrent_grant_and_revoke_leave_one_answer(admin, roles):
         except BaseException as exc:  # noqa: BLE001
             errors.append(exc)
 
-    threads = [threading.Thread(target=flip, args=(20,)) for _ in range(2)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(flip, ((20,) for _ in range(2)))
     assert not errors
     assert admin.execute("select count(*) from agentmem.tenant_grants where role_name = %s", (role,)).fetchone() == (0,)
 

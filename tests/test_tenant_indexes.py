@@ -1,11 +1,9 @@
-"""Issue 10: the true nearest messages for every user size, on the hardest data (random 768-d vectors).
+"""sql/12_tenant_indexes.sql: a tenant's own indexes, managed by the DBA.
 
-Users holding 0.5%, 1%, 5% and 30% of 20,000 random unit vectors in the model's index each get k rows
-with recall@10 >= 0.95 against an exact scan; the plan of the function's own statements (auto_explain,
-as the application role) shows the path each takes: an exact scan by default (up to
-agentmem.exact_search_max_rows, 6,000 rows at 768 dimensions), the shared HNSW index or the tenant's own
-one when the setting is lower. Then the DBA's tenant-index functions, their errors, the view of tenants
-needing one, and erasure, retention, facts and the answer cache with a tenant index in place.
+tenant_index_ddl, create_tenant_index, measure_tenant_index and drop_tenant_index on a tiny model; the
+tenant_indexes view and tenants_needing_index; their errors and who may call them (not the application
+role; a DBA under row security for one tenant); searches of messages, facts and the answer cache through
+a tenant's own HNSW and exact indexes, and erasure and retention with them in place.
 """
 
 from __future__ import annotations
@@ -16,133 +14,7 @@ import numpy as np
 import psycopg
 import pytest
 
-from helpers import bulk_load, plans_of, sqlstate_of
-
-N, K, DIM, MODEL = 20_000, 10, 768, "nomic-embed-text"
-SIZES = {"half": 100, "one": 200, "five": 1_000, "thirty": 6_000}  # 0.5%, 1%, 5%, 30% of N
-SEARCH = ("select message_id from agentmem.search_messages(user_id => 'alice', query_embedding => %s, "
-          "k => %s, model => %s)")
-
-
-def random_unit(n: int, dim: int, seed: int) -> np.ndarray:
-    v = np.random.default_rng(seed).standard_normal((n, dim)).astype(np.float32)
-    return v / np.linalg.norm(v, axis=1, keepdims=True)
-
-
-def explained(admin, tenant: str, query: str, params, setting: int | None = None,
-              more: dict[str, str] | None = None) -> list[str]:
-    """auto_explain of every statement the call runs, as the application role under RLS."""
-    settings = {"agentmem.exact_search_max_rows": str(setting)} if setting is not None else {}
-    return plans_of(admin, query, params, tenant=tenant, settings={**settings, **(more or {})} or None)[1]
-
-
-def path_of(plans: list[str], own_index: str) -> str:
-    text = "\n".join(plans)
-    exact_index = own_index.removesuffix("_hnsw") + "_exact"
-    if f"Index Scan using {own_index}" in text and f"Index Scan using {exact_index}" in text:
-        return "own index, then exact index"
-    if f"Index Scan using {exact_index}" in text:
-        return "exact index"
-    if f"Index Scan using {own_index}" in text:
-        return "own index"
-    if "Index Scan using message_embeddings_nomic_embed_text_" in text and "_hnsw" in text:
-        return "shared index"
-    assert "Sort Key: ((e.embedding <=> " in text, text
-    return "exact"
-
-
-def counted(plans: list[str]) -> bool:
-    """Whether the search counted the user's message embeddings (agentmem_private.count_user_rows)."""
-    return any("select count(*)" in p and "agentmem.message_embeddings" in p for p in plans)
-
-
-def recall(app, tenant: str, mine: np.ndarray, my_ids: list, queries: np.ndarray) -> float:
-    app.execute("select agentmem.set_tenant(tenant_id => %s)", (tenant,))
-    out = []
-    for q in queries:
-        exact = {my_ids[i] for i in np.argsort(-(mine @ q))[:K]}
-        got = [r[0] for r in app.execute(SEARCH, (q, K, MODEL)).fetchall()]
-        assert len(got) == K and set(got) <= set(my_ids)  # k rows, all the user's own
-        out.append(len(exact & set(got)) / K)
-    return float(np.mean(out))
-
-
-def test_every_user_size_gets_its_true_nearest_messages_and_the_plan_says_how(admin, app):
-    vectors = random_unit(N, DIM, seed=10)
-    rows = [(t, "alice") for t, n in SIZES.items() for _ in range(n)]
-    rows += [(f"other{i % 7}", "alice") for i in range(N - len(rows))]
-    order = np.random.default_rng(1).permutation(N)  # users' rows interleaved in the heap
-    rows = [rows[i] for i in order]
-    ids = bulk_load(admin, rows, vectors, model=MODEL)
-    assert admin.execute("select count(*) from agentmem.message_embeddings where model = %s",
-                         (MODEL,)).fetchone() == (N,)
-    rng = np.random.default_rng(3)
-    own = {}
-    for tenant in SIZES:
-        mine_at = [i for i, (t, _, _) in enumerate(ids) if t == tenant]
-        own[tenant] = (vectors[mine_at], [ids[i][2] for i in mine_at])
-
-    def queries(tenant: str, n: int = 12) -> np.ndarray:
-        mine = own[tenant][0]  # near the user's own messages, as real queries are
-        q = mine[rng.integers(0, len(mine), n)] + rng.standard_normal((n, DIM)).astype(np.float32) * 0.02
-        return q / np.linalg.norm(q, axis=1, keepdims=True)
-
-    index_of = {t: admin.execute("select agentmem_private.tenant_index_name('message_embeddings', %s, %s)",
-                                 (t, MODEL)).fetchone()[0] for t in SIZES}
-    # By default (6,000 rows at 768 dimensions) every one of these sizes is scanned exactly.
-    for tenant in SIZES:
-        qs = queries(tenant)
-        assert recall(app, tenant, *own[tenant], qs) >= 0.95, tenant
-        assert path_of(explained(admin, tenant, SEARCH, (qs[0], K, MODEL)), index_of[tenant]) == "exact", tenant
-
-    # With the setting below their sizes, the 5% user goes through the shared index (a filtered
-    # slice of it: on random 768-d vectors its recall is why the default scans it exactly) ...
-    qs = queries("five")
-    plans = explained(admin, "five", SEARCH, (qs[0], K, MODEL), setting=500)
-    assert path_of(plans, index_of["five"]) == "shared index"
-    assert counted(plans)  # its rows, for the share of the index it filters
-    app.execute("set agentmem.exact_search_max_rows = 500")
-    app.execute("select agentmem.set_tenant(tenant_id => 'five')")
-    assert len(app.execute(SEARCH, (qs[0], K, MODEL)).fetchall()) == K
-
-    # ... and the 30% user, once its tenant has indexes of its own, through them. On random vectors
-    # an HNSW pass comes back far (no neighbour is near), as create_tenant_index measured on the
-    # tenant's rows: its searches read the exact index straight away.
-    assert admin.execute("select agentmem.create_tenant_index(tenant_id => 'thirty', model => %s)",
-                         (MODEL,)).fetchone() == (index_of["thirty"],)
-    exact_index = index_of["thirty"].removesuffix("_hnsw") + "_exact"
-    assert admin.execute("select obj_description(%s::regclass, 'pg_class')", (f"agentmem.{exact_index}",)) \
-        .fetchone()[0].startswith("agentmem first pass: exact (measured ")
-    qs = queries("thirty")
-    assert recall(app, "thirty", *own["thirty"], qs) >= 0.95  # (agentmem.exact_search_max_rows 500 as above)
-    plans = explained(admin, "thirty", SEARCH, (qs[0], K, MODEL), setting=500)
-    assert path_of(plans, index_of["thirty"]) == "exact index"
-    assert not counted(plans)  # alone in a tenant with its own index: its rows are the index's
-    # Measured again as if neighbours came near (a threshold no distance reaches): the first pass is
-    # kept, comes back far at the search's own threshold, and the exact index is read after it.
-    admin.execute("set agentmem.ef_escalate_distance = 2")
-    assert admin.execute("select * from agentmem.measure_tenant_index(tenant_id => 'thirty', model => %s)",
-                         (MODEL,)).fetchone() == (32, 0, "hnsw")
-    admin.execute("reset agentmem.ef_escalate_distance")
-    assert path_of(explained(admin, "thirty", SEARCH, (qs[0], K, MODEL), setting=500), index_of["thirty"]) \
-        == "own index, then exact index"
-    assert recall(app, "thirty", *own["thirty"], qs) >= 0.95
-    assert admin.execute("select * from agentmem.measure_tenant_index(tenant_id => 'thirty', model => %s)",
-                         (MODEL,)).fetchone() == (32, 32, "exact")
-    # its indexes are not used by another tenant, whose search stays on the shared index
-    assert path_of(explained(admin, "five", SEARCH, (qs[0], K, MODEL), setting=500), index_of["five"]) \
-        == "shared index"
-    # without the exact index (bigger than agentmem.exact_index_max_rows), a second HNSW pass at full
-    # ef_search, and still the true neighbours
-    app.execute("set agentmem.exact_index_max_rows = 5000")
-    assert path_of(explained(admin, "thirty", SEARCH, (qs[0], K, MODEL), setting=500,
-                             more={"agentmem.exact_index_max_rows": "5000"}), index_of["thirty"]) == "own index"
-    assert recall(app, "thirty", *own["thirty"], qs) >= 0.95
-    app.execute("reset agentmem.exact_index_max_rows")
-    app.execute("reset agentmem.exact_search_max_rows")
-
-
-# --- the DBA's functions, on a tiny model -------------------------------------------------------
+from helpers import bulk_load, explained, path_of, random_unit, sqlstate_of
 
 TINY = "tiny-recall"
 

@@ -1,4 +1,5 @@
-"""Answer cache (issue 4): exact and guarded semantic lookup, scope, freshness, bad input.
+"""sql/30_answer_cache_guard.sql, 31_answer_cache.sql, 32_answer_cache_review.sql: the answer cache:
+exact and guarded semantic lookup, scope, freshness, review of hits, bad input.
 
 Vectors are crafted with numpy at a chosen angle (cosine known exactly) in the
 384 dimensions of the registered model all-minilm, so thresholds are tested
@@ -11,16 +12,10 @@ import threading
 
 import numpy as np
 import pytest
-from helpers import plans_of, sqlstate_of
+from helpers import plans_of, run_threads, sqlstate_of, unit
 
 DIM = 384
 MODEL = "all-minilm"
-
-
-def unit(i: int) -> np.ndarray:
-    v = np.zeros(DIM, dtype=np.float32)
-    v[i] = 1.0
-    return v
 
 
 def at_cosine(cos: float, base: int = 0, other: int = 1) -> np.ndarray:
@@ -329,11 +324,7 @@ def test_concurrent_stores_of_the_same_question_leave_one_entry(app_url, connect
         except Exception as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
-    threads = [threading.Thread(target=work, args=(c, i)) for i, c in enumerate(conns)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    run_threads(work, ((c, i) for i, c in enumerate(conns)))
     assert not errors, errors
     assert count_entries(admin) == 1
 

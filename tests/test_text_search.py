@@ -1,4 +1,5 @@
-"""Hybrid retrieval (issue 8): full-text and vector branches fused by reciprocal rank, text-only search.
+"""sql/16_text_search.sql: hybrid retrieval: full-text and vector branches of search_messages fused by
+reciprocal rank (fuse_ranks), text-only search, the text search configuration.
 
 Vectors are chosen by hand so that what the vector branch finds is known: the query is e0, the
 "meaning" message is near e0, the message holding the rare code is at -e0 (the vector branch's last).
@@ -6,12 +7,11 @@ Vectors are chosen by hand so that what the vector branch finds is known: the qu
 
 from __future__ import annotations
 
-import numpy as np
 import psycopg
 import pytest
 
 from agentmem.client import Memory
-from helpers import bulk_load, clustered_vectors, plans_of
+from helpers import bulk_load, clustered_vectors, plans_of, sqlstate_of, unit
 
 MODEL, DIM = "all-minilm", 384
 SEARCH = ("select message_id, content, similarity, vector_rank, text_rank, score "
@@ -19,23 +19,9 @@ SEARCH = ("select message_id, content, similarity, vector_rank, text_rank, score
           "model => 'all-minilm')")
 
 
-def unit(i: int, sign: float = 1.0, mix: int | None = None) -> np.ndarray:
-    v = np.zeros(DIM, dtype=np.float32)
-    v[i] = sign
-    if mix is not None:
-        v[mix] = 0.5
-    return v / np.linalg.norm(v)
-
-
 Q = unit(0)
 MEANING = "Alice: my sister adopted a puppy last spring"
 CODE = "Alice: the invoice INV-2291 was paid on Tuesday"
-
-
-def sqlstate_of(conn, query, params=None) -> str:
-    with pytest.raises(psycopg.Error) as info:
-        conn.execute(query, params)
-    return info.value.sqlstate
 
 
 def populate(conn, user="alice", filler=80, code=CODE) -> dict[str, object]:

@@ -1,0 +1,309 @@
+"""sql/21_conversation_search.sql: search_messages, context_window and search_with_context: order by
+similarity, min_similarity, one conversation, another user's messages never found, windows around hits,
+two models side by side, and windows in time (since, until, recency_half_life) on every path. Hybrid
+search: test_text_search.py; the vector search underneath: test_vector_search.py."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+import psycopg
+import pytest
+
+from helpers import fill_conversation as fill
+from helpers import message_counts as counts
+from helpers import sqlstate_of, vec
+from helpers import start_conversation as start
+from helpers import store_message as store
+
+MODEL = "all-minilm"
+DIM = 384
+
+
+def test_context_windows_at_the_start_and_the_end(app, admin):
+    cid = start(app)
+    fill(app, cid, 10)
+    ids = {r[1]: r[0] for r in admin.execute("select message_id, message_index from agentmem.messages").fetchall()}
+
+    def window(i, before=3, after=3):
+        return [r[0] for r in app.execute("select message_index from agentmem.context_window(message_id => %s, "
+                                          "before => %s, after => %s)", (ids[i], before, after)).fetchall()]
+    assert window(0) == [0, 1, 2, 3]
+    assert window(9) == [6, 7, 8, 9]
+    assert window(5) == [2, 3, 4, 5, 6, 7, 8]
+    assert window(5, 0, 0) == [5]
+    assert window(1, 100, 1) == [0, 1, 2]
+    assert sqlstate_of(app, "select * from agentmem.context_window(message_id => gen_random_uuid())") == "AM030"
+
+
+def test_search_with_context_merges_overlapping_windows(app):
+    cid = start(app)
+    contents = [f"filler number {i}" for i in range(30)]
+    contents[5] = "the zebra escaped from the zoo"
+    contents[8] = "the zebra was found in the park"
+    contents[25] = "a zebra documentary tonight"
+    app.execute("select agentmem.store_messages(conversation_id => %s, roles => %s, contents => %s, "
+                "embeddings => %s, model => %s)",
+                (cid, ["user"] * 30, contents, [vec(c, DIM) for c in contents], MODEL))
+    rows = app.execute("select window_rank, message_index, is_hit, similarity is not null, window_similarity "
+                       "from agentmem.search_with_context(user_id => 'alice', query_embedding => %s, k => 3, "
+                       "radius => 2, model => 'all-minilm')", (vec("zebra", DIM),)).fetchall()
+    windows: dict[int, list[int]] = {}
+    for rank, index, *_ in rows:
+        windows.setdefault(rank, []).append(index)
+    assert sorted(windows.values()) == [list(range(3, 11)), list(range(23, 28))]
+    hits = sorted(r[1] for r in rows if r[2])
+    assert hits == [5, 8, 25] and all(r[2] == r[3] for r in rows)
+    # rows come by window rank, and each window's similarity is its best hit's
+    assert [r[0] for r in rows] == sorted(r[0] for r in rows)
+    assert len({r[1] for r in rows}) == len(rows)  # no message twice
+    # radius 0: just the hits, each its own window
+    rows = app.execute("select window_rank, message_index from agentmem.search_with_context(user_id => 'alice', "
+                       "query_embedding => %s, k => 3, radius => 0, model => 'all-minilm')",
+                       (vec("zebra", DIM),)).fetchall()
+    assert sorted(r[1] for r in rows) == [5, 8, 25] and len({r[0] for r in rows}) == 3
+
+
+def test_a_second_users_messages_are_not_in_the_first_users_results(app):
+    mine, theirs = start(app, user="alice"), start(app, user="bob")
+    store(app, mine, "my cat is called Tom")
+    store(app, theirs, "my cat is called Tom")
+    store(app, theirs, "cats are great")
+    rows = app.execute("select conversation_id, content from agentmem.search_messages(user_id => 'alice', "
+                       "query_embedding => %s, k => 10, model => 'all-minilm')", (vec("cat Tom", DIM),)).fetchall()
+    assert rows == [(mine, "my cat is called Tom")]
+    # bob's conversation is not alice's to search in
+    assert sqlstate_of(app, "select * from agentmem.search_messages(user_id => 'alice', query_embedding => %s, "
+                            "conversation_id => %s, model => 'all-minilm')", (vec("cat", DIM), theirs)) == "AM030"
+
+
+def test_search_orders_by_similarity_and_honours_min_similarity_and_conversation(app):
+    c1, c2 = start(app), start(app)
+    store(app, c1, "the weather in Lisbon is sunny")
+    store(app, c1, "I like pasta")
+    store(app, c2, "Lisbon weather forecast")
+    rows = app.execute("select content, similarity from agentmem.search_messages(user_id => 'alice', "
+                       "query_embedding => %s, k => 3, model => 'all-minilm')",
+                       (vec("weather in Lisbon", DIM),)).fetchall()
+    assert len(rows) == 3 and rows[0][0] == "the weather in Lisbon is sunny"
+    assert [r[1] for r in rows] == sorted((r[1] for r in rows), reverse=True)
+    assert rows[0][1] > 0.5
+    strong = app.execute("select content from agentmem.search_messages(user_id => 'alice', query_embedding => %s, "
+                         "k => 3, min_similarity => %s::real, model => 'all-minilm')",
+                         (vec("weather in Lisbon", DIM), (rows[1][1] + rows[2][1]) / 2)).fetchall()
+    assert len(strong) == 2
+    only_c2 = app.execute("select content from agentmem.search_messages(user_id => 'alice', query_embedding => %s, "
+                          "conversation_id => %s, model => 'all-minilm')", (vec("weather", DIM), c2)).fetchall()
+    assert only_c2 == [("Lisbon weather forecast",)]
+
+
+def test_two_models_coexist_for_one_message(app, admin):
+    cid = start(app)
+    mid, _ = store(app, cid, "hello world")
+    admin.execute("insert into agentmem.message_embeddings (tenant_id, message_id, model, user_id, conversation_id, "
+                  "embedding) values ('acme', %s, 'nomic-embed-text', 'alice', %s, %s)",
+                  (mid, cid, vec("hello world", 768)))
+    for model, dim in [("all-minilm", 384), ("nomic-embed-text", 768)]:
+        q = vec("hello", dim)
+        rows = app.execute("select message_id from agentmem.search_messages(user_id => 'alice', "
+                           "query_embedding => %s, model => %s)", (q, model)).fetchall()
+        assert rows == [(mid,)]
+    # a query of the other model's dimension is a clear error
+    assert sqlstate_of(app, "select * from agentmem.search_messages(user_id => 'alice', query_embedding => %s, "
+                            "model => 'nomic-embed-text')", (vec("hello", DIM),)) == "AM010"
+
+
+def test_a_conversation_of_another_user_is_reported_as_not_this_users(app, admin):
+    alices = start(app, "alice")
+    store(app, alices, "alice's invoice question")
+    before = counts(admin)
+    for call in ("select * from agentmem.search_messages(user_id => 'bob', query_text => 'invoice', "
+                 "conversation_id => %s)",
+                 "select * from agentmem.search_with_context(user_id => 'bob', query_text => 'invoice', "
+                 "conversation_id => %s)"):
+        with pytest.raises(psycopg.Error) as info:
+            app.execute(call, (alices,))
+        assert info.value.sqlstate == "AM030"
+        assert info.value.diag.message_primary == f"conversation {alices} is not a conversation of user 'bob'"
+        assert info.value.diag.message_detail == "It belongs to another user of the current tenant."
+    # one that is in no tenant's reach is still "not found"
+    with pytest.raises(psycopg.Error) as info:
+        app.execute("select * from agentmem.search_messages(user_id => 'bob', query_text => 'invoice', "
+                    "conversation_id => gen_random_uuid())")
+    assert info.value.sqlstate == "AM030" and "not found" in info.value.diag.message_primary
+    assert counts(admin) == before
+    # and alice's own search of it works
+    assert [r[0] for r in app.execute(
+        "select content from agentmem.search_messages(user_id => 'alice', query_text => 'invoice', "
+        "conversation_id => %s)", (alices,))] == ["alice's invoice question"]
+
+
+# -- time: a history of 240 messages of alice, one an hour from 2023-05-01 00:00 UTC, imported with its
+# dates (store_messages, occurred_at), beside bob's messages at the same hours. Every search path (exact
+# scan, the model's shared HNSW index, the tenant's own index, words only, hybrid) is asked for windows at
+# the boundaries: [since, until) must give exactly the window's rows, k of them when k exist.
+
+TINY = "tiny-time"
+TIME_DIM = 8
+N = 240
+T0 = dt.datetime(2023, 5, 1, tzinfo=dt.timezone.utc)
+HOUR = dt.timedelta(hours=1)
+
+
+def at(i: int) -> dt.datetime:
+    return T0 + i * HOUR
+
+
+@pytest.fixture
+def history(admin, app):
+    """alice: N messages, message i at T0 + i hours, in 3 conversations of 80; bob: 40 at the same hours."""
+    admin.execute("select agentmem.register_model(model => %s, dimension => %s)", (TINY, TIME_DIM))
+    rng = np.random.default_rng(24)
+    vecs = rng.standard_normal((N, TIME_DIM)).astype(np.float32)
+    vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+    ids = []
+    for c in range(3):
+        cid = app.execute("select agentmem.start_conversation(user_id => 'alice')").fetchone()[0]
+        part = range(80 * c, 80 * (c + 1))
+        rows = app.execute(
+            "select message_id from agentmem.store_messages(conversation_id => %s, roles => %s, contents => %s, "
+            "embeddings => %s, model => %s, occurred_at => %s)",
+            (cid, ["user"] * 80, [f"garden note {i}" for i in part], [vecs[i] for i in part], TINY,
+             [at(i) for i in part])).fetchall()
+        ids += [r[0] for r in rows]
+    bob = app.execute("select agentmem.start_conversation(user_id => 'bob')").fetchone()[0]
+    app.execute("select * from agentmem.store_messages(conversation_id => %s, roles => %s, contents => %s, "
+                "embeddings => %s, model => %s, occurred_at => %s)",
+                (bob, ["user"] * 40, [f"garden note of bob {i}" for i in range(40)], [vecs[i] for i in range(40)],
+                 TINY, [at(100 + i) for i in range(40)]))
+    admin.execute("analyze agentmem.messages, agentmem.message_embeddings")
+    return {"ids": ids, "vecs": vecs, "index_of": {m: i for i, m in enumerate(ids)}}
+
+
+def test_an_imported_conversation_returns_its_dates_everywhere(app, history):
+    ids, vecs = history["ids"], history["vecs"]
+    hits = app.execute("select message_id, occurred_at, created_at from agentmem.search_messages(user_id => 'alice', "
+                       "query_embedding => %s, k => 5, model => %s)", (vecs[7], TINY)).fetchall()
+    assert hits[0][0] == ids[7] and hits[0][1] == at(7) and hits[0][2] > at(N)
+    for mid, occurred, _ in hits:
+        assert occurred == at(history["index_of"][mid])
+    window = app.execute("select message_id, occurred_at from agentmem.context_window(message_id => %s, "
+                         "before => 2, after => 2)", (ids[7],)).fetchall()
+    assert [r[1] for r in window] == [at(i) for i in range(5, 10)]
+    around = app.execute("select message_id, occurred_at from agentmem.search_with_context(user_id => 'alice', "
+                         "query_embedding => %s, k => 1, radius => 1, model => %s)", (vecs[7], TINY)).fetchall()
+    assert [r[1] for r in around] == [at(6), at(7), at(8)]
+    cid = app.execute("select conversation_id from agentmem.context_window(message_id => %s, before => 0, "
+                      "after => 0)", (ids[0],)).fetchone()[0]
+    recent = app.execute("select occurred_at from agentmem.recent_messages(conversation_id => %s, n => 3)",
+                         (cid,)).fetchall()
+    assert [r[0] for r in recent] == [at(77), at(78), at(79)]
+    app.execute("select agentmem.set_summary(conversation_id => %s, summary => 'gardening', through_index => 70)",
+                (cid,))
+    short = app.execute("select kind, occurred_at from agentmem.short_term_context(conversation_id => %s, "
+                        "keep_last => 2)", (cid,)).fetchall()
+    assert short == [("summary", at(70)), ("message", at(78)), ("message", at(79))]
+
+
+# -- since / until on every path -----------------------------------------------------------------
+
+PATHS = ["exact scan", "shared index", "tenant index", "words", "hybrid"]
+
+
+def search(app, path, query_vec, k, since, until, conversation_id=None):
+    embedding = None if path == "words" else query_vec
+    text = "garden" if path in ("words", "hybrid") else None
+    return app.execute(
+        "select message_id, occurred_at, vector_rank, text_rank from agentmem.search_messages(user_id => 'alice', "
+        "query_embedding => %s, query_text => %s, k => %s, model => %s, since => %s, until => %s, "
+        "conversation_id => %s)",
+        (embedding, text, k, TINY, since, until, conversation_id)).fetchall()
+
+
+@pytest.fixture
+def on_path(admin, app, history, request):
+    path = request.param
+    if path == "tenant index":
+        admin.execute("select agentmem.create_tenant_index(tenant_id => 'acme', model => %s, "
+                      "table_name => 'message_embeddings')", (TINY,))
+    if path in ("shared index", "tenant index"):
+        app.execute("set agentmem.exact_search_max_rows = 1")  # every window goes through an HNSW index
+    return path
+
+
+@pytest.mark.parametrize("on_path", PATHS, indirect=True)
+@pytest.mark.parametrize("lo,hi,k", [(100, 104, 5), (100, 150, 5), (0, 1, 3), (239, 240, 2), (150, 150, 5),
+                                     (None, 3, 10), (237, None, 10), (10, 200, 20)])
+def test_a_window_gives_exactly_its_rows_k_when_it_holds_k(app, history, on_path, lo, hi, k):
+    vecs, index_of = history["vecs"], history["index_of"]
+    since = None if lo is None else at(lo)
+    until = None if hi is None else at(hi)
+    rows = search(app, on_path, vecs[120], k, since, until)
+    inside = range(0 if lo is None else lo, N if hi is None else hi)
+    got = [index_of[r[0]] for r in rows]
+    assert all(i in inside for i in got), (on_path, got)
+    assert len(got) == min(k, len(inside)), (on_path, got)
+    assert all(r[1] == at(index_of[r[0]]) for r in rows)
+    if len(inside) <= k:
+        assert sorted(got) == list(inside)  # exactly the window's rows: since inclusive, until exclusive
+    if on_path in ("exact scan", "shared index", "tenant index") and lo is not None and lo <= 120 < (hi or N):
+        assert got[0] == 120  # the query's own message is in the window: nearest first
+
+
+def test_a_window_within_one_conversation_and_bob_never_leaks(app, history):
+    first = app.execute("select conversation_id from agentmem.context_window(message_id => %s, before => 0, "
+                        "after => 0)", (history["ids"][100],)).fetchone()[0]
+    rows = search(app, "hybrid", history["vecs"][0], 50, at(70), at(110), conversation_id=first)
+    assert sorted(history["index_of"][r[0]] for r in rows) == list(range(80, 110))
+
+
+def test_search_with_context_and_recent_messages_take_the_window(app, history):
+    rows = app.execute("select message_id, is_hit from agentmem.search_with_context(user_id => 'alice', "
+                       "query_text => 'garden', k => 3, radius => 0, since => %s, until => %s)",
+                       (at(10), at(12))).fetchall()
+    assert sorted(history["index_of"][r[0]] for r in rows) == [10, 11]
+    cid = app.execute("select conversation_id from agentmem.context_window(message_id => %s, before => 0, "
+                      "after => 0)", (history["ids"][0],)).fetchone()[0]
+    recent = app.execute("select message_index from agentmem.recent_messages(conversation_id => %s, n => 3, "
+                         "since => %s, until => %s)", (cid, at(5), at(20))).fetchall()
+    assert [r[0] for r in recent] == [17, 18, 19]
+
+
+def test_a_narrow_window_of_a_big_user_stays_on_its_indexes(admin, history):
+    from helpers import plans_of
+    _, plans = plans_of(admin, "select * from agentmem.search_messages(user_id => 'alice', query_text => 'garden', "
+                        "query_embedding => %s, k => 5, model => %s, since => %s, until => %s)",
+                        (history["vecs"][0], TINY, at(100), at(104)), settings={"enable_seqscan": "off"})
+    joined = "\n".join(plans)
+    # as on a big table (a sequential scan is what the planner rightly takes on these 280 rows): the
+    # window's rows through the B-trees on occurred_at, in both branches
+    assert "message_embeddings_occurred_idx" in joined
+    assert "messages_user_occurred_idx" in joined
+
+
+def test_the_recency_weight_prefers_the_recent_of_two_equal_matches(app, history):
+    vecs = history["vecs"]
+    cid = app.execute("select agentmem.start_conversation(user_id => 'dora')").fetchone()[0]
+    app.execute("select * from agentmem.store_messages(conversation_id => %s, roles => %s, contents => %s, "
+                "embeddings => %s, model => %s, occurred_at => %s)",
+                (cid, ["user"] * 2, ["old garden", "new garden"], [vecs[0], vecs[0] * 0.99 + vecs[1] * 0.01], TINY,
+                 [at(0), at(200)]))
+    q = "select content, score from agentmem.search_messages(user_id => 'dora', query_embedding => %s, k => 2, " \
+        "model => %s, recency_half_life => %s, until => %s)"
+    plain = app.execute(q, (vecs[0], TINY, None, None)).fetchall()
+    weighted = app.execute(q, (vecs[0], TINY, dt.timedelta(days=1), at(201))).fetchall()
+    assert plain[0][0] == "old garden" and weighted[0][0] == "new garden"
+    assert weighted[0][1] == pytest.approx(plain[1][1] * 0.5 ** (1 / 24), rel=1e-6)
+
+
+@pytest.mark.parametrize("call", [
+    "select * from agentmem.search_messages(user_id => 'alice', query_text => 'x', since => now(), "
+    "until => now() - interval '1 day')",
+    "select * from agentmem.search_messages(user_id => 'alice', query_text => 'x', recency_half_life => '0')",
+    "select * from agentmem.search_messages(user_id => 'alice', query_text => 'x', recency_half_life => '-1 day')",
+    "select * from agentmem.search_with_context(user_id => 'alice', query_text => 'x', since => 'infinity', "
+    "until => '-infinity')",
+])
+def test_a_window_backwards_or_a_bad_half_life_is_refused(app, call):
+    assert sqlstate_of(app, call) == "AM020"

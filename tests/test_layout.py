@@ -1,0 +1,66 @@
+"""tests/ mirrors sql/: every sql/NN_name.sql has the test file that tests it (tests/test_name.py, or the
+file TESTED_WITH names), and every test file is one of those, a test of the Python driver, or a test of
+the package as a whole. tests/README.md says where a new test goes."""
+
+from __future__ import annotations
+
+import ast
+import re
+
+from conftest import ROOT
+
+TESTS = ROOT / "tests"
+SQL_FILE = re.compile(r"(\d\d)_([a-z0-9_]+)\.sql")
+
+# SQL files tested together with another file's, in the test files named (not tests/test_<name>.py).
+TESTED_WITH = {
+    "00_tenant": ["test_tenant.py", "test_tenant_binding.py"],
+    "01_row_security": ["test_tenant.py"],
+    "04_erasure": ["test_forget.py"],
+    "15_embedding_cache": ["test_embed.py"],
+    "30_answer_cache_guard": ["test_answer_cache.py"],
+    "31_answer_cache": ["test_answer_cache.py"],
+    "32_answer_cache_review": ["test_answer_cache.py"],
+    "60_retention": ["test_retention.py"],
+    "61_retention_cron": ["test_retention.py"],
+    "80_model_indexes": ["test_models.py"],
+    "90_grants": ["test_tenant.py"],
+    "95_install_warnings": ["test_dba_install.py"],
+}
+# Tests of the Python driver (python/agentmem/) beyond the SQL each call runs.
+DRIVER = {"test_driver.py", "test_driver_faults.py", "test_embed.py", "test_turn.py"}
+# Tests of the package as a whole: installing, upgrading, attacking, documenting and running it.
+WHOLE = {"test_cli.py", "test_compose.py", "test_dba_install.py", "test_demo.py", "test_distribute.py",
+         "test_docs.py", "test_examples.py", "test_first_hour.py", "test_hostile.py", "test_layout.py",
+         "test_migrate.py"}
+
+
+def sql_files() -> dict[str, list[str]]:
+    """Each sql/NN_name.sql (by its stem) with the test files that test it."""
+    found = {}
+    for path in sorted((ROOT / "sql").glob("*.sql")):
+        match = SQL_FILE.fullmatch(path.name)
+        assert match, f"sql/{path.name} is not named NN_name.sql"
+        found[path.stem] = TESTED_WITH.get(path.stem, [f"test_{match.group(2)}.py"])
+    return found
+
+
+def test_every_sql_file_has_the_test_file_that_mirrors_it():
+    missing = [f"sql/{stem}.sql: tests/{name}" for stem, names in sql_files().items() for name in names
+               if not (TESTS / name).is_file()]
+    assert not missing, ("these SQL files have no test file; add it (tests/README.md), or name the file that "
+                         "tests them in TESTED_WITH in tests/test_layout.py:\n" + "\n".join(missing))
+
+
+def test_every_test_file_mirrors_a_sql_file_or_is_listed():
+    stale = sorted(set(TESTED_WITH) - set(sql_files()))
+    assert not stale, f"TESTED_WITH names SQL files that do not exist: {stale}"
+    known = {name for names in sql_files().values() for name in names} | DRIVER | WHOLE
+    stray = sorted(p.name for p in TESTS.glob("test_*.py") if p.name not in known)
+    assert not stray, ("these test files mirror no sql/NN_name.sql: move their tests to the file of the SQL they "
+                       f"test (tests/README.md), or list them in tests/test_layout.py: {stray}")
+
+
+def test_every_test_file_says_what_it_covers():
+    bare = sorted(p.name for p in TESTS.glob("test_*.py") if not ast.get_docstring(ast.parse(p.read_text())))
+    assert not bare, f"these test files have no module docstring saying what they cover: {bare}"
