@@ -31,7 +31,7 @@ from ._extraction import DEFAULT_CHAT_MODEL, FactExtractionError, chat_messages,
 from .calls_async import AsyncCalls
 from .connections import PROBE, SET_TENANT, forget_prepared, has_input, require_installed
 from .embed import CACHE_BATCH, aembed_prefixed, embed_as_given, merge_cached, misses_of, require_embedder
-from .errors import InvalidTenant, translate
+from .errors import InvalidTenant, UnknownModel, translate
 from .params import aware, check_params
 from .rows import CacheLookup, CacheStore, ExtractedFact, Fact, MessageHit, StoredMessage
 from .statement import Sql
@@ -75,7 +75,8 @@ class AsyncMemory(AsyncCalls):
 
         ``check`` (default): connect once first, so that a wrong host, port, database or password
         fails here (``ConnectionLost``, or psycopg's error for a refused login) and a database
-        without agentmem raises ``PrerequisiteMissing``, instead of the first call failing.
+        without agentmem raises ``PrerequisiteMissing``, instead of the first call failing; and
+        read the embedder's prefixes from the registry, so that no call waits for them.
         ``check=False`` opens the pool without waiting (e.g. to start before the server does)."""
         if check:
             try:
@@ -90,7 +91,10 @@ class AsyncMemory(AsyncCalls):
                                    timeout=timeout, reconnect_timeout=timeout,
                                    kwargs={"connect_timeout": max(2, round(timeout)), "autocommit": True})
         await pool.open()
-        return cls(pool, tenant=tenant, embedder=embedder)
+        client = cls(pool, tenant=tenant, embedder=embedder)
+        if check:
+            await client._read_prefixes()
+        return client
 
     async def close(self) -> None:
         await self.pool.close()
@@ -181,6 +185,16 @@ class AsyncMemory(AsyncCalls):
         for i in range(0, len(misses), CACHE_BATCH):
             await self.embedding_cache_store(embedder.model, misses[i:i + CACHE_BATCH], fresh[i:i + CACHE_BATCH])
         return merge_cached(prefixed, cached, misses, fresh)
+
+    async def _read_prefixes(self) -> None:
+        """Give the embedder the prefixes it lacks from the registry (get_model): at connect, else at its
+        first use. An unregistered model is left to its first use to raise UnknownModel."""
+        embedder = self.embedder
+        if hasattr(embedder, "embed") and (embedder.document_prefix is None or embedder.query_prefix is None):
+            try:
+                embedder.use_registry_prefixes(await self.get_model(embedder.model))
+            except UnknownModel:
+                pass
 
     # -- calls that embed text first ----------------------------------------------------------------
 
