@@ -11,6 +11,9 @@ from __future__ import annotations
 import uuid
 from typing import Any, Coroutine, assert_type
 
+import numpy as np
+from pgvector import Vector
+
 from agentmem.admin import Admin
 from agentmem.client import AsyncMemory, Memory
 from agentmem.rows import CacheLookup, ExtractedFact, Fact, JobRun, MessageHit, StoredMessage, TopicShift
@@ -19,6 +22,8 @@ from agentmem.turn import AsyncTurn, Turn, TurnResult
 
 def sync_client(mem: Memory) -> None:
     assert_type(mem.cache_lookup("q", [0.1]), CacheLookup)
+    assert_type(mem.cache_lookup("q", np.zeros(3, dtype=np.float32)), CacheLookup)
+    assert_type(mem.cache_lookup("q", Vector([0.1])), CacheLookup)
     assert_type(mem.search_messages("alice", [0.1], 5), list[MessageHit])
     assert_type(mem.question_guard_agrees("a", "b"), bool)
     assert_type(mem.start_conversation("alice"), uuid.UUID)
@@ -35,6 +40,7 @@ def sync_client(mem: Memory) -> None:
     assert_type(Turn(mem, retriever=lambda q: [])(uuid.uuid4(), "alice", "q"), TurnResult)
     mem.record_retrieval(uuid.uuid4(), ["doc-1"], lookback=3)  # type: ignore[call-arg]
     mem.start_conversation(42)  # type: ignore[arg-type]
+    mem.cache_lookup("q", "0.1,0.2")  # type: ignore[arg-type]
 
 
 async def async_client(mem: AsyncMemory) -> None:

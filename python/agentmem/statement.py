@@ -5,7 +5,7 @@ parameters, and how its rows become the value a method returns (``one`` row, ``r
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Generic, Optional, Sequence, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Callable, Generic, Optional, Protocol, Sequence, TypeVar, Union
 
 from pgvector import Vector
 from psycopg.rows import class_row, dict_row
@@ -19,8 +19,16 @@ T = TypeVar("T")
 # The caller's own connection (a transaction of theirs): psycopg.Connection on Memory, AsyncConnection on
 # AsyncMemory.
 Conn = Optional[Union["psycopg.Connection[Any]", "psycopg.AsyncConnection[Any]"]]
-# An embedding a caller passes: a list of floats, a pgvector Vector, or anything with tolist() (numpy).
-Embedding = Union[Sequence[float], Vector, Any]
+
+
+class ToList(Protocol):
+    """Anything with tolist() giving a list of numbers: a numpy array, a torch tensor."""
+
+    def tolist(self) -> Any: ...
+
+
+# An embedding a caller passes: a list of floats, a pgvector Vector, or anything with tolist().
+Embedding = Union[Sequence[float], Vector, ToList]
 
 
 @dataclass(frozen=True)
