@@ -192,14 +192,14 @@ def bench_cache(app_url: str) -> dict:
         with Memory.connect(app_url, tenant="reindex", embedder=emb, max_size=2) as mem:
             texts = [f"document {i} about topic {i % 37} and item {i * 7 % 101}" for i in range(5000)]
             t0 = time.perf_counter()
-            emb.embed_documents(texts, memory=mem)
+            mem.embed_documents(texts)
             first_s, first_texts, first_calls = time.perf_counter() - t0, len(stub.embedded_texts), len(stub.embed_calls)
             changed = list(texts)
             for i in range(0, 5000, 50):  # 2% changed
                 changed[i] = texts[i] + " (edited)"
             stub.reset()
             t0 = time.perf_counter()
-            emb.embed_documents(changed, memory=mem)
+            mem.embed_documents(changed)
             return {"texts": 5000, "first_texts": first_texts, "first_calls": first_calls, "first_s": first_s,
                     "second_texts": len(stub.embedded_texts), "second_calls": len(stub.embed_calls),
                     "second_s": time.perf_counter() - t0}

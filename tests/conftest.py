@@ -273,12 +273,6 @@ class Driver:
     def __call__(self, method: str, *args, **kwargs):
         return self.resolve(getattr(self.mem, method)(*args, **kwargs))
 
-    def embed(self, method: str, texts: list[str]):
-        """The client's embedder on texts, as the conveniences do it ('embed_documents' or 'embed_queries')."""
-        from agentmem._adapt import aembed_texts, embed_texts
-        return self.resolve(aembed_texts(self.mem, method, texts) if self.loop else
-                            embed_texts(self.mem, method, texts))
-
     def for_tenant(self, tenant: str) -> "Driver":
         return Driver(self.kind, self.mem.for_tenant(tenant), self.loop)
 

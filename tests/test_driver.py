@@ -1,7 +1,7 @@
 """The Python driver, every test run on the sync and the async client (the ``driver`` fixture).
 
 What the driver is (literal calls for every function the app may call, the
-conveniences, the DBA's Admin), then each feature through it: the tenant per
+calls that embed text first, the DBA's Admin, the sync twins generated from the asyncio code), then each feature through it: the tenant per
 transaction, SQLSTATEs as exceptions, conversations, the answer cache, facts,
 forgetting and retention.
 """
@@ -19,15 +19,15 @@ import pytest
 import agentmem
 from agentmem._extraction import FactExtractionError
 from agentmem.admin import Admin
-from agentmem.calls import Sql
-from agentmem.calls import Calls, literal
+from agentmem.calls_async import AsyncCalls
+from agentmem.calls_sync import Calls
 from agentmem.client import AsyncMemory, Memory
-from agentmem.conveniences import AsyncConveniences, Conveniences
+from agentmem.statement import Sql
 from agentmem.embed import OllamaEmbedder
 from agentmem.lexical import LexicalEmbedder
 from helpers import StubEmbedder, count, vec
 
-CONVENIENCES = {"remember", "recall", "recall_facts_about", "cached_answer", "store_answer", "extract_facts"}
+EMBEDS_FIRST = {"embed_documents", "embed_queries", "remember", "recall", "recall_facts_about", "cached_answer", "store_answer", "extract_facts"}
 ADMIN = {"apply_retention", "schedule_retention", "unschedule_retention", "set_default_retention_policy",
          "clear_default_retention_policy", "register_model", "grant_app_role", "retention_health",
          "set_text_search_config", "tenant_index_ddl", "create_tenant_index", "drop_tenant_index",
@@ -42,7 +42,9 @@ WORKER = {"claim_embedding_jobs", "complete_embedding_jobs", "fail_embedding_job
 
 
 def literals(cls) -> set[str]:
-    return {n for c in cls.__mro__ for n, v in vars(c).items() if isinstance(v, literal)}
+    """The call methods a class defines: its public functions but the runner and the connection's own."""
+    return {n for n, v in vars(cls).items() if inspect.isfunction(v) and not n.startswith("_")} - {
+        "run", "connect", "close"}
 
 
 def test_one_literal_method_per_function_the_app_role_may_call_and_the_dba_ones_on_admin(admin):
@@ -51,7 +53,8 @@ def test_one_literal_method_per_function_the_app_role_may_call_and_the_dba_ones_
         "from pg_proc as p where p.pronamespace = 'agentmem'::regnamespace").fetchall())
     app = {n for n, ok in callable_by.items() if ok}
     # set_tenant has no method: every call runs set_tenant(tenant_id => ..., local => true) first
-    assert literals(Calls) == app - {"set_tenant"}
+    assert literals(AsyncCalls) == app - {"set_tenant"}
+    assert literals(Calls) == literals(AsyncCalls)
     assert literals(Admin) == ADMIN
     assert {n for n, ok in callable_by.items() if not ok} == (ADMIN - VIEWS) | WORKER
     for name in ADMIN:
@@ -60,26 +63,47 @@ def test_one_literal_method_per_function_the_app_role_may_call_and_the_dba_ones_
 
 def test_each_literal_method_is_one_select_from_its_own_function():
     import ast
-    for cls in (Calls, Admin):
+    for cls in (AsyncCalls, Calls, Admin):
         for name in literals(cls):
-            body = ast.parse(inspect.getsource(getattr(cls, name).fn).lstrip().replace("\n    ", "\n")).body[0]
-            call = body.body[-1].value  # return one|rows|value|nothing(..., "select ... agentmem.<name>(...)", ...)
+            body = ast.parse(inspect.getsource(getattr(cls, name)).lstrip().replace("\n    ", "\n")).body[0]
+            ret = body.body[-1].value  # return [await] self.run(one|rows|value|nothing(..., "select ..."), conn)
+            run = ret.value if isinstance(ret, ast.Await) else ret
+            assert ast.unparse(run.func) == "self.run", name
+            call = run.args[0]
             while isinstance(call.func, ast.Attribute):  # .then(post)
                 call = call.func.value
+            assert ast.unparse(call.func) in ("one", "rows", "value", "nothing"), name
             text = "".join(a.value for a in ast.walk(call) if isinstance(a, ast.Constant) and isinstance(a.value, str))
             assert text.startswith("select ") and f"agentmem.{name}" in text, (name, text)
+            assert len(body.body) <= 2, name  # the docstring, then the call
+
+
+def test_the_sync_twins_are_generated_from_the_asyncio_code():
+    """calls_sync.py, client_sync.py and turn_sync.py are what scripts/async_to_sync.py writes from
+    their *_async.py originals; a twin edited by hand, or stale, fails here."""
+    import importlib.util
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    spec = importlib.util.spec_from_file_location("async_to_sync", root / "scripts" / "async_to_sync.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert set(script.TWINS) == {p.name for p in (root / "python" / "agentmem").glob("*_async.py")}
+    for name, (twin, _) in script.TWINS.items():
+        source = (root / "python" / "agentmem" / name).read_text()
+        assert (root / "python" / "agentmem" / twin).read_text() == script.twin_of(source, name), twin
+    assert script.main(["--check"]) == 0
 
 
 def test_sync_methods_return_values_and_async_methods_return_awaitables(app_url):
     import asyncio
     mem = Memory(pool=None, tenant="acme")
     amem = AsyncMemory(pool=None, tenant="acme")
-    for name in literals(Calls) | CONVENIENCES:
+    for name in literals(Calls) | EMBEDS_FIRST:
         assert not inspect.iscoroutinefunction(getattr(mem, name)), name
         assert inspect.iscoroutinefunction(getattr(amem, name)), name
         assert inspect.signature(getattr(mem, name)) == inspect.signature(getattr(amem, name)), name
-    for name in CONVENIENCES:
-        assert name in vars(Conveniences) and name in vars(AsyncConveniences), name
+    for name in EMBEDS_FIRST:
+        assert name in vars(Memory) and name in vars(AsyncMemory), name
     assert "conn" in inspect.signature(mem.cache_lookup).parameters
     assert "self" not in inspect.signature(mem.cache_lookup).parameters
 
@@ -140,8 +164,8 @@ def test_driver_sends_set_tenant_and_the_call_as_one_transaction(driver, admin):
 def test_driver_without_pipeline_mode_runs_each_call_in_a_transaction_of_its_own(driver, admin, monkeypatch):
     """A libpq older than 14 has no pipeline mode: each call then runs in BEGIN ... COMMIT on the pool's
     autocommit connection, with the same guarantees."""
-    from agentmem import client
-    monkeypatch.setattr(client, "PIPELINE", False)
+    from agentmem import connections
+    monkeypatch.setattr(connections, "PIPELINE", False)
     call = driver(max_size=1)
     cid = call("start_conversation", "alice")
     assert admin.execute("select tenant_id from agentmem.conversations where conversation_id = %s",
@@ -206,13 +230,13 @@ def test_remember_and_recall_through_the_driver(driver, stub, admin):
     assert len(stub.embed_calls) == calls
     assert [m.message_index for m in call("recent_messages", cid, n=2)] == [1, 2]
     assert [m.message_index for m in call("context_window", stored.message_id, before=0, after=1)] == [0, 1]
-    rows = call("store_messages", cid, ["user", "assistant"], ["a", "b"], call.embed("embed_documents", ["a", "b"]),
+    rows = call("store_messages", cid, ["user", "assistant"], ["a", "b"], call("embed_documents", ["a", "b"]),
                 model="all-minilm", metadata=[{"i": 1}, {"i": 2}])
     assert [r.message_index for r in rows] == [3, 4]
     call("set_summary", cid, "alice has a dog, Rex", 2)
     ctx = call("short_term_context", cid, keep_last=2)
     assert [(c.kind, c.message_index) for c in ctx] == [("summary", 2), ("message", 3), ("message", 4)]
-    windows = call("search_with_context", "alice", call.embed("embed_queries", ["dog Rex"])[0], k=1, radius=1,
+    windows = call("search_with_context", "alice", call("embed_queries", ["dog Rex"])[0], k=1, radius=1,
                    model="all-minilm")
     assert {w.message_index for w in windows} == {0, 1} or {w.message_index for w in windows} == {0, 1, 2}
     with pytest.raises(agentmem.NotFound):
@@ -577,3 +601,70 @@ def test_connect_to_a_database_without_agentmem_says_so(server, admin):
             Memory.connect(server.db_url(name), tenant="acme")
     finally:
         admin.execute(f"drop database {name} with (force)")
+
+
+# -- round trips --------------------------------------------------------------------------------
+
+class RoundTrips:
+    """libpq's protocol trace of a one-connection client: the server's ReadyForQuery messages are the
+    round trips (one per pipeline's Sync, per simple query, per BEGIN / COMMIT)."""
+
+    def __init__(self, mem, tmp_path):
+        self.path = tmp_path / "trace.txt"
+        self.file = open(self.path, "w")
+        with mem.pool.connection() as conn:
+            self.conn = conn
+        self.conn.prepare_threshold = None  # every statement's text in the trace (a prepared one sends its name)
+        self._trace()
+        self.seen = 0
+
+    def _trace(self):
+        import psycopg.pq
+        self.conn.pgconn.trace(self.file.fileno())
+        self.conn.pgconn.set_trace_flags(psycopg.pq.Trace.SUPPRESS_TIMESTAMPS)
+
+    def __call__(self) -> tuple[int, list[str]]:
+        """The round trips since the last call, and the functions called in them."""
+        import re
+        self.conn.pgconn.untrace()  # flushes libpq's buffer
+        lines = self.path.read_text().splitlines()[self.seen:]
+        self.seen += len(lines)
+        self._trace()
+        called = [m for line in lines if line.startswith("F") for m in re.findall(r"agentmem\.(\w+)\(", line)]
+        return sum(1 for line in lines if line.startswith("B") and "ReadyForQuery" in line), called
+
+
+def test_round_trips_of_cached_answer_recall_and_search_messages(app_url, stub, tmp_path):
+    """The data path in round trips on a cold and a warm embedding cache (the figures of docs/driver.md):
+    the embedder's prefixes are read at connect, so no call waits for them."""
+    emb = OllamaEmbedder("all-minilm", host=stub.host)
+    with Memory.connect(app_url, tenant="acme", max_size=1, embedder=emb) as mem:
+        assert (emb.document_prefix, emb.query_prefix) == ("", "")
+        trips = RoundTrips(mem, tmp_path)
+        mem.cached_answer("How do I rotate an API key?")   # cold embedding cache
+        assert trips() == (3, ["set_tenant", "embedding_cache_lookup", "set_tenant", "embedding_cache_store",
+                               "set_tenant", "cache_lookup"])
+        mem.cached_answer("How do I rotate an API key?")   # warm
+        assert trips() == (2, ["set_tenant", "embedding_cache_lookup", "set_tenant", "cache_lookup"])
+        mem.recall("alice", "my API keys")                 # cold
+        assert trips()[0] == 3
+        mem.recall("alice", "my API keys")                 # warm
+        assert trips() == (2, ["set_tenant", "embedding_cache_lookup", "set_tenant", "search_messages"])
+        mem.search_messages("alice", [0.1] * 384, model="all-minilm")  # no embedding: one round trip
+        assert trips() == (1, ["set_tenant", "search_messages"])
+
+
+def test_a_client_opened_without_a_check_reads_the_prefixes_at_first_use(app_url, stub, tmp_path):
+    emb = OllamaEmbedder("nomic-embed-text", host=stub.host)
+    with Memory.connect(app_url, tenant="acme", max_size=1, embedder=emb, check=False) as mem:
+        assert emb.document_prefix is None
+        trips = RoundTrips(mem, tmp_path)
+        mem.cached_answer("How do I rotate an API key?")
+        assert trips() == (4, ["set_tenant", "get_model", "set_tenant", "embedding_cache_lookup",
+                               "set_tenant", "embedding_cache_store", "set_tenant", "cache_lookup"])
+        assert (emb.document_prefix, emb.query_prefix) == ("search_document: ", "search_query: ")
+        assert stub.embedded_texts == ["search_query: How do I rotate an API key?"]
+    # an unregistered model: connect still opens, the first call raises UnknownModel
+    with Memory.connect(app_url, tenant="acme", embedder=OllamaEmbedder("not-registered", host=stub.host)) as mem:
+        with pytest.raises(agentmem.UnknownModel):
+            mem.cached_answer("How do I rotate an API key?")

@@ -57,23 +57,23 @@ def test_embedder_applies_prefixes_and_the_cache_saves_calls(stub, app_url):
     emb = OllamaEmbedder("nomic-embed-text", host=stub.host, batch_size=2)
     with Memory.connect(app_url, tenant="acme", embedder=emb) as mem:
         texts = ["one fish", "two fish", "red fish", "blue fish", "one fish"]
-        first = emb.embed_documents(texts, memory=mem)
+        first = mem.embed_documents(texts)
         assert len(first) == 5 and all(len(v) == 768 for v in first)
         # registry prefixes; a text twice in one call is embedded once
         assert stub.embedded_texts[0] == "search_document: one fish"
         assert len(stub.embed_calls) == 2 and len(stub.embedded_texts) == 4  # 4 misses, batches of 2
         assert np.allclose(first[0], first[4])
         calls = len(stub.embed_calls)
-        again = emb.embed_documents(texts[:4], memory=mem)
+        again = mem.embed_documents(texts[:4])
         assert len(stub.embed_calls) == calls  # all cached: no call
         assert all(np.allclose(a, b) for a, b in zip(again, first))
-        emb.embed_documents(["one fish", "green fish"], memory=mem)
+        mem.embed_documents(["one fish", "green fish"])
         assert stub.embed_calls[-1]["input"] == ["search_document: green fish"]  # only the miss
-        q = emb.embed_query("fish", memory=mem)
+        q = mem.embed_queries(["fish"])[0]
         assert stub.embed_calls[-1]["input"] == ["search_query: fish"] and len(q) == 768
         # the cache is the tenant's
         before = len(stub.embed_calls)
-        emb.embed_documents(["one fish"], memory=mem.for_tenant("globex"))
+        mem.for_tenant("globex").embed_documents(["one fish"])
         assert len(stub.embed_calls) == before + 1
 
 

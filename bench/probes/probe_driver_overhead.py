@@ -31,8 +31,9 @@ from psycopg_pool import ConnectionPool
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/common.py
 from common import command, connect, load_interleaved, p50_p95, probe_start, unit_vectors, write_report  # noqa: E402
 
-from agentmem._adapt import check_params  # noqa: E402
-from agentmem.client import SET_TENANT, Memory, row_factory, shape  # noqa: E402
+from agentmem.client import Memory  # noqa: E402
+from agentmem.connections import SET_TENANT  # noqa: E402
+from agentmem.params import check_params  # noqa: E402
 
 MODEL, DIM, OTHERS, QUERIES = "all-minilm", 384, 20_000, 300
 USERS = {"u100": 100, "u3000": 3000}
@@ -58,10 +59,10 @@ class ExplicitMemory(Memory):
         check_params(stmt.params)
         with self.pool.connection() as c, c.transaction():
             c.execute(SET_TENANT, (self.tenant,))
-            with c.cursor(row_factory=row_factory(stmt.row)) as cur:
+            with c.cursor(row_factory=stmt.row_factory()) as cur:
                 cur.execute(stmt.query, stmt.params)
                 rows = cur.fetchall()
-        return shape(stmt, rows)
+        return stmt.result(rows)
 
 
 def main() -> int:

@@ -1,7 +1,7 @@
 """Fact extraction's Python side: the prompt, and the validation of the chat model's reply.
 
 One Ollama chat call turns a conversation turn into standalone facts (JSON,
-validated by ``parse_facts``); ``conveniences.extract_facts`` embeds and upserts
+validated by ``parse_facts``); ``Memory.extract_facts`` (client_async.py) embeds and upserts
 them. A malformed reply raises FactExtractionError and stores nothing.
 """
 

@@ -6,8 +6,8 @@ search path's health, the retention health view, the
 text search configuration and tenants' own HNSW indexes. The
 SQL functions behind them are ``security invoker`` and not granted to
 ``agentmem_app``: connect as the schema's owner, a superuser or a BYPASSRLS
-role. Each method is one literal call, written as in ``calls.py`` (adding one
-is one ``@literal`` method); each runs in its own transaction.
+role. Each method is one literal call, written as in ``calls_async.py`` (adding one
+is one method whose body is ``return self.run(<statement>)``); each runs in its own transaction.
 
     with Admin.connect("postgresql://dba@db/mydb") as admin:
         admin.register_model("all-minilm", 384)
@@ -17,19 +17,20 @@ is one ``@literal`` method); each runs in its own transaction.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Any, Callable
+from typing import Any, TypeVar
 
 import psycopg
 from pgvector.psycopg import register_vector
 
-from ._adapt import check_params
-from .calls import Sql, SyncClient, _lines, literal, nothing, one, rows, value
-from .client import row_factory, shape
 from .errors import translate
+from .params import check_params
 from .rows import JobRun, RetentionPolicy
+from .statement import Sql, lines, nothing, one, rows, value
+
+R = TypeVar("R")
 
 
-class Admin(SyncClient):
+class Admin:
     """The DBA's operations, bound to no tenant, each one literal call run as the connecting role."""
 
     def __init__(self, conn: psycopg.Connection):
@@ -50,210 +51,174 @@ class Admin(SyncClient):
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    def run(self, stmt: Sql[Any]) -> Any:
+    def run(self, stmt: Sql[R]) -> R:
+        """Run one literal statement in a transaction of its own, as the connecting role."""
         check_params(stmt.params)
         try:
-            with self.conn.transaction(), self.conn.cursor(row_factory=row_factory(stmt.row)) as cur:
+            with self.conn.transaction(), self.conn.cursor(row_factory=stmt.row_factory()) as cur:
                 cur.execute(stmt.query, stmt.params)
-                rows = cur.fetchall()
+                found = cur.fetchall()
         except psycopg.Error as exc:
             raise translate(exc) from exc
-        return shape(stmt, rows)
-
-    def _bind(self, fn: Callable[..., Sql[Any]]) -> Callable[..., Any]:
-        def method(*args: Any, **kwargs: Any) -> Any:
-            return self.run(fn(self, *args, **kwargs))
-        return method
+        return stmt.result(found)
 
     # -- retention ----------------------------------------------------------------------------
 
-    @literal
-    def apply_retention(self, batch_size: int = 5000) -> Sql[JobRun]:
-        return one(JobRun, "select * from agentmem.apply_retention(batch_size => %s)", batch_size)
+    def apply_retention(self, batch_size: int = 5000) -> JobRun:
+        return self.run(one(JobRun, "select * from agentmem.apply_retention(batch_size => %s)", batch_size))
 
-    @literal
-    def schedule_retention(self, schedule: str = "*/15 * * * *") -> Sql[int]:
-        return value(int, "select agentmem.schedule_retention(schedule => %s)", schedule)
+    def schedule_retention(self, schedule: str = "*/15 * * * *") -> int:
+        return self.run(value(int, "select agentmem.schedule_retention(schedule => %s)", schedule))
 
-    @literal
-    def unschedule_retention(self) -> Sql[bool]:
-        return value(bool, "select agentmem.unschedule_retention()")
+    def unschedule_retention(self) -> bool:
+        return self.run(value(bool, "select agentmem.unschedule_retention()"))
 
-    @literal
-    def retention_health(self) -> Sql[dict]:
+    def retention_health(self) -> dict:
         """The view agentmem.retention_health: the last run, pg_cron's view of the job, a status."""
-        return one(dict, "select * from agentmem.retention_health")
+        return self.run(one(dict, "select * from agentmem.retention_health"))
 
-    @literal
-    def set_default_retention_policy(self, kind: str, max_age: dt.timedelta | None) -> Sql[RetentionPolicy]:
-        return one(RetentionPolicy, "select * from agentmem.set_default_retention_policy(kind => %s, "
-                   "max_age => %s)", kind, max_age)
+    def set_default_retention_policy(self, kind: str, max_age: dt.timedelta | None) -> RetentionPolicy:
+        return self.run(one(RetentionPolicy, "select * from agentmem.set_default_retention_policy(kind => %s, "
+                            "max_age => %s)", kind, max_age))
 
-    @literal
-    def clear_default_retention_policy(self, kind: str) -> Sql[bool]:
-        return value(bool, "select agentmem.clear_default_retention_policy(kind => %s)", kind)
+    def clear_default_retention_policy(self, kind: str) -> bool:
+        return self.run(value(bool, "select agentmem.clear_default_retention_policy(kind => %s)", kind))
 
     # -- moving a tenant -----------------------------------------------------------------------
 
-    @literal
-    def export_tenant(self, tenant_id: str) -> Sql[list[str]]:
+    def export_tenant(self, tenant_id: str) -> list[str]:
         """A tenant's export, one JSON document per line, fetched whole (``agentmem export --tenant``
         streams it through a cursor instead)."""
-        return rows(dict, "select line from agentmem.export_tenant(tenant_id => %s)", tenant_id).then(_lines)
+        return self.run(rows(dict, "select line from agentmem.export_tenant(tenant_id => %s)", tenant_id).then(lines))
 
-    @literal
-    def import_tenant(self, tenant_id: str, lines: list[str]) -> Sql[dict]:
+    def import_tenant(self, tenant_id: str, lines: list[str]) -> dict:
         """Import a tenant export, or whole user blocks of one, into tenant_id; rows inserted per table."""
-        return value(dict, "select agentmem.import_tenant(tenant_id => %s, lines => %s::text[])", tenant_id,
-                     list(lines))
+        return self.run(value(dict, "select agentmem.import_tenant(tenant_id => %s, lines => %s::text[])", tenant_id,
+                              list(lines)))
 
     # -- models and roles ---------------------------------------------------------------------
 
-    @literal
     def register_model(self, model: str, dimension: int, document_prefix: str = "",
-                       query_prefix: str = "") -> Sql[dict]:
-        return one(dict, "select * from agentmem.register_model(model => %s, dimension => %s, "
-                   "document_prefix => %s, query_prefix => %s)", model, dimension, document_prefix, query_prefix)
+                       query_prefix: str = "") -> dict:
+        return self.run(one(dict, "select * from agentmem.register_model(model => %s, dimension => %s, "
+                            "document_prefix => %s, query_prefix => %s)", model, dimension, document_prefix, query_prefix))
 
-    @literal
-    def grant_app_role(self, role_name: str) -> Sql[None]:
-        return nothing("select agentmem.grant_app_role(role_name => %s)", role_name)
+    def grant_app_role(self, role_name: str) -> None:
+        return self.run(nothing("select agentmem.grant_app_role(role_name => %s)", role_name))
 
     # -- tenants bound to identities ----------------------------------------------------------
 
-    @literal
     def grant_tenant(self, role_name: str, tenant_id: str | None = None, tenant_prefix: str | None = None,
-                     all_tenants: bool = False) -> Sql[bool]:
+                     all_tenants: bool = False) -> bool:
         """Let a login role act as one tenant, every tenant starting with a prefix, or every tenant
         (exactly one of the three); False when it held that grant already."""
-        return value(bool, "select agentmem.grant_tenant(role_name => %s, tenant_id => %s, tenant_prefix => %s, "
-                     "all_tenants => %s)", role_name, tenant_id, tenant_prefix, all_tenants)
+        return self.run(value(bool, "select agentmem.grant_tenant(role_name => %s, tenant_id => %s, tenant_prefix => %s, "
+                              "all_tenants => %s)", role_name, tenant_id, tenant_prefix, all_tenants))
 
-    @literal
     def revoke_tenant(self, role_name: str, tenant_id: str | None = None, tenant_prefix: str | None = None,
-                      all_tenants: bool = False) -> Sql[bool]:
+                      all_tenants: bool = False) -> bool:
         """Take back a grant of grant_tenant (the same arguments); whether one was removed."""
-        return value(bool, "select agentmem.revoke_tenant(role_name => %s, tenant_id => %s, tenant_prefix => %s, "
-                     "all_tenants => %s)", role_name, tenant_id, tenant_prefix, all_tenants)
+        return self.run(value(bool, "select agentmem.revoke_tenant(role_name => %s, tenant_id => %s, tenant_prefix => %s, "
+                              "all_tenants => %s)", role_name, tenant_id, tenant_prefix, all_tenants))
 
-    @literal
-    def tenant_grant_list(self) -> Sql[list[dict]]:
+    def tenant_grant_list(self) -> list[dict]:
         """The view agentmem.tenant_grant_list: every grant, whether its role exists and can log in, the mode."""
-        return rows(dict, "select * from agentmem.tenant_grant_list")
+        return self.run(rows(dict, "select * from agentmem.tenant_grant_list"))
 
-    @literal
-    def set_tenant_binding(self, mode: str, jwt_claim: str | None = None) -> Sql[dict]:
+    def set_tenant_binding(self, mode: str, jwt_claim: str | None = None) -> dict:
         """How set_tenant is checked: 'role' (the login's grants), 'jwt' (the gateway login's grants and a
         claim of request.jwt.claims) or 'none'."""
-        return one(dict, "select * from agentmem.set_tenant_binding(mode => %s, jwt_claim => %s)", mode, jwt_claim)
+        return self.run(one(dict, "select * from agentmem.set_tenant_binding(mode => %s, jwt_claim => %s)", mode, jwt_claim))
 
-    @literal
-    def search_path_health(self) -> Sql[list[dict]]:
+    def search_path_health(self) -> list[dict]:
         """The view agentmem.search_path_health: who besides the owners may write a schema of agentmem's
         search path, with the statement that fixes it; empty when safe."""
-        return rows(dict, "select * from agentmem.search_path_health")
+        return self.run(rows(dict, "select * from agentmem.search_path_health"))
 
     # -- full-text search ---------------------------------------------------------------------
 
-    @literal
-    def set_text_search_config(self, config: str) -> Sql[bool]:
+    def set_text_search_config(self, config: str) -> bool:
         """Switch the text search configuration (e.g. 'english', 'simple'); re-derives every stored tsvector."""
-        return value(bool, "select agentmem.set_text_search_config(config => %s::regconfig)", config)
+        return self.run(value(bool, "select agentmem.set_text_search_config(config => %s::regconfig)", config))
 
     # -- tenants' own HNSW indexes ------------------------------------------------------------
 
-    @literal
     def tenant_index_ddl(self, tenant_id: str, model: str | None = None, table_name: str = "message_embeddings",
-                         concurrently: bool = True, kind: str = "hnsw") -> Sql[str]:
+                         concurrently: bool = True, kind: str = "hnsw") -> str:
         """The CREATE INDEX statement that builds a tenant's own index (to run outside a transaction):
         kind 'hnsw', or 'exact' (message_embeddings only)."""
-        return value(str, "select agentmem.tenant_index_ddl(tenant_id => %s, model => %s, table_name => %s, "
-                     "concurrently => %s, kind => %s)", tenant_id, model, table_name, concurrently, kind)
+        return self.run(value(str, "select agentmem.tenant_index_ddl(tenant_id => %s, model => %s, table_name => %s, "
+                              "concurrently => %s, kind => %s)", tenant_id, model, table_name, concurrently, kind))
 
-    @literal
     def create_tenant_index(self, tenant_id: str, model: str | None = None,
-                            table_name: str = "message_embeddings") -> Sql[str]:
+                            table_name: str = "message_embeddings") -> str:
         """Build a tenant's own HNSW index (and, for message_embeddings of at most
         agentmem.exact_index_max_rows rows, its exact index) in this call's transaction; returns the
         HNSW index's name."""
-        return value(str, "select agentmem.create_tenant_index(tenant_id => %s, model => %s, table_name => %s)",
-                     tenant_id, model, table_name)
+        return self.run(value(str, "select agentmem.create_tenant_index(tenant_id => %s, model => %s, table_name => %s)",
+                              tenant_id, model, table_name))
 
-    @literal
-    def measure_tenant_index(self, tenant_id: str, model: str | None = None) -> Sql[dict]:
+    def measure_tenant_index(self, tenant_id: str, model: str | None = None) -> dict:
         """Sample the tenant's messages through its HNSW index and record on its exact index whether
         its searches start with that index or read the exact index first: {sampled, far, first_pass}."""
-        return one(dict, "select * from agentmem.measure_tenant_index(tenant_id => %s, model => %s)",
-                   tenant_id, model)
+        return self.run(one(dict, "select * from agentmem.measure_tenant_index(tenant_id => %s, model => %s)",
+                            tenant_id, model))
 
-    @literal
-    def apply_index_upkeep(self, max_builds: int = 1) -> Sql[JobRun]:
+    def apply_index_upkeep(self, max_builds: int = 1) -> JobRun:
         """One run of the index upkeep job: builds the own indexes of at most max_builds tenants that
         crossed agentmem.tenant_index_min_rows, drops those searches no longer use; the run's record."""
-        return one(JobRun, "select * from agentmem.apply_index_upkeep(max_builds => %s)", max_builds)
+        return self.run(one(JobRun, "select * from agentmem.apply_index_upkeep(max_builds => %s)", max_builds))
 
-    @literal
-    def schedule_index_upkeep(self, schedule: str = "23 * * * *", max_builds: int = 1) -> Sql[int]:
-        return value(int, "select agentmem.schedule_index_upkeep(schedule => %s, max_builds => %s)",
-                     schedule, max_builds)
+    def schedule_index_upkeep(self, schedule: str = "23 * * * *", max_builds: int = 1) -> int:
+        return self.run(value(int, "select agentmem.schedule_index_upkeep(schedule => %s, max_builds => %s)",
+                              schedule, max_builds))
 
-    @literal
-    def unschedule_index_upkeep(self) -> Sql[bool]:
-        return value(bool, "select agentmem.unschedule_index_upkeep()")
+    def unschedule_index_upkeep(self) -> bool:
+        return self.run(value(bool, "select agentmem.unschedule_index_upkeep()"))
 
-    @literal
     def drop_tenant_index(self, tenant_id: str, model: str | None = None,
-                          table_name: str = "message_embeddings") -> Sql[bool]:
-        return value(bool, "select agentmem.drop_tenant_index(tenant_id => %s, model => %s, table_name => %s)",
-                     tenant_id, model, table_name)
+                          table_name: str = "message_embeddings") -> bool:
+        return self.run(value(bool, "select agentmem.drop_tenant_index(tenant_id => %s, model => %s, table_name => %s)",
+                              tenant_id, model, table_name))
 
     # -- scale-out on Citus -------------------------------------------------------------------
 
-    @literal
-    def distribute(self, shard_count: int | None = None) -> Sql[list[dict]]:
+    def distribute(self, shard_count: int | None = None) -> list[dict]:
         """Distribute the installation by tenant on Citus (idempotent); one row per table it changed."""
-        return rows(dict, "select * from agentmem.distribute(shard_count => %s)", shard_count)
+        return self.run(rows(dict, "select * from agentmem.distribute(shard_count => %s)", shard_count))
 
-    @literal
-    def is_distributed(self) -> Sql[bool]:
+    def is_distributed(self) -> bool:
         """Whether agentmem.distribute() has run in this database."""
-        return value(bool, "select agentmem.is_distributed()")
+        return self.run(value(bool, "select agentmem.is_distributed()"))
 
-    @literal
-    def tenants_needing_index(self) -> Sql[list[dict]]:
+    def tenants_needing_index(self) -> list[dict]:
         """The view agentmem.tenants_needing_index: a row per missing index of tenants past the exact-scan size
         (and a 'measure' row for a tenant whose indexes were built but never measured)."""
-        return rows(dict, "select * from agentmem.tenants_needing_index")
+        return self.run(rows(dict, "select * from agentmem.tenants_needing_index"))
 
     # -- re-embedding and the embedding queue (sql/17_embedding_jobs.sql) ---------------------------
 
-    @literal
-    def reembed(self, model: str, from_model: str | None = None, tenant_id: str | None = None) -> Sql[list[dict]]:
+    def reembed(self, model: str, from_model: str | None = None, tenant_id: str | None = None) -> list[dict]:
         """Queue a tenant's (None: every tenant's) rows of from_model for model; jobs queued per tenant."""
-        return rows(dict, "select * from agentmem.reembed(model => %s, from_model => %s, tenant_id => %s)",
-                    model, from_model, tenant_id)
+        return self.run(rows(dict, "select * from agentmem.reembed(model => %s, from_model => %s, tenant_id => %s)",
+                             model, from_model, tenant_id))
 
-    @literal
-    def switch_default_model(self, model: str, tenant_id: str) -> Sql[str]:
+    def switch_default_model(self, model: str, tenant_id: str) -> str:
         """Make model the tenant's default once every row is embedded in it (AM031 before)."""
-        return value(str, "select agentmem.switch_default_model(model => %s, tenant_id => %s)", model, tenant_id)
+        return self.run(value(str, "select agentmem.switch_default_model(model => %s, tenant_id => %s)", model, tenant_id))
 
-    @literal
-    def drop_model_vectors(self, model: str, tenant_id: str | None = None) -> Sql[list[dict]]:
+    def drop_model_vectors(self, model: str, tenant_id: str | None = None) -> list[dict]:
         """Remove a model's rows from a tenant (None: every tenant, its indexes and registry entry too)."""
-        return rows(dict, "select * from agentmem.drop_model_vectors(model => %s, tenant_id => %s)", model, tenant_id)
+        return self.run(rows(dict, "select * from agentmem.drop_model_vectors(model => %s, tenant_id => %s)", model, tenant_id))
 
-    @literal
-    def retry_embedding_jobs(self, model: str | None = None, tenant_id: str | None = None) -> Sql[int]:
+    def retry_embedding_jobs(self, model: str | None = None, tenant_id: str | None = None) -> int:
         """Queue failed embedding jobs again; how many."""
-        return value(int, "select agentmem.retry_embedding_jobs(model => %s, tenant_id => %s)", model, tenant_id)
+        return self.run(value(int, "select agentmem.retry_embedding_jobs(model => %s, tenant_id => %s)", model, tenant_id))
 
-    @literal
-    def embedding_backlog(self) -> Sql[list[dict]]:
+    def embedding_backlog(self) -> list[dict]:
         """The view agentmem.embedding_backlog: jobs pending, running, failed, oldest and rate per tenant and model."""
-        return rows(dict, "select * from agentmem.embedding_backlog")
+        return self.run(rows(dict, "select * from agentmem.embedding_backlog"))
 
-    @literal
-    def health(self) -> Sql[list[dict]]:
+    def health(self) -> list[dict]:
         """The view agentmem.health: every background job's last run, errors and backlog."""
-        return rows(dict, "select * from agentmem.health")
+        return self.run(rows(dict, "select * from agentmem.health"))

@@ -1,39 +1,52 @@
-"""OllamaEmbedder: embeddings from an Ollama server, through agentmem's embedding cache.
+"""OllamaEmbedder: embeddings from an Ollama server; and how a client calls its embedder.
 
-The embedder holds no SQL: it asks the client it is given (``memory=``) for
-the model's prefixes (``get_model``) and for cached embeddings
-(``embedding_cache_lookup`` / ``embedding_cache_store``), and embeds only the misses,
-``batch_size`` texts per Ollama request. Texts are cached with their prefix,
-so a document and a query of the same words are different entries.
+The embedder holds no SQL and never calls the client. A client built with an embedder that has
+``embed(texts)`` (OllamaEmbedder) puts the model's prefixes from the registry (``get_model``)
+before the texts and looks them up in the tenant's embedding cache first
+(``embedding_cache_lookup`` / ``embedding_cache_store``), sending only the misses to ``embed``,
+``batch_size`` texts per Ollama request. Texts are cached with their prefix, so a document and a
+query of the same words are different entries. Any other embedder (``model``,
+``embed_documents(texts)``, ``embed_query(text)``: LexicalEmbedder) is called as is.
 
     from agentmem.client import Memory
     from agentmem.embed import OllamaEmbedder
     mem = Memory.connect(url, tenant="acme", embedder=OllamaEmbedder("nomic-embed-text"))
     mem.remember(conversation_id, "user", "I moved to Lisbon in May")
     mem.recall("alice", "where does the user live?")
+
+Embeddings come back as lists of floats.
 """
 
 from __future__ import annotations
 
-from typing import Sequence
-
-import numpy as np
+from typing import Any, Sequence
 
 from .errors import EmbedderError
 
+CACHE_BATCH = 10000  # texts per embedding_cache_lookup / embedding_cache_store call
+
+
+def as_floats(vector: Any) -> list[float]:
+    """An embedding as a list of floats: from a list, a pgvector Vector, or anything with tolist()."""
+    if hasattr(vector, "to_list"):
+        return vector.to_list()
+    if hasattr(vector, "tolist"):
+        return vector.tolist()
+    return [float(x) for x in vector]
+
 
 class OllamaEmbedder:
-    """Embed with Ollama's /api/embed; cache-first when given a client.
+    """Embed with Ollama's /api/embed.
 
     model: the Ollama model name, registered in agentmem.models (its dimension and prefixes).
     host: the Ollama server; None means the ollama client's default (OLLAMA_HOST or localhost:11434).
-    document_prefix / query_prefix: override the registry's prefixes (None: ask the registry
-    through the client; '' with no client).
+    document_prefix / query_prefix: override the registry's prefixes (None: a client fills them in from
+    the registry; '' when used without one).
     batch_size: texts per Ollama request.
+    use_cache: whether a client looks texts up in the tenant's embedding cache first.
     """
 
     kind = "ollama"
-    uses_memory = True  # its methods take memory= (the client: prefixes and cache)
 
     def __init__(self, model: str = "nomic-embed-text", host: str | None = None, *, batch_size: int = 64,
                  document_prefix: str | None = None, query_prefix: str | None = None,
@@ -48,21 +61,20 @@ class OllamaEmbedder:
         self.query_prefix = query_prefix
         self.use_cache = use_cache
         self._client = ollama.Client(host=self.host, timeout=timeout)
-        self._async_client = None
+        self._async_client: Any = None
         self._timeout = timeout
 
     # -- prefixes -------------------------------------------------------------------------------
 
-    def _prefixes_from(self, row) -> None:
+    def use_registry_prefixes(self, model_row: dict) -> None:
+        """Take the prefixes not given to the constructor from the model's registry row (get_model)."""
         if self.document_prefix is None:
-            self.document_prefix = row["document_prefix"]
+            self.document_prefix = model_row["document_prefix"]
         if self.query_prefix is None:
-            self.query_prefix = row["query_prefix"]
+            self.query_prefix = model_row["query_prefix"]
 
-    def _need_prefixes(self, memory) -> bool:
-        return memory is not None and (self.document_prefix is None or self.query_prefix is None)
-
-    def _prefixed(self, kind: str, texts: Sequence[str]) -> list[str]:
+    def prefixed(self, kind: str, texts: Sequence[str]) -> list[str]:
+        """kind 'document' or 'query': the texts with that prefix before them."""
         prefix = (self.document_prefix if kind == "document" else self.query_prefix) or ""
         return [prefix + t for t in texts]
 
@@ -85,94 +97,79 @@ class OllamaEmbedder:
                                  hint="Start it (ollama serve) or pass host=... / set OLLAMA_HOST.")
         return EmbedderError(f"embedding with Ollama failed: {exc}")
 
-    @staticmethod
-    def _vectors(response) -> list[np.ndarray]:
-        return [np.asarray(v, dtype=np.float32) for v in response["embeddings"]]
-
-    def _embed_batches(self, texts: list[str]) -> list[np.ndarray]:
-        out: list[np.ndarray] = []
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        """The texts' embeddings, as given (no prefix), ``batch_size`` texts per request."""
+        out: list[list[float]] = []
         for i in range(0, len(texts), self.batch_size):
             try:
-                response = self._client.embed(model=self.model, input=texts[i:i + self.batch_size])
+                response = self._client.embed(model=self.model, input=list(texts[i:i + self.batch_size]))
             except Exception as exc:  # noqa: BLE001 - mapped to EmbedderError
                 raise self._error(exc) from exc
-            out.extend(self._vectors(response))
+            out.extend(as_floats(v) for v in response["embeddings"])
         return out
 
-    async def _aembed_batches(self, texts: list[str]) -> list[np.ndarray]:
+    async def aembed(self, texts: Sequence[str]) -> list[list[float]]:
+        """embed() for asyncio."""
         import ollama
         if self._async_client is None:
             self._async_client = ollama.AsyncClient(host=self.host, timeout=self._timeout)
-        out: list[np.ndarray] = []
+        out: list[list[float]] = []
         for i in range(0, len(texts), self.batch_size):
             try:
-                response = await self._async_client.embed(model=self.model, input=texts[i:i + self.batch_size])
+                response = await self._async_client.embed(model=self.model, input=list(texts[i:i + self.batch_size]))
             except Exception as exc:  # noqa: BLE001 - mapped to EmbedderError
                 raise self._error(exc) from exc
-            out.extend(self._vectors(response))
+            out.extend(as_floats(v) for v in response["embeddings"])
         return out
 
-    # -- cache-first embedding ------------------------------------------------------------------
+    # -- without a client: the constructor's prefixes, no cache ------------------------------------
 
-    @staticmethod
-    def _misses(texts, cached) -> list[str]:
-        """The distinct texts the cache did not have, in first-seen order."""
-        return list(dict.fromkeys(t for t, c in zip(texts, cached) if c is None))
+    def embed_documents(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embeddings of texts to store (document prefix)."""
+        return self.embed(self.prefixed("document", texts))
 
-    @staticmethod
-    def _merge(texts, cached, misses, fresh):
-        made = dict(zip(misses, fresh))
-        return [c if c is not None else made[t] for t, c in zip(texts, cached)]
+    def embed_queries(self, texts: Sequence[str]) -> list[list[float]]:
+        """Embeddings of search queries (query prefix)."""
+        return self.embed(self.prefixed("query", texts))
 
-    def _embed(self, kind: str, texts: Sequence[str], memory=None) -> list[np.ndarray]:
-        if not texts:
-            return []
-        if self._need_prefixes(memory):
-            self._prefixes_from(memory.get_model(self.model))
-        prefixed = self._prefixed(kind, texts)
-        if memory is None or not self.use_cache:
-            return self._embed_batches(prefixed)
-        cached = []
-        for i in range(0, len(prefixed), 10000):
-            cached += memory.embedding_cache_lookup(self.model, prefixed[i:i + 10000])
-        misses = self._misses(prefixed, cached)
-        fresh = self._embed_batches(misses) if misses else []
-        for i in range(0, len(misses), 10000):
-            memory.embedding_cache_store(self.model, misses[i:i + 10000], fresh[i:i + 10000])
-        return self._merge(prefixed, cached, misses, fresh)
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_queries([text])[0]
 
-    async def _aembed(self, kind: str, texts: Sequence[str], memory=None) -> list[np.ndarray]:
-        if not texts:
-            return []
-        if self._need_prefixes(memory):
-            self._prefixes_from(await memory.get_model(self.model))
-        prefixed = self._prefixed(kind, texts)
-        if memory is None or not self.use_cache:
-            return await self._aembed_batches(prefixed)
-        cached = []
-        for i in range(0, len(prefixed), 10000):
-            cached += await memory.embedding_cache_lookup(self.model, prefixed[i:i + 10000])
-        misses = self._misses(prefixed, cached)
-        fresh = await self._aembed_batches(misses) if misses else []
-        for i in range(0, len(misses), 10000):
-            await memory.embedding_cache_store(self.model, misses[i:i + 10000], fresh[i:i + 10000])
-        return self._merge(prefixed, cached, misses, fresh)
 
-    # -- public ---------------------------------------------------------------------------------
+# -- how a client calls its embedder (client_async.py, client_sync.py) ---------------------------
 
-    def embed_documents(self, texts: Sequence[str], *, memory=None) -> list[np.ndarray]:
-        """Embeddings of texts to store (document prefix). With memory=, cache first."""
-        return self._embed("document", list(texts), memory)
+def require_embedder(client: Any) -> Any:
+    if client.embedder is None:
+        raise EmbedderError("this client has no embedder",
+                            hint="Pass embedder=OllamaEmbedder(...) to Memory.connect, or call the "
+                                 "function that takes an embedding with your own vectors.")
+    return client.embedder
 
-    def embed_queries(self, texts: Sequence[str], *, memory=None) -> list[np.ndarray]:
-        """Embeddings of search queries (query prefix). With memory=, cache first."""
-        return self._embed("query", list(texts), memory)
 
-    def embed_query(self, text: str, *, memory=None) -> np.ndarray:
-        return self.embed_queries([text], memory=memory)[0]
+def embed_as_given(embedder: Any, kind: str, texts: list[str]) -> list[list[float]]:
+    """An embedder without embed(texts), called as is: embed_documents, or embed_query per text."""
+    if kind == "document":
+        return [as_floats(v) for v in embedder.embed_documents(texts)]
+    return [as_floats(embedder.embed_query(t)) for t in texts]
 
-    async def aembed_documents(self, texts: Sequence[str], *, memory=None) -> list[np.ndarray]:
-        return await self._aembed("document", list(texts), memory)
 
-    async def aembed_queries(self, texts: Sequence[str], *, memory=None) -> list[np.ndarray]:
-        return await self._aembed("query", list(texts), memory)
+def embed_prefixed(embedder: Any, texts: list[str]) -> list[list[float]]:
+    return embedder.embed(texts)
+
+
+async def aembed_prefixed(embedder: Any, texts: list[str]) -> list[list[float]]:
+    """embed_prefixed for asyncio: the embedder's aembed when it has one."""
+    if hasattr(embedder, "aembed"):
+        return await embedder.aembed(texts)
+    return embedder.embed(texts)
+
+
+def misses_of(texts: list[str], cached: list[list[float] | None]) -> list[str]:
+    """The distinct texts the cache did not have, in first-seen order."""
+    return list(dict.fromkeys(t for t, c in zip(texts, cached) if c is None))
+
+
+def merge_cached(texts: list[str], cached: list[list[float] | None], misses: list[str],
+                 fresh: list[list[float]]) -> list[list[float]]:
+    made = dict(zip(misses, fresh))
+    return [c if c is not None else made[t] for t, c in zip(texts, cached)]

@@ -120,7 +120,7 @@ SQLSTATES: dict[str, type[AgentmemError]] = {
     "AM050": PrerequisiteMissing,  # pg_cron missing
     # 22000 is not mapped: it is any data_exception, not only pgvector's refusal
     # of NaN or infinite components. The driver checks its vectors before
-    # sending them (_adapt.as_vector: InvalidEmbedding), so that refusal only
+    # sending them (params.as_vector: InvalidEmbedding), so that refusal only
     # reaches callers who write SQL of their own.
 }
 

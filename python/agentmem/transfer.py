@@ -1,6 +1,6 @@
 """``agentmem export`` and ``agentmem import``: a user's or a tenant's memory as JSON Lines.
 
-Export streams: the literal call (``Calls.export_user`` / ``Admin.export_tenant``) runs through a
+Export streams: the literal call (that of ``Memory.export_user`` / ``Admin.export_tenant``) runs through a
 server-side cursor and each line is written as it arrives, so the client holds one batch of lines,
 never the file. The bytes are those psql's
 ``\\copy (select line from agentmem.export_user(user_id => 'alice')) to 'alice.jsonl'
@@ -22,9 +22,13 @@ import psycopg
 from pgvector.psycopg import register_vector
 
 from .admin import Admin
-from .calls import Calls
-from .client import SET_TENANT
+from .connections import SET_TENANT
 from .errors import ContentTooLarge, InvalidArgument, translate
+
+# The export calls, streamed through a server-side cursor (Memory.export_user and Admin.export_tenant
+# fetch the same rows whole).
+EXPORT_USER = "select line from agentmem.export_user(user_id => %s)"
+EXPORT_TENANT = "select line from agentmem.export_tenant(tenant_id => %s)"
 
 # As agentmem_private.import_max_line_bytes(): a longer line is refused before it is sent.
 MAX_LINE_BYTES = 8 * 1024 * 1024
@@ -71,12 +75,11 @@ def _stream(conn: psycopg.Connection, query: str, params: tuple, tenant: str | N
 def export(url: str, out: IO[str], *, tenant: str, user_id: str | None, progress: bool | None = None) -> int:
     """Write the export of user_id (the tenant's application role suffices) or, without one, of the whole
     tenant (a DBA: superuser or BYPASSRLS) to out; returns the number of lines."""
-    stmt = (Calls.export_user.fn(None, user_id) if user_id is not None
-            else Admin.export_tenant.fn(None, tenant))
+    query, params = (EXPORT_USER, (user_id,)) if user_id is not None else (EXPORT_TENANT, (tenant,))
     shown = Progress("exported", progress)
     try:
         with psycopg.connect(url, autocommit=True) as conn:
-            for line in _stream(conn, stmt.query, stmt.params, tenant if user_id is not None else None):
+            for line in _stream(conn, query, params, tenant if user_id is not None else None):
                 out.write(line)
                 out.write("\n")
                 shown.add()

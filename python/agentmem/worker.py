@@ -33,7 +33,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
 
-import numpy as np
+from pgvector import Vector
+
+from .embed import as_floats
 
 log = logging.getLogger("agentmem.worker")
 
@@ -47,8 +49,7 @@ class RawEmbedder(Protocol):
 def ollama_embedder(model: str, dimension: int, host: str | None = None) -> RawEmbedder:
     """Embed texts as given (claim already added the model's prefix) with Ollama."""
     from .embed import OllamaEmbedder
-    embedder = OllamaEmbedder(model, host, use_cache=False, document_prefix="", query_prefix="")
-    return embedder._embed_batches
+    return OllamaEmbedder(model, host, use_cache=False, document_prefix="", query_prefix="").embed
 
 
 def lexical_embedder(model: str, dimension: int, host: str | None = None) -> RawEmbedder:
@@ -171,7 +172,7 @@ class Worker:
                 return len(jobs)
             self.stats.embedded_texts += len(misses)
             for i, v in zip(misses, fresh):
-                vectors[i] = np.asarray(v, dtype=np.float32)
+                vectors[i] = Vector(as_floats(v))
         self._complete(token, tenants, ids, vectors)
         return len(jobs)
 

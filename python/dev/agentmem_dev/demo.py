@@ -179,7 +179,6 @@ def text_in_worker_out(mem, conversation, worker_url: str) -> None:
 
 
 def tour(mem, app_url: str, worker_url: str) -> None:
-    from agentmem._adapt import embed_texts
     from agentmem.errors import InsufficientPrivilege, TenantNotSet
 
     step("3. conversation memory")
@@ -237,9 +236,9 @@ def tour(mem, app_url: str, worker_url: str) -> None:
 
     step("7. facts and forgetting")
     fact = "alice deploys the billing service with Python"
-    vector = embed_texts(mem, "embed_documents", [fact])[0]
+    vector = mem.embed_documents([fact])[0]
     mem.upsert_fact("alice", "stack", fact, vector, source_message_ids=[hits[0].message_id])
-    query = embed_texts(mem, "embed_queries", ["which language does alice use"])[0]
+    query = mem.embed_queries(["which language does alice use"])[0]
     _show(mem.recall_facts("alice", query, k=1), lambda f: f"fact [{f.subject}] {f.fact}")
     receipt = mem.forget_user("alice")
     counts = ", ".join(f"{k} {v}" for k, v in sorted(receipt.rows_removed.items()) if v)

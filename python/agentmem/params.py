@@ -1,49 +1,51 @@
-"""Python values -> what the driver sends, and embedding through the client's embedder."""
+"""Python values -> the parameters the driver sends: embeddings, times, integers and JSON checked first."""
 
 from __future__ import annotations
 
 import datetime as dt
+import math
+from numbers import Real
+from typing import Any
 
-import numpy as np
 from pgvector import Vector
-
 from psycopg.types.json import Jsonb
 
-from .errors import EmbedderError, InvalidArgument, InvalidEmbedding
+from .errors import InvalidArgument, InvalidEmbedding
 
 INT_MIN, INT_MAX = -2**31, 2**31 - 1   # every integer argument of the SQL API is an int
 JSON_MAX_DEPTH = 32                    # agentmem_private.check_metadata's limit
+FLOAT32_MAX = 3.4028234663852886e38    # a larger component is infinite in a vector (float4)
 
 
-def as_vector(value):
-    """An embedding as pgvector's adapter sends it (binary): numpy float32, or Vector, or None.
+def as_vector(value: Any) -> Vector | None:
+    """An embedding as pgvector's adapter sends it (binary): a ``pgvector.Vector``, or None.
 
-    Lists, tuples and float64 arrays all become float32 arrays, so a caller may pass
-    whatever an embedding library returned. Anything else (a str, a dict, a set, a
-    nested list) raises InvalidArgument; NaN or infinite components (also a float64
-    value too large for float32) raise InvalidEmbedding, before anything is sent.
+    Takes a Vector, a list or tuple of numbers, or anything with ``tolist()`` giving one (a numpy
+    array, a torch tensor), so a caller may pass whatever an embedding library returned. Anything
+    else (a str, a dict, a set, a nested list, a 2-d array) raises InvalidArgument; NaN or infinite
+    components (also a value too large for float32) raise InvalidEmbedding, before anything is sent.
     """
-    if value is None:
+    if value is None or isinstance(value, Vector):
         return value
-    if isinstance(value, Vector):
-        array = value.to_numpy()
-    elif isinstance(value, (str, bytes, bytearray, dict, set, frozenset)) or not hasattr(value, "__len__"):
+    if hasattr(value, "tolist") and not isinstance(value, (list, tuple)):
+        value = value.tolist()
+    if not isinstance(value, (list, tuple)):
         raise InvalidArgument(f"an embedding must be a sequence of numbers, not {type(value).__name__}",
                               sqlstate="AM020")
-    else:
-        try:
-            with np.errstate(over="ignore", invalid="ignore"):
-                array = np.asarray(value, dtype=np.float32)
-        except (TypeError, ValueError) as exc:
-            raise InvalidArgument(f"an embedding must be a sequence of numbers: {exc}",
-                                  sqlstate="AM020") from None
-    if array.ndim != 1:
-        raise InvalidArgument(f"an embedding must be one-dimensional, got shape {array.shape}",
-                              sqlstate="AM020")
-    if not np.isfinite(array).all():
-        raise InvalidEmbedding("the embedding has NaN or infinite components (in float32)",
-                               sqlstate="AM010")
-    return value if isinstance(value, Vector) else array
+    numbers = []
+    for item in value:
+        if isinstance(item, (list, tuple)):
+            raise InvalidArgument("an embedding must be one-dimensional, got a nested sequence",
+                                  sqlstate="AM020")
+        if isinstance(item, (str, bytes)) or not isinstance(item, Real):
+            raise InvalidArgument(f"an embedding must be a sequence of numbers, not of {type(item).__name__}",
+                                  sqlstate="AM020")
+        number = float(item)
+        if not (math.isfinite(number) and abs(number) <= FLOAT32_MAX):
+            raise InvalidEmbedding("the embedding has NaN or infinite components (in float32)",
+                                   sqlstate="AM010")
+        numbers.append(number)
+    return Vector(numbers)
 
 
 def _check_json(value) -> None:
@@ -103,34 +105,5 @@ def aware(value):
     return value
 
 
-def as_vectors(values) -> list:
+def as_vectors(values: Any) -> list[Vector | None]:
     return [as_vector(v) for v in values]
-
-
-# -- embedding through the client's embedder -------------------------------------------------
-# OllamaEmbedder takes the client (memory=) for the model's prefixes and the embedding cache;
-# any other object with embed_documents(texts) / embed_query(text) works too (LexicalEmbedder).
-
-def require_embedder(client):
-    if client.embedder is None:
-        raise EmbedderError("this client has no embedder",
-                            hint="Pass embedder=OllamaEmbedder(...) to Memory.connect, or call the "
-                                 "function that takes an embedding with your own vectors.")
-    return client.embedder
-
-
-def embed_texts(client, method: str, texts: list[str]):
-    """method: 'embed_documents' (texts to store) or 'embed_queries' (texts to search with)."""
-    embedder = require_embedder(client)
-    if getattr(embedder, "uses_memory", False):
-        return getattr(embedder, method)(texts, memory=client)
-    if method == "embed_queries":
-        return [embedder.embed_query(t) for t in texts]
-    return embedder.embed_documents(texts)
-
-
-async def aembed_texts(client, method: str, texts: list[str]):
-    embedder = require_embedder(client)
-    if getattr(embedder, "uses_memory", False):
-        return await getattr(embedder, "a" + method)(texts, memory=client)
-    return embed_texts(client, method, texts)

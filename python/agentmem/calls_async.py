@@ -1,0 +1,327 @@
+"""The calls of AsyncMemory: one method per public SQL function the application role may call.
+
+Each method's body is the call itself: one literal ``select ... from agentmem.fn(name => %s)``
+and its parameters, wrapped in a ``Sql`` (``statement.py``) that also says what to fetch (``one``
+row, ``rows``, a ``value``, ``nothing``) and as which row class (``rows.py``), run by the client's
+``run``. This file is written by hand; ``calls_sync.py`` (``Calls``, on ``Memory``) is generated
+from it by ``scripts/async_to_sync.py``, and ``tests/test_driver.py`` fails when the two differ.
+
+Adding a call when a SQL function lands is one method here, e.g.::
+
+    async def unseen_docs(self, conversation_id: uuid.UUID | str, doc_ids: Sequence[str], lookback: int = 6, *,
+                          conn: Conn = None) -> list[str]:
+        return await self.run(value(list, "select agentmem.unseen_docs(conversation_id => %s, "
+                                    "doc_ids => %s::text[], lookback => %s)",
+                                    conversation_id, list(doc_ids), lookback), conn)
+
+then ``python scripts/async_to_sync.py`` (a new parameter of an existing function, e.g.
+``query_text``, is one more parameter and one more ``name => %s``). ``tests/test_driver.py`` fails
+while a function the application role may call has no method here.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import uuid
+from decimal import Decimal
+from typing import Any, Sequence, TypeVar
+
+from psycopg.types.json import Jsonb
+
+from .params import as_vector, as_vectors, aware
+from .rows import (AccessReceipt, CacheLookup, CacheStore, ContextItem, ConversationSummary, Fact, FactUpsert,
+                   FactVersion, ListedFact, Message, MessageHit, Receipt, ReportRow, RetentionPolicy, SampledHit,
+                   StoredMessage, TopicShift, WindowMessage)
+from .statement import Conn, Embedding, Sql, cached_embeddings, lines, nothing, one, rows, value
+
+R = TypeVar("R")
+
+
+def _model(client: Any, model: str | None) -> str | None:
+    """model, else the model of the client's embedder (a client built with one embeds with it, so its
+    calls store and search under that model), else None: the installation's default."""
+    if model is not None:
+        return model
+    return getattr(getattr(client, "embedder", None), "model", None)
+
+
+def _json(value: Any) -> Jsonb | None:
+    return None if value is None else Jsonb(value)
+
+
+class AsyncCalls:
+    """One method per public SQL function the application role may call, each one literal select."""
+
+    embedder: Any
+
+    async def run(self, stmt: Sql[R], conn: Conn = None) -> R:
+        raise NotImplementedError  # the client's: AsyncMemory.run
+
+    # -- tenant -------------------------------------------------------------------------------
+    # set_tenant has no method: every call runs set_tenant(tenant_id => ..., local => true) first.
+
+    async def current_tenant(self, *, conn: Conn = None) -> str:
+        return await self.run(value(str, "select agentmem.current_tenant()"), conn)
+
+    async def may_act_as(self, tenant_id: str, *, conn: Conn = None) -> bool:
+        """Whether this login may act as tenant_id under the installation's tenant binding."""
+        return await self.run(value(bool, "select agentmem.may_act_as(tenant_id => %s)", tenant_id), conn)
+
+    async def tenant_binding_mode(self, *, conn: Conn = None) -> str:
+        """How the installation checks tenants: 'role', 'jwt' or 'none'."""
+        return await self.run(value(str, "select agentmem.tenant_binding_mode()"), conn)
+
+    # -- conversation memory ------------------------------------------------------------------
+
+    async def start_conversation(self, user_id: str, title: str | None = None, metadata: dict | None = None, *,
+                                 conn: Conn = None) -> uuid.UUID:
+        return await self.run(value(uuid.UUID, "select agentmem.start_conversation(user_id => %s, title => %s, metadata => %s)",
+                                    user_id, title, _json(metadata or {})), conn)
+
+    async def store_message(self, conversation_id: uuid.UUID | str, role: str, content: str, embedding: Embedding | None, *,
+                            model: str | None = None, metadata: dict | None = None,
+                            occurred_at: dt.datetime | None = None, conn: Conn = None) -> StoredMessage:
+        """occurred_at: when the message happened (imported history), an aware datetime; None: now."""
+        return await self.run(one(StoredMessage, "select * from agentmem.store_message(conversation_id => %s, role => %s, "
+                                  "content => %s, embedding => %s, model => %s, metadata => %s, occurred_at => %s)",
+                                  conversation_id, role, content, as_vector(embedding), _model(self, model), _json(metadata or {}),
+                                  aware(occurred_at)), conn)
+
+    async def store_messages(self, conversation_id: uuid.UUID | str, roles: Sequence[str], contents: Sequence[str],
+                             embeddings: Sequence[Embedding | None] | None, *, model: str | None = None,
+                             metadata: Sequence[dict] | None = None,
+                             occurred_at: Sequence[dt.datetime] | None = None,
+                             conn: Conn = None) -> list[StoredMessage]:
+        """occurred_at: one aware datetime per message, in time order (imported history); None: now."""
+        return await self.run(rows(StoredMessage, "select * from agentmem.store_messages(conversation_id => %s, roles => %s, "
+                                   "contents => %s, embeddings => %s, model => %s, metadata => %s::jsonb[], "
+                                   "occurred_at => %s::timestamptz[])",
+                                   conversation_id, list(roles), list(contents),
+                                   None if embeddings is None else as_vectors(embeddings), _model(self, model),
+                                   None if metadata is None else [_json(m) for m in metadata],
+                                   None if occurred_at is None else [aware(t) for t in occurred_at]), conn)
+
+    async def recent_messages(self, conversation_id: uuid.UUID | str, n: int = 20, *,
+                              since: dt.datetime | None = None, until: dt.datetime | None = None,
+                              conn: Conn = None) -> list[Message]:
+        """The last n messages, optionally of those that happened in [since, until)."""
+        return await self.run(rows(Message, "select * from agentmem.recent_messages(conversation_id => %s, n => %s, "
+                                   "since => %s, until => %s)", conversation_id, n, aware(since), aware(until)), conn)
+
+    async def search_messages(self, user_id: str, query_embedding: Embedding | None = None, k: int = 5, *,
+                              conversation_id: uuid.UUID | str | None = None, min_similarity: float | None = None,
+                              model: str | None = None, query_text: str | None = None, candidate_pool: int = 60,
+                              rrf_k: int = 60, since: dt.datetime | None = None, until: dt.datetime | None = None,
+                              recency_half_life: dt.timedelta | None = None,
+                              conn: Conn = None) -> list[MessageHit]:
+        """By embedding, by words (query_text), or both fused by reciprocal rank; since/until bound
+        when the messages happened ([since, until)); recency_half_life weighs the score by age."""
+        return await self.run(rows(MessageHit, "select * from agentmem.search_messages(user_id => %s, query_embedding => %s, "
+                                   "k => %s, conversation_id => %s, min_similarity => %s::real, model => %s, "
+                                   "query_text => %s, candidate_pool => %s, rrf_k => %s, since => %s, until => %s, "
+                                   "recency_half_life => %s)",
+                                   user_id, as_vector(query_embedding), k, conversation_id, min_similarity, _model(self, model),
+                                   query_text, candidate_pool, rrf_k, aware(since), aware(until), recency_half_life), conn)
+
+    async def context_window(self, message_id: uuid.UUID | str, before: int = 3, after: int = 3, *,
+                             conn: Conn = None) -> list[Message]:
+        return await self.run(rows(Message, "select * from agentmem.context_window(message_id => %s, before => %s, after => %s)",
+                                   message_id, before, after), conn)
+
+    async def search_with_context(self, user_id: str, query_embedding: Embedding | None = None, k: int = 3,
+                                  radius: int = 3, *, model: str | None = None,
+                                  conversation_id: uuid.UUID | str | None = None, min_similarity: float | None = None,
+                                  query_text: str | None = None, candidate_pool: int = 60, rrf_k: int = 60,
+                                  since: dt.datetime | None = None, until: dt.datetime | None = None,
+                                  recency_half_life: dt.timedelta | None = None,
+                                  conn: Conn = None) -> list[WindowMessage]:
+        return await self.run(rows(WindowMessage, "select * from agentmem.search_with_context(user_id => %s, "
+                                   "query_embedding => %s, k => %s, radius => %s, model => %s, conversation_id => %s, "
+                                   "min_similarity => %s::real, query_text => %s, candidate_pool => %s, rrf_k => %s, "
+                                   "since => %s, until => %s, recency_half_life => %s)",
+                                   user_id, as_vector(query_embedding), k, radius, _model(self, model), conversation_id, min_similarity,
+                                   query_text, candidate_pool, rrf_k, aware(since), aware(until), recency_half_life), conn)
+
+    async def set_summary(self, conversation_id: uuid.UUID | str, summary: str, through_index: int, *,
+                          conn: Conn = None) -> None:
+        return await self.run(nothing("select agentmem.set_summary(conversation_id => %s, summary => %s, through_index => %s)",
+                                      conversation_id, summary, through_index), conn)
+
+    async def short_term_context(self, conversation_id: uuid.UUID | str, keep_last: int = 6, *,
+                                 conn: Conn = None) -> list[ContextItem]:
+        return await self.run(rows(ContextItem, "select * from agentmem.short_term_context(conversation_id => %s, "
+                                   "keep_last => %s)", conversation_id, keep_last), conn)
+
+    # -- conversational RAG: what each turn retrieved ------------------------------------------
+
+    async def record_retrieval(self, message_id: uuid.UUID | str, doc_ids: Sequence[str], *,
+                               conn: Conn = None) -> int:
+        """Record the documents retrieved for a user message (replaces an earlier record); returns how many."""
+        return await self.run(value(int, "select agentmem.record_retrieval(message_id => %s, doc_ids => %s::text[])",
+                                    message_id, list(doc_ids)), conn)
+
+    async def topic_shift(self, conversation_id: uuid.UUID | str, threshold: float = 0.15, *,
+                          conn: Conn = None) -> TopicShift:
+        return await self.run(one(TopicShift, "select * from agentmem.topic_shift(conversation_id => %s, threshold => %s::real)",
+                                  conversation_id, threshold), conn)
+
+    async def unseen_docs(self, conversation_id: uuid.UUID | str, doc_ids: Sequence[str], lookback: int = 6, *,
+                          conn: Conn = None) -> list[str]:
+        """The ids not retrieved in the conversation's last `lookback` turns, in the given order."""
+        return await self.run(value(list, "select agentmem.unseen_docs(conversation_id => %s, doc_ids => %s::text[], "
+                                    "lookback => %s)", conversation_id, list(doc_ids), lookback), conn)
+
+    # -- models and the embedding cache -------------------------------------------------------
+
+    async def get_model(self, model: str, *, conn: Conn = None) -> dict:
+        return await self.run(one(dict, "select * from agentmem.get_model(model => %s)", model), conn)
+
+    async def embedding_cache_lookup(self, model: str | None, texts: Sequence[str], *,
+                                     conn: Conn = None) -> list[list[float] | None]:
+        """One embedding per text (None for a miss), in order."""
+        return await self.run(rows(dict, "select * from agentmem.embedding_cache_lookup(model => %s, texts => %s)",
+                                   _model(self, model), list(texts)).then(cached_embeddings), conn)
+
+    async def embedding_cache_store(self, model: str | None, texts: Sequence[str], embeddings: Sequence[Embedding], *,
+                                    conn: Conn = None) -> int:
+        """Store embeddings in the tenant's cache; returns how many were new."""
+        return await self.run(value(int, "select agentmem.embedding_cache_store(model => %s, texts => %s, embeddings => %s)",
+                                    _model(self, model), list(texts), as_vectors(embeddings)), conn)
+
+    # -- answer cache -------------------------------------------------------------------------
+
+    async def cache_lookup(self, question: str, question_embedding: Embedding, *, acl_hash: str = "",
+                           prompt_version: str = "", llm_model: str = "", intent: str = "general",
+                           model: str | None = None, user_id: str | None = None, conn: Conn = None) -> CacheLookup:
+        """Exact, then guarded semantic lookup; one CacheLookup (hit or miss, logged)."""
+        return await self.run(one(CacheLookup, "select * from agentmem.cache_lookup(question => %s, "
+                                  "question_embedding => %s::vector, acl_hash => %s, prompt_version => %s, llm_model => %s, "
+                                  "intent => %s, model => %s, user_id => %s)",
+                                  question, as_vector(question_embedding), acl_hash, prompt_version, llm_model, intent,
+                                  _model(self, model), user_id), conn)
+
+    async def cache_store(self, question: str, question_embedding: Embedding | None, answer: str, *,
+                          source_ids: Sequence[str] = (), intent: str = "general", acl_hash: str = "",
+                          prompt_version: str = "", llm_model: str = "", model: str | None = None,
+                          user_id: str | None = None, conversation_id: uuid.UUID | str | None = None,
+                          safe_to_share: bool = False, ttl: dt.timedelta | None = None,
+                          conn: Conn = None) -> CacheStore:
+        """Cache an answer; CacheStore says whether it was stored or why not (personalised)."""
+        return await self.run(one(CacheStore, "select * from agentmem.cache_store(question => %s, "
+                                  "question_embedding => %s::vector, answer => %s, source_ids => %s::text[], intent => %s, "
+                                  "acl_hash => %s, prompt_version => %s, llm_model => %s, model => %s, user_id => %s, "
+                                  "conversation_id => %s, safe_to_share => %s, ttl => %s::interval)",
+                                  question, as_vector(question_embedding), answer, list(source_ids), intent, acl_hash,
+                                  prompt_version, llm_model, _model(self, model), user_id, conversation_id, safe_to_share, ttl), conn)
+
+    async def normalize_question(self, question: str, *, conn: Conn = None) -> str:
+        return await self.run(value(str, "select agentmem.normalize_question(question => %s)", question), conn)
+
+    async def question_guard_features(self, question: str, *, conn: Conn = None) -> list[str]:
+        return await self.run(value(list, "select agentmem.question_guard_features(question => %s)", question), conn)
+
+    async def question_guard_agrees(self, question: str, other_question: str, *, conn: Conn = None) -> bool:
+        return await self.run(value(bool, "select agentmem.question_guard_agrees(question => %s, other_question => %s)",
+                                    question, other_question), conn)
+
+    async def corpus_version(self, *, conn: Conn = None) -> int:
+        return await self.run(value(int, "select agentmem.corpus_version()"), conn)
+
+    async def bump_corpus_version(self, *, conn: Conn = None) -> int:
+        return await self.run(value(int, "select agentmem.bump_corpus_version()"), conn)
+
+    async def invalidate_source(self, doc_id: str, *, conn: Conn = None) -> int:
+        return await self.run(value(int, "select agentmem.invalidate_source(doc_id => %s)", doc_id), conn)
+
+    async def sweep_cache(self, batch_size: int = 1000, *, conn: Conn = None) -> int:
+        return await self.run(value(int, "select agentmem.sweep_cache(batch_size => %s::int)", batch_size), conn)
+
+    async def sample_hits(self, n: int = 50, min_similarity: float = 0.85, *,
+                          conn: Conn = None) -> list[SampledHit]:
+        return await self.run(rows(SampledHit, "select * from agentmem.sample_hits(n => %s::int, min_similarity => %s::real)",
+                                   n, min_similarity), conn)
+
+    async def review_hit(self, hit_id: uuid.UUID | str, correct: bool, *, conn: Conn = None) -> None:
+        return await self.run(nothing("select agentmem.review_hit(hit_id => %s, correct => %s)", hit_id, correct), conn)
+
+    async def cache_report(self, cost_uncached: float | Decimal, cost_wrong: float | Decimal, *,
+                           thresholds: Sequence[float] | None = None, since: dt.datetime | None = None,
+                           conn: Conn = None) -> list[ReportRow]:
+        return await self.run(rows(ReportRow, "select * from agentmem.cache_report(cost_uncached => %s::numeric, "
+                                   "cost_wrong => %s::numeric, thresholds => %s::real[], "
+                                   "since => coalesce(%s::timestamptz, '-infinity'))",
+                                   cost_uncached, cost_wrong, list(thresholds) if thresholds is not None else None, since), conn)
+
+    # -- facts --------------------------------------------------------------------------------
+
+    async def upsert_fact(self, user_id: str, subject: str, fact: str, embedding: Embedding | None,
+                          source_message_ids: Sequence[uuid.UUID | str] = (), model: str | None = None,
+                          merge_threshold: float = 0.92, *, valid_from: dt.datetime | None = None,
+                          valid_to: dt.datetime | None = None, conn: Conn = None) -> FactUpsert:
+        """valid_from / valid_to: when the fact was true (aware datetimes); default: from its sources' time."""
+        return await self.run(one(FactUpsert, "select * from agentmem.upsert_fact(user_id => %s, subject => %s, fact => %s, "
+                                  "embedding => %s, source_message_ids => %s::uuid[], model => %s, merge_threshold => %s, "
+                                  "valid_from => %s, valid_to => %s)",
+                                  user_id, subject, fact, as_vector(embedding), list(source_message_ids), _model(self, model), merge_threshold,
+                                  aware(valid_from), aware(valid_to)), conn)
+
+    async def recall_facts(self, user_id: str, query_embedding: Embedding | None = None, k: int = 5,
+                           model: str | None = None, *, query_text: str | None = None, candidate_pool: int = 60,
+                           rrf_k: int = 60, since: dt.datetime | None = None, until: dt.datetime | None = None,
+                           as_of: dt.datetime | None = None, conn: Conn = None) -> list[Fact]:
+        """as_of: what was true then; since/until: what was true at some time in [since, until)."""
+        return await self.run(rows(Fact, "select * from agentmem.recall_facts(user_id => %s, query_embedding => %s, k => %s, "
+                                   "model => %s, query_text => %s, candidate_pool => %s, rrf_k => %s, since => %s, "
+                                   "until => %s, as_of => %s)",
+                                   user_id, as_vector(query_embedding), k, _model(self, model), query_text, candidate_pool, rrf_k,
+                                   aware(since), aware(until), aware(as_of)), conn)
+
+    async def fact_history(self, fact_id: uuid.UUID | str, *, conn: Conn = None) -> list[FactVersion]:
+        return await self.run(rows(FactVersion, "select * from agentmem.fact_history(fact_id => %s)", fact_id), conn)
+
+    # -- a user's memory item by item ---------------------------------------------------------
+
+    async def list_conversations(self, user_id: str, after: str | None = None, page_size: int = 100, *,
+                                 conn: Conn = None) -> list[ConversationSummary]:
+        return await self.run(rows(ConversationSummary, "select * from agentmem.list_conversations(user_id => %s, after => %s, "
+                                   "page_size => %s)", user_id, after, page_size), conn)
+
+    async def list_facts(self, user_id: str, include_superseded: bool = False, after: str | None = None,
+                         page_size: int = 100, *, conn: Conn = None) -> list[ListedFact]:
+        return await self.run(rows(ListedFact, "select * from agentmem.list_facts(user_id => %s, include_superseded => %s, "
+                                   "after => %s, page_size => %s)", user_id, include_superseded, after, page_size), conn)
+
+    async def delete_message(self, message_id: uuid.UUID | str, *, conn: Conn = None) -> AccessReceipt:
+        return await self.run(one(AccessReceipt, "select * from agentmem.delete_message(message_id => %s)", message_id), conn)
+
+    async def delete_fact(self, fact_id: uuid.UUID | str, *, conn: Conn = None) -> AccessReceipt:
+        return await self.run(one(AccessReceipt, "select * from agentmem.delete_fact(fact_id => %s)", fact_id), conn)
+
+    async def update_fact(self, fact_id: uuid.UUID | str, fact: str, embedding: Embedding,
+                          source_message_ids: Sequence[uuid.UUID | str] = (), *, conn: Conn = None) -> AccessReceipt:
+        return await self.run(one(AccessReceipt, "select * from agentmem.update_fact(fact_id => %s, fact => %s, embedding => %s, "
+                                  "source_message_ids => %s::uuid[])", fact_id, fact, as_vector(embedding),
+                                  [str(s) for s in source_message_ids]), conn)
+
+    async def export_user(self, user_id: str, *, conn: Conn = None) -> list[str]:
+        """The user's export, one JSON document per line (``"\n".join(lines) + "\n"`` is the file)."""
+        return await self.run(rows(dict, "select line from agentmem.export_user(user_id => %s)", user_id).then(lines), conn)
+
+    async def import_user(self, lines: Sequence[str], *, conn: Conn = None) -> AccessReceipt:
+        return await self.run(one(AccessReceipt, "select * from agentmem.import_user(lines => %s::text[])", list(lines)), conn)
+
+    # -- forgetting and the tenant's retention policies ---------------------------------------
+
+    async def forget_conversation(self, conversation_id: uuid.UUID | str, *, conn: Conn = None) -> Receipt:
+        return await self.run(one(Receipt, "select * from agentmem.forget_conversation(conversation_id => %s)", conversation_id), conn)
+
+    async def forget_user(self, user_id: str, *, conn: Conn = None) -> Receipt:
+        return await self.run(one(Receipt, "select * from agentmem.forget_user(user_id => %s)", user_id), conn)
+
+    async def set_retention_policy(self, kind: str, max_age: dt.timedelta | None, *,
+                                   conn: Conn = None) -> RetentionPolicy:
+        return await self.run(one(RetentionPolicy, "select * from agentmem.set_retention_policy(kind => %s, max_age => %s)",
+                                  kind, max_age), conn)
+
+    async def clear_retention_policy(self, kind: str, *, conn: Conn = None) -> bool:
+        return await self.run(value(bool, "select agentmem.clear_retention_policy(kind => %s)", kind), conn)
