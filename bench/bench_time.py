@@ -225,7 +225,7 @@ NOTE = ('Reading: a window of up to agentmem.exact_search_max_rows candidates (6
         'on (tenant_id, user_id, model, occurred_at); the unbounded search reads the shared HNSW index, which '
         'on random vectors (no close neighbours) runs its second pass at the full ef_search (README, '
         '"Tuning"): hence those far below unbounded. A window above the exact-scan limit (40%) reads the HNSW '
-        'index with the window as its filter (iterative scan); tests/test_time.py checks that it returns k '
+        'index with the window as its filter (iterative scan); tests/test_conversation_search.py checks that it returns k '
         'rows at the boundaries.')
 
 HALF_LIVES = [None, dt.timedelta(days=7), dt.timedelta(days=30), dt.timedelta(days=180)]

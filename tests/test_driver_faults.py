@@ -1,4 +1,4 @@
-"""Issue 12, items 14-16: the driver under faults, caller type errors, the durable dev server.
+"""The driver under faults: a server that stops under the client, caller type errors, the durable dev server.
 
 The fault test runs its own embedded server (agentmem_dev.devserver, a data directory
 under pytest's tmp_path and a free port), stops it under the client and starts it
