@@ -225,6 +225,12 @@ class Admin(SyncClient):
         (and a 'measure' row for a tenant whose indexes were built but never measured)."""
         return rows(dict, "select * from agentmem.tenants_needing_index")
 
+    @literal
+    def tenant_indexes(self) -> Sql[list[dict]]:
+        """The view agentmem.tenant_indexes: every tenant's own index, its size, whether searches still
+        need it, and the statement that drops it; those to drop first."""
+        return rows(dict, "select * from agentmem.tenant_indexes")
+
     # -- re-embedding and the embedding queue (sql/17_embedding_jobs.sql) ---------------------------
 
     @literal
