@@ -146,24 +146,28 @@ def test_a_function_that_says_not_who_calls_it_stops_the_install_and_is_granted_
     from agentmem.errors import MigrationError
     from agentmem.migrate import Migrator, Source
     from conftest import ROOT
-    admin.execute("create function agentmem.undeclared_probe() returns int language sql as 'select 1'")
-    admin.execute("comment on function agentmem.undeclared_probe() is 'A probe whose comment names no caller.'")
-    with pytest.raises(MigrationError) as info:
+    try:
+        admin.execute("create function agentmem.undeclared_probe() returns int language sql as 'select 1'")
+        admin.execute("comment on function agentmem.undeclared_probe() is 'A probe whose comment names no caller.'")
+        with pytest.raises(MigrationError) as info:
+            Migrator(admin_url, Source.load(ROOT)).migrate()
+        message = str(info.value)
+        assert "90_grants.sql" in message and "agentmem.undeclared_probe()" in message, message
+        assert isinstance(info.value.__cause__, psycopg.Error) and info.value.__cause__.sqlstate == "42P17"
+        assert "Called by: the application (agentmem_app)." in info.value.__cause__.diag.message_hint
+        # the install ran in one transaction: even its first revoke is undone (a new function's default
+        # ACL, EXECUTE to PUBLIC, is still there)
+        acl = ("select array(select case a.grantee when 0 then 'public' else a.grantee::regrole::text end "
+               "from pg_proc as p, "
+               "aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) as a "
+               "where p.oid = 'agentmem.undeclared_probe()'::regprocedure and a.grantee <> p.proowner order by 1)")
+        assert admin.execute(acl).fetchone()[0] == ["public"]
+        admin.execute("comment on function agentmem.undeclared_probe() is "
+                      "'A probe the DBA calls.\nCalled by: the DBA (granted to no role).'")
         Migrator(admin_url, Source.load(ROOT)).migrate()
-    message = str(info.value)
-    assert "90_grants.sql" in message and "agentmem.undeclared_probe()" in message, message
-    assert isinstance(info.value.__cause__, psycopg.Error) and info.value.__cause__.sqlstate == "42P17"
-    assert "Called by: the application (agentmem_app)." in info.value.__cause__.diag.message_hint
-    # the install ran in one transaction: even its first revoke is undone (a new function's default
-    # ACL, EXECUTE to PUBLIC, is still there)
-    acl = ("select array(select case a.grantee when 0 then 'public' else a.grantee::regrole::text end from pg_proc as p, "
-           "aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) as a "
-           "where p.oid = 'agentmem.undeclared_probe()'::regprocedure and a.grantee <> p.proowner order by 1)")
-    assert admin.execute(acl).fetchone()[0] == ["public"]
-    admin.execute("comment on function agentmem.undeclared_probe() is "
-                  "'A probe the DBA calls.\nCalled by: the DBA (granted to no role).'")
-    Migrator(admin_url, Source.load(ROOT)).migrate()
-    assert admin.execute(acl).fetchone()[0] == []
+        assert admin.execute(acl).fetchone()[0] == []
+    finally:  # the citus leg shares one database between tests
+        admin.execute("drop function if exists agentmem.undeclared_probe()")
 
 
 @pytest.mark.parametrize("statement", [
