@@ -138,6 +138,14 @@ def test_the_app_role_holds_execute_on_the_api_and_no_other_privilege(admin):
         assert set(roles) == expected and not public, (fn, roles, public)
         if not declared:  # the DBA's functions run with the DBA's own privileges
             assert not secdef, f"{fn}: a DBA function is security invoker"
+    # A pin, not the DBA set (that is the comments'): the calls that change roles, models, retention or
+    # whole tenants stay the DBA's even should their comment's last line be edited.
+    for fn in ("register_model(text,integer,text,text)", "apply_retention(integer)", "grant_app_role(text)",
+               "set_default_retention_policy(text,interval)", "clear_default_retention_policy(text)",
+               "schedule_retention(text)", "unschedule_retention()", "export_tenant(text)",
+               "import_tenant(text,text[])"):
+        assert admin.execute("select has_function_privilege('agentmem_app', %s, 'execute')",
+                             (f"agentmem.{fn}",)).fetchone() == (False,), fn
     assert admin.execute("select has_function_privilege('agentmem_app', 'agentmem.store_message(anycompatible,text,text,"
                          "vector,text,jsonb,timestamptz)', 'execute')").fetchone() == (True,)
 
