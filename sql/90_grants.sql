@@ -117,17 +117,18 @@ grant usage on schema agentmem to agentmem_queue, agentmem_worker;
 grant usage on schema agentmem_private to agentmem_queue;
 
 -- Functions: closed by default. Every function of schema agentmem declares who
--- calls it on the last line of its comment, one of the three lines below
--- (sql/README.md, "Adding a function"); EXECUTE goes to that role and to no
--- other. The install stops on a function without a declaration.
-revoke execute on all functions in schema agentmem from public, agentmem_app, agentmem_owner, agentmem_worker;
+-- calls it on the last line of its comment, one of the three lines of
+-- agentmem_private.function_audience() (sql/README.md, "Adding a function");
+-- EXECUTE goes to that role and is taken from the others. The install stops on
+-- a function without a declaration. Only what differs is granted or revoked, so
+-- a second run changes nothing (not even the order of an ACL).
+revoke execute on all functions in schema agentmem from public;
 revoke execute on all functions in schema agentmem_private from public;
 grant execute on all functions in schema agentmem_private to agentmem_owner;
 do $audience$
 declare
     v_undeclared text;
-    v_fn regprocedure;
-    v_role text;
+    v_statement text;
 begin
     select
         pg_catalog.string_agg(
@@ -149,15 +150,33 @@ begin
             || 'Called by: the embedding worker (agentmem_worker). | '
             || 'Called by: the DBA (granted to no role). (sql/README.md, "Adding a function")';
     end if;
-    for v_fn, v_role in
-        select a.fn, r.role_name
-        from agentmem_private.function_audience() as a
-        cross join lateral pg_catalog.unnest(case a.audience
-            when 'application' then array['agentmem_app', 'agentmem_owner']
-            when 'worker' then array['agentmem_worker']
-        end) as r (role_name)
+    for v_statement in
+        select
+            pg_catalog.format(
+                case when g.wanted then 'grant execute on function %s to %I' else 'revoke execute on function %s from %I' end,
+                g.fn, g.role_name
+            )
+        from (
+            select
+                a.fn,
+                r.role_name,
+                r.role_name = any(case a.audience
+                    when 'application' then array['agentmem_app', 'agentmem_owner']
+                    when 'worker' then array['agentmem_worker']
+                    else array[]::text[]
+                end) as wanted,
+                exists (
+                    select from pg_catalog.aclexplode(p.proacl) as x
+                    where x.grantee = r.role_name::regrole and x.privilege_type = 'EXECUTE'
+                ) as held
+            from agentmem_private.function_audience() as a
+            inner join pg_catalog.pg_proc as p on a.fn = p.oid
+            cross join (values ('agentmem_app'), ('agentmem_owner'), ('agentmem_worker')) as r (role_name)
+        ) as g
+        where g.wanted <> g.held
+        order by g.fn::text, g.role_name
     loop
-        execute pg_catalog.format('grant execute on function %s to %I', v_fn, v_role);
+        execute v_statement;
     end loop;
 end
 $audience$;
