@@ -114,7 +114,8 @@ comment on function agentmem.register_model(text, int, text, text) is
 'Register an embedding model (or update its prefixes) and build its HNSW indexes.
 model: 1 to 100 characters of [A-Za-z0-9._:/-] (AM020); dimension 1 to 2,000 (AM020); each prefix at
 most 1,000 characters (AM021). Two models may coexist while a store is re-embedded: each has its own partial
-HNSW index per table. For the DBA (it creates indexes); not granted to agentmem_app.';
+HNSW index per table.
+Called by: the DBA (granted to no role).';
 
 create or replace function agentmem.get_model(model text)
 returns agentmem.models
@@ -141,7 +142,8 @@ $$;
 comment on function agentmem.get_model(text) is
 'The registry entry of one embedding model: dimension and document/query prefixes.
 Raises AM011 for a model that is not registered (model names have at most 100 characters).
-Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';
 
 create or replace function agentmem_private.check_embedding_of(p_model text, p_dim int, p_embedding vector)
 returns int

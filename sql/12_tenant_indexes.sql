@@ -145,7 +145,8 @@ With concurrently (the default) it is CREATE INDEX CONCURRENTLY, which does not 
 writes but cannot run inside a transaction or a function: run it from psql. Searches use the index
 once it is valid; should the build fail, drop the invalid index with agentmem.drop_tenant_index.
 table_name: message_embeddings (default), facts or cache_entries; any other table or kind: AM020;
-AM011 for an unknown model; AM002 for an empty tenant id. For the DBA; not granted to agentmem_app.';
+AM011 for an unknown model; AM002 for an empty tenant id.
+Called by: the DBA (granted to no role).';
 
 create or replace function agentmem.measure_tenant_index(
     tenant_id text,
@@ -240,8 +241,8 @@ with the CREATE INDEX CONCURRENTLY statements of agentmem.tenant_index_ddl, run 
 when the tenant''s data has changed in kind. A DBA may also write the comment by hand: one beginning
 ''agentmem first pass: exact'' makes searches read the exact index first.
 AM030 when the tenant has no valid HNSW and exact index of message_embeddings for the model; AM002 and
-AM011 as for tenant_index_ddl. It samples that tenant''s rows only (no BYPASSRLS needed). For the DBA;
-not granted to agentmem_app.';
+AM011 as for tenant_index_ddl. It samples that tenant''s rows only (no BYPASSRLS needed).
+Called by: the DBA (granted to no role).';
 
 create or replace function agentmem.create_tenant_index(
     tenant_id text,
@@ -315,7 +316,8 @@ the length of the build (measured: docs/tuning.md). Fine for a tenant of some 10
 bigger ones run the CREATE INDEX CONCURRENTLY of agentmem.tenant_index_ddl from psql instead.
 It reads that tenant''s rows only, so the installer may run it without BYPASSRLS (a managed service''s
 admin, say); the current tenant is left as it was.
-Arguments and errors as for tenant_index_ddl. For the DBA; not granted to agentmem_app.';
+Arguments and errors as for tenant_index_ddl.
+Called by: the DBA (granted to no role).';
 
 create or replace function agentmem.drop_tenant_index(
     tenant_id text,
@@ -351,7 +353,8 @@ comment on function agentmem.drop_tenant_index(text, text, text) is
 Returns false
 when there was none. Erasing a tenant''s rows does not need it (an index of an erased tenant is empty);
 drop it to reclaim its space.
-Arguments and errors as for tenant_index_ddl. For the DBA; not granted to agentmem_app.';
+Arguments and errors as for tenant_index_ddl.
+Called by: the DBA (granted to no role).';
 
 create or replace function agentmem_private.tenant_sizes()
 returns table (table_name text, tenant_id text, model text, row_count bigint)

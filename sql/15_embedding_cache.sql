@@ -80,7 +80,8 @@ Texts are matched exactly (sha256 of their UTF-8 bytes), so pass them with the m
 they were embedded with it. texts: 1 to 10,000 non-NULL texts, a one-dimensional array from index 1
 (AM020), each at most 4 MiB (AM021); AM011 for an unknown model
 (default: agentmem_private.default_model()).
-Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';
 
 create or replace function agentmem.embedding_cache_store(
     model text,
@@ -136,4 +137,5 @@ different lengths, not one-dimensional from index 1, NULL texts or more than 10,
 over 4 MiB; AM011/AM010 for an unknown model or a bad embedding (as check_embedding: also a norm
 that is zero, subnormal or not finite in float32). The embedding cache names no user: forget_user
 deletes the rows of the user''s texts by their hash, but does not serialise against this function.
-Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';

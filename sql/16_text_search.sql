@@ -209,7 +209,8 @@ Rebuilds messages.content_tsv and facts.fact_tsv with the new configuration and 
 a rewrite of both tables under an ACCESS EXCLUSIVE lock, so every read and write of messages and
 facts waits for it (minutes for millions of messages); run it in a maintenance window.
 Queries use the new configuration as soon as the transaction commits. Returns false, doing nothing,
-when the configuration is already the current one. AM020 for NULL. Needs to own the tables.';
+when the configuration is already the current one. AM020 for NULL. Needs to own the tables.
+Called by: the DBA (granted to no role).';
 
 -- Row-level security and the GIN index. Under forced RLS the planner may use
 -- an index for a condition only if the condition's function is LEAKPROOF (it

@@ -274,7 +274,8 @@ embedding cache already holds for that text (NULL on a miss), and the lease toke
 complete_embedding_jobs and fail_embedding_jobs need. A job whose lease expired
 agentmem.embedding_max_attempts times (default 5) is parked as failed.
 batch_size 1..1,000 and lease 1 second..1 day (AM020); AM011 unknown model.
-Security definer: runs as agentmem_queue, the one role that sees every tenant''s embedding jobs; other tables it reaches only under the job''s tenant; granted to agentmem_worker only.';
+Security definer: runs as agentmem_queue, the one role that sees every tenant''s embedding jobs; other tables it reaches only under the job''s tenant.
+Called by: the embedding worker (agentmem_worker).';
 
 create or replace function agentmem_private.embedding_job_failed(
     p_job agentmem.embedding_jobs,
@@ -528,7 +529,8 @@ Returns per job: embedded, merged, replaced or copied (a fact), retry or failed 
 (its row was erased, it was queued again by a rewrite, or its lease was lost: nothing stored).
 AM020 when the three arrays differ in length (nothing stored); NaN or infinite components are refused
 by pgvector (22000) before the call.
-Security definer: runs as agentmem_queue, the one role that sees every tenant''s embedding jobs; other tables it reaches only under the job''s tenant; granted to agentmem_worker only.';
+Security definer: runs as agentmem_queue, the one role that sees every tenant''s embedding jobs; other tables it reaches only under the job''s tenant.
+Called by: the embedding worker (agentmem_worker).';
 
 create or replace function agentmem.fail_embedding_jobs(
     lease_token uuid,
@@ -576,7 +578,8 @@ comment on function agentmem.fail_embedding_jobs(uuid, text[], uuid[], text) is
 'Report claimed embedding jobs as failed with the embedder''s error: each is tried again after a backoff (agentmem.embedding_retry_base, default 10 seconds, doubled per attempt, at most an hour) or, after agentmem.embedding_max_attempts tries (default 5), parked as failed with the error, visible in agentmem.embedding_backlog.
 Returns per job retry, failed, or gone (no longer held under lease_token).
 AM020 for arrays of different lengths or a blank error.
-Security definer: runs as agentmem_queue, the one role that sees every tenant''s embedding jobs; other tables it reaches only under the job''s tenant; granted to agentmem_worker only.';
+Security definer: runs as agentmem_queue, the one role that sees every tenant''s embedding jobs; other tables it reaches only under the job''s tenant.
+Called by: the embedding worker (agentmem_worker).';
 
 create or replace function agentmem.embedding_queue_depth(model text default null)
 returns bigint
@@ -599,7 +602,8 @@ $$;
 comment on function agentmem.embedding_queue_depth(text) is
 'How many embedding jobs of a model (NULL: of every model) are waiting or running, across tenants: the backlog a worker logs.
 A count only; agentmem.embedding_backlog has the detail for the DBA.
-Security definer: runs as agentmem_queue, the one role that sees every tenant''s embedding jobs; other tables it reaches only under the job''s tenant; granted to agentmem_worker only.';
+Security definer: runs as agentmem_queue, the one role that sees every tenant''s embedding jobs; other tables it reaches only under the job''s tenant.
+Called by: the embedding worker (agentmem_worker).';
 
 -- The DBA's calls ------------------------------------------------------------
 
@@ -700,7 +704,7 @@ agentmem.embedding_backlog; agentmem.switch_default_model then makes model the t
 agentmem.drop_model_vectors removes from_model''s rows. Answer-cache entries are not re-embedded: they
 are short-lived, and after the switch new ones are stored in the new model.
 Returns the jobs queued per tenant. AM011 unknown model, AM020 model = from_model.
-For the DBA (security invoker); not granted to agentmem_app.';
+Called by: the DBA (granted to no role).';
 
 create or replace function agentmem_private.missing_in_model(p_tenant text, p_model text)
 returns bigint
@@ -776,7 +780,8 @@ comment on function agentmem.switch_default_model(text, text) is
 'Make model the default embedding model of a tenant (the model every call of the tenant that names none uses, reads and writes alike), once every row of the tenant is embedded in it.
 Refused with AM031
 while any is missing (rows not yet re-embedded, jobs pending or failed). Returns the model.
-AM011 unknown model, AM002 bad tenant id. For the DBA (security invoker); not granted to agentmem_app.';
+AM011 unknown model, AM002 bad tenant id.
+Called by: the DBA (granted to no role).';
 
 create or replace function agentmem.drop_model_vectors(model text, tenant_id text default null)
 returns table (tenant text, table_name text, rows_removed bigint)
@@ -875,7 +880,7 @@ comment on function agentmem.drop_model_vectors(text, text) is
 For every tenant, also the model''s HNSW indexes and its registry
 entry (a tenant''s own index of it: agentmem.drop_tenant_index). Returns rows removed per tenant and
 table. Refused with AM031 for a tenant''s (or the installation''s) default model: switch first.
-For the DBA (security invoker); not granted to agentmem_app.';
+Called by: the DBA (granted to no role).';
 
 create or replace function agentmem.retry_embedding_jobs(model text default null, tenant_id text default null)
 returns bigint
@@ -905,8 +910,7 @@ $$;
 
 comment on function agentmem.retry_embedding_jobs(text, text) is
 'Queue the failed embedding jobs of a model (NULL: all) of a tenant (NULL: every tenant, for a role that sees every tenant) again, with their tries reset; returns how many.
-For the DBA (security
-invoker); not granted to agentmem_app.';
+Called by: the DBA (granted to no role).';
 
 create or replace view agentmem.embedding_backlog
 with (security_invoker = true) as

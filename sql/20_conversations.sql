@@ -155,7 +155,8 @@ comment on function agentmem.start_conversation(text, text, jsonb) is
 'Start a conversation of a user in the current tenant; returns its id.
 user_id: 1 to 256 characters (AM020); title: at most 1,000 characters (AM021);
 metadata: a JSON object (AM020) of at most 100,000 characters (AM021), nested at most 32 levels (AM020).
-Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';
 
 create or replace function agentmem.store_messages(
     conversation_id anycompatible,
@@ -355,7 +356,8 @@ Returns (message_id, message_index) per message, in order. 1 to 10,000 messages 
 see store_message for the checks of each message and the rule of occurred_at. occurred_at: NULL (the
 batch happens now) or a time for every message (a NULL element: AM020), in the order of the batch
 (a time earlier than the one before it: AM020). AM030 for a conversation not in the current tenant.
-Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';
 
 create or replace function agentmem.store_message(
     conversation_id anycompatible,
@@ -402,7 +404,8 @@ or is nested more than 32 levels deep; AM021 content over 100,000 characters or 
 AM011 unknown model (default: agentmem_private.default_model()); AM010 wrong-dimension
 embedding, or one whose norm is zero, subnormal or not finite in float32; 22000 (from pgvector) NaN or
 infinite components.
-Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';
 
 create or replace function agentmem.recent_messages(
     conversation_id anycompatible,
@@ -450,7 +453,8 @@ Each has occurred_at (when it happened) and created_at (when it was stored). sin
 occurred_at >= since and < until (inclusive since, exclusive until; either NULL: unbounded on that
 side; since not before until: AM020), the last n of those.
 n: 1 to 1,000 (AM020). AM030 for a conversation not in the current tenant.
-Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';
 
 drop function if exists agentmem.set_summary(uuid, text, int);
 
@@ -501,7 +505,8 @@ comment on function agentmem.set_summary(anycompatible, text, int) is
 summary: 1 to 100,000 characters (AM020/AM021); through_index: an index the conversation has (AM020),
 not below the stored summary''s (AM031: a summary only moves forward). AM030 for a conversation not
 in the current tenant.
-Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';
 
 create or replace function agentmem.short_term_context(
     conversation_id anycompatible,
@@ -566,4 +571,5 @@ prompt to date the messages where a history spans days. The summary row is absen
 called. When the summary''s
 message_index + 1 is below the first message''s index, the messages between are in neither: time
 to summarise again. keep_last: 0 to 1,000 (AM020). AM030 for a conversation not in the current tenant.
-Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';

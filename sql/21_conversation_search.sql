@@ -271,7 +271,8 @@ branches) has its score multiplied by 0.5 ^ (age / recency_half_life), age = (un
 occurred_at (0 for a later message), and the k best of those come back (with one branch too).
 Limits: k 1 to 1,000; candidate_pool 1 to 1,000 (default 60); rrf_k 0 to 1,000 (default 60) (AM020);
 query_text at most 100,000 characters (AM021); AM010/AM011 for a bad query embedding or model.
-Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';
 
 drop function if exists agentmem.context_window(uuid, int, int);
 
@@ -318,7 +319,8 @@ comment on function agentmem.context_window(anycompatible, int, int) is
 'The messages around one message of its conversation, in order: message_index between index - before and index + after (fewer at the start and end of the conversation).
 Each has occurred_at (when it happened) and created_at (when it was stored).
 before, after: 0 to 100 (AM020). AM030 for a message not in the current tenant.
-Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';
 
 create or replace function agentmem.search_with_context(
     user_id text,
@@ -485,4 +487,5 @@ since / until bound the hits (as for search_messages); the context around a hit 
 whenever it happened. Every row carries occurred_at, when its message happened. recency_half_life: as
 for search_messages.
 radius: 0 to 100 (AM020); k, query_text, candidate_pool, rrf_k and the rest as for search_messages.
-Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';

@@ -129,7 +129,8 @@ so calling it twice with the same ids changes nothing. Duplicate ids are kept on
 doc_ids: a one-dimensional array of at most 1,000 ids (AM020), none NULL or blank (AM020), each at most
 1,000 characters (AM021). AM030 for a message not in the current tenant; AM020 for a message that is
 not a user message.
-Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';
 
 drop function if exists agentmem.topic_shift(uuid, real);
 
@@ -202,7 +203,8 @@ With fewer than two recorded turns: overlap NULL, shifted false. Two turns that 
 since_message_index is the message_index of the last recorded turn''s user message: on a shift, that
 turn started the new subject, and the history before it belongs to the old one.
 threshold: 0 to 1 (AM020). AM030 for a conversation not in the current tenant.
-Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';
 
 drop function if exists agentmem.unseen_docs(uuid, text[], int);
 
@@ -262,4 +264,5 @@ comment on function agentmem.unseen_docs(anycompatible, text[], int) is
 Call it before storing the new user message, so that the turns looked at are the previous ones.
 doc_ids: as for record_retrieval (AM020/AM021); lookback: 0 to 1,000 turns (AM020), 0 filters nothing.
 AM030 for a conversation not in the current tenant.
-Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';

@@ -86,7 +86,8 @@ comment on function agentmem.normalize_question(text) is
 Lower case; apostrophes inside words dropped (what''s = whats); currency signs and % kept as words;
 other punctuation becomes a blank (so 3.5 and 35 stay different); whitespace collapsed and trimmed.
 question: at most 4 MiB (AM021), the answer cache''s limit. A question over 16 kB (16,384 bytes) is
-returned unchanged: it is matched byte for byte, never normalised nor semantically.';
+returned unchanged: it is matched byte for byte, never normalised nor semantically.
+Called by: the application (agentmem_app).';
 
 create or replace function agentmem_private.guard_tokens(question text)
 returns text[]
@@ -353,7 +354,8 @@ the sentence puts it), quantifiers q:all (all, every, each, everyone), q:most, q
 "some" and "any" are not features: questions use them for politeness ("what are some ..."); nor is "both",
 which restates a conjunction. Compare two questions with question_guard_agrees, which counts a neg:WORD
 only where both questions use WORD. question: at most 16 kB (16,384 bytes, AM021); its cost is linear in it.
-Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';
 
 create or replace function agentmem_private.guard_agrees(p_fa text[], p_ta text[], p_fb text[], p_tb text[])
 returns boolean
@@ -408,7 +410,8 @@ comment on function agentmem.question_guard_agrees(text, text) is
 "not on Saturday" differs (both name both days), while "not provided" against "not specified" is a
 rewording the embedding judges: both are negated (neg), and neither names the other''s word.
 NULL when either question is NULL. Each question: at most 16 kB (16,384 bytes, AM021).
-Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';
 
 create or replace function agentmem_private.personal_markers(answer text, question text)
 returns text[]

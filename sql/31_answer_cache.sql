@@ -22,7 +22,8 @@ $$;
 comment on function agentmem.corpus_version() is
 'The current tenant''s corpus version (0 until the first bump).
 Only answers cached under this version are served.
-Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';
 
 create or replace function agentmem.bump_corpus_version()
 returns bigint
@@ -42,7 +43,8 @@ comment on function agentmem.bump_corpus_version() is
 'Start a new corpus version for the current tenant and return it.
 Every answer cached under an older version stops being served at once; sweep_cache removes them later.
 Call it when the documents behind the answers change as a whole (re-index, new release of the docs).
-Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';
 
 create or replace function agentmem_private.cache_intent(p_intent text)
 returns agentmem.cache_intents
@@ -264,7 +266,8 @@ bad array, bad user_id, scope over 200 characters; AM021 question over 4 MiB, an
 characters, a source id over 1,000; AM010/AM011 bad embedding (as check_embedding: also a norm that is
 zero, subnormal or not finite in float32) or model.
 With a user_id it takes that user''s erasure lock shared (see forget_user).
-Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';
 
 create or replace function agentmem.cache_lookup(
     question text,
@@ -445,7 +448,8 @@ Limits: question at most 4 MiB (AM021); acl_hash, prompt_version, llm_model at m
 user_id NULL or 1 to 256 characters, not blank (AM020); with a user_id it takes that user''s erasure
 lock shared (see forget_user).
 Errors: AM020 empty question, unknown intent, bad user_id; AM010/AM011 bad embedding or model.
-Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';
 
 create or replace function agentmem_private.unlink_cache_hits(p_tenant text, p_entry_ids uuid[])
 returns void
@@ -509,7 +513,8 @@ comment on function agentmem.invalidate_source(text) is
 'Remove every cached answer of the current tenant that cited the document doc_id; returns how many.
 Goes through the reverse index cache_entry_sources (no scan of the cache).
 doc_id: 1 to 1,000 characters, not blank (AM020/AM021).
-Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';
 
 create or replace function agentmem_private.sweep_cache_of(p_tenant text, p_batch int)
 returns bigint
@@ -564,4 +569,5 @@ comment on function agentmem.sweep_cache(int) is
 'Delete up to batch_size expired or superseded (older corpus version) entries of the current tenant; returns how many.
 One bounded batch per call, so it is safe to run often (e.g. from pg_cron):
 call it again while it returns batch_size. Expired and superseded entries are never served anyway.
-Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';

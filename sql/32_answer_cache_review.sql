@@ -30,7 +30,8 @@ comment on function agentmem.sample_hits(int, real) is
 'A random review sample of n unreviewed served hits and guard-passing near misses (candidates with similarity >= min_similarity that a lower threshold would have served), with the answer when the entry still exists.
 Record verdicts with review_hit; cache_report prices thresholds from them.
 n: 1 to 10,000; min_similarity: -1 to 1, not NULL or NaN (AM020).
-Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';
 
 drop function if exists agentmem.review_hit(uuid, boolean);
 
@@ -81,7 +82,8 @@ comment on function agentmem.review_hit(anycompatible, boolean) is
 Changing every
 wrong verdict of that entry to right puts it back in service. A verdict on a miss withdraws nothing.
 AM020 for correct => NULL; AM030 for an unknown hit (or another tenant''s).
-Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';
 
 create or replace function agentmem.cache_report(
     cost_uncached numeric,
@@ -205,4 +207,5 @@ AM020 for a cost that is NULL, NaN, infinite, negative or over 1e15, for since =
 thresholds that are empty, not one-dimensional from index 1, over 1,000, or hold NULL, NaN or a
 value outside -1..1. One pass over the log: the cost grows with the logged lookups, not with the number
 of thresholds (duplicates count once).
-Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';

@@ -323,7 +323,8 @@ Raises AM020 for an empty or blank (whitespace only) user, subject or fact, NULL
 source_message_ids not one-dimensional from index 1 or over 10,000 ids, AM021 for a subject over
 200 or a fact over 4,000 characters, AM010/AM011 for a bad embedding or model.
 Takes the user''s erasure lock shared (see forget_user).
-Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';
 
 create or replace function agentmem_private.fact_window_check(p_since timestamptz, p_until timestamptz, p_alias text)
 returns text
@@ -519,7 +520,8 @@ branches; a fact is found by its current text and embedding and answered in its 
 as_of with since / until, since after until, or an infinite as_of: AM020.
 Raises AM020 for an empty user, k outside 1..100, candidate_pool outside 1..1,000, rrf_k outside
 0..1,000; AM021 for a query_text over 100,000 characters; AM010/AM011 for a bad embedding or model.
-Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';
 
 create or replace function agentmem.fact_history(fact_id anycompatible)
 returns table (
@@ -558,4 +560,5 @@ Both times of each version: valid_from / valid_to, when it was true in the world
 replaced_at, when agentmem recorded it and when it recorded the fact that replaced it. The current
 version is recall_facts''s (its valid_from, valid_to).
 Entries whose source messages are all gone have been pruned. Raises AM030 for an unknown fact.
-Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';

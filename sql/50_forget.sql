@@ -98,7 +98,8 @@ are deleted and other facts (and fact history) lose those links; cached answers 
 with the hit log''s copies of their questions; embedding-cache rows of its texts go. The receipt
 (rows removed per table, when; no content, no id of what was erased) is kept in agentmem.erasure_log.
 Raises AM030 for a conversation that does not exist in the current tenant.
-Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';
 
 create or replace function agentmem.forget_user(user_id text)
 returns agentmem.erasure_log
@@ -239,4 +240,5 @@ run after it. The receipt counts every deleted row by kind, including other user
 history) deleted because their every source message was the user''s (facts, fact_history) and the
 facts that only lost links to them (facts_unlinked). Raises AM020 for a blank user_id (whitespace
 only) or one over 256 characters; erasing a user with no data returns a receipt of zeros.
-Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';

@@ -137,7 +137,8 @@ are stable under concurrent writes: a conversation started meanwhile is newer th
 shifts a later page, so no row is listed twice or skipped.
 page_size: 1 to 1,000 (AM020); AM020 for a blank user_id or one over 256 characters, or an after that
 is not a cursor. A user with no conversations gets no rows.
-Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';
 
 create or replace function agentmem.list_facts(
     user_id text,
@@ -221,7 +222,8 @@ the last row as after (NULL: the first page); stable under concurrent writes (a 
 is newer than the cursor). A cursor of a listing with include_superseded is valid only for one with it
 (and one without only for one without): AM020 otherwise.
 page_size: 1 to 1,000 (AM020); AM020 for a bad user_id, include_superseded NULL, or a malformed after.
-Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';
 
 create or replace function agentmem.delete_message(message_id uuid)
 returns agentmem.access_log
@@ -343,7 +345,8 @@ it may repeat the message; the summariser writes a new one with set_summary.
 Concurrency: takes the user''s erasure lock exclusive, as forget_user does, then the conversation''s
 row: writes of the user in flight finish first, writes that start meanwhile run after it.
 AM030 for a message not in the current tenant.
-Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';
 
 create or replace function agentmem_private.lock_fact(p_tenant text, p_fact_id uuid)
 returns agentmem.facts
@@ -404,7 +407,8 @@ $$;
 comment on function agentmem.delete_fact(uuid) is
 'Delete one fact of the current tenant with its whole history (every earlier version) and the embedding-cache rows of their texts; returns the receipt (kept in agentmem.access_log; no content, no id).
 Takes the user''s erasure lock exclusive, as forget_user does. AM030 for a fact not in the current tenant.
-Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';
 
 create or replace function agentmem.update_fact(
     fact_id uuid,
@@ -471,4 +475,5 @@ embedding-cache rows of the old text go. source_message_ids: the messages the co
 Takes the user''s erasure lock exclusive, as forget_user does. Errors: AM030 a fact not in the current
 tenant; AM020 a blank fact or bad source_message_ids; AM021 a fact over 4,000 characters; AM010 an
 embedding that is not one of the fact''s model.
-Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';

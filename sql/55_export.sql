@@ -213,7 +213,8 @@ format would double every backslash). `agentmem export --user alice > alice.json
 Takes the user''s erasure lock exclusive while it reads (a consistent copy), and leaves a receipt in
 agentmem.access_log (kind export_user, rows; no content, no identifier). A user with no data gives a
 header and an end row. AM020 for a bad user_id.
-Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';
 
 create or replace function agentmem_private.try_jsonb(p_text text)
 returns jsonb
@@ -667,7 +668,8 @@ AM011 a model not registered here; AM010 an embedding of the wrong dimension or 
 AM031 an id taken here by another user''s row, or a row colliding with one already here (a subject
 the user already has another fact for, a message index taken).
 Takes the user''s erasure lock exclusive.
-Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';
 
 create or replace function agentmem.export_tenant(tenant_id text)
 returns table (line text)
@@ -729,7 +731,8 @@ Run it in a REPEATABLE READ transaction for a copy consistent across users (agen
 does). Read user by user; the server keeps the result in a tuplestore, which goes to disk past work_mem, and
 a client reading it through a cursor (agentmem export --tenant) holds one batch at a time, so neither
 side holds the tenant in memory. Cached answers stored without a user_id are not exported (they
-belong to no one). Leaves a receipt in agentmem.access_log (kind export_tenant).';
+belong to no one). Leaves a receipt in agentmem.access_log (kind export_tenant).
+Called by: the DBA (granted to no role).';
 
 create or replace function agentmem.import_tenant(tenant_id text, lines text[])
 returns jsonb
@@ -799,4 +802,5 @@ lines: the whole file,
 or whole user blocks of it (agentmem import --tenant sends one block per call in one transaction, so
 that memory holds one user at a time). Each user block is checked and imported as import_user does,
 with the same refusals; all or nothing within the caller''s transaction. Returns rows inserted per
-table and users, and leaves a receipt in agentmem.access_log (kind import_tenant).';
+table and users, and leaves a receipt in agentmem.access_log (kind import_tenant).
+Called by: the DBA (granted to no role).';

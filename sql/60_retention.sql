@@ -57,7 +57,8 @@ $$;
 comment on function agentmem.set_retention_policy(text, interval) is
 'Keep one kind of the current tenant''s data (messages, cached_answers, hit_log, facts, erasure_log, job_runs) at most max_age; it overrides the installation default (agentmem.set_default_retention_policy).
 max_age NULL keeps that kind forever. Raises AM020 for an unknown kind or a non-positive age.
-Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';
 
 create or replace function agentmem.clear_retention_policy(kind text)
 returns boolean
@@ -76,7 +77,8 @@ $$;
 comment on function agentmem.clear_retention_policy(text) is
 'Remove the current tenant''s policy for one kind, so the installation default applies again.
 Returns whether a policy was removed.
-Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.';
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';
 
 create or replace function agentmem.set_default_retention_policy(kind text, max_age interval)
 returns agentmem.retention_policies
@@ -100,7 +102,8 @@ $$;
 comment on function agentmem.set_default_retention_policy(text, interval) is
 'Keep one kind of data at most max_age in every tenant without a policy of its own (DBA only: a superuser or BYPASSRLS role, AM041 otherwise; not granted to agentmem_app).
 max_age NULL keeps
-it forever. Raises AM020 for an unknown kind or a non-positive age.';
+it forever. Raises AM020 for an unknown kind or a non-positive age.
+Called by: the DBA (granted to no role).';
 
 create or replace function agentmem.clear_default_retention_policy(kind text)
 returns boolean
@@ -122,7 +125,8 @@ $$;
 
 comment on function agentmem.clear_default_retention_policy(text) is
 'Remove the installation default policy for one kind (DBA only, AM041 otherwise; not granted to agentmem_app).
-Returns whether a policy was removed.';
+Returns whether a policy was removed.
+Called by: the DBA (granted to no role).';
 
 create or replace function agentmem_private.retention_delete(
     p_kind text, p_table text, p_key text, p_time text, p_batch int
@@ -388,4 +392,5 @@ kind, duration, errors: a failing kind does not stop the others). Messages go wi
 and retrieval records (by cascade);
 fact history whose sources all expired goes with them. Runs as a superuser or BYPASSRLS role (AM041
 otherwise) because it works across tenants; schedule it with agentmem.schedule_retention or call it
-from any scheduler.';
+from any scheduler.
+Called by: the DBA (granted to no role).';

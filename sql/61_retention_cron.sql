@@ -161,7 +161,8 @@ comment on function agentmem.schedule_retention(text) is
 When pg_cron lives in
 another database (cron.database_name) it calls cron.schedule_in_database there through dblink, which must
 be installed here; otherwise AM050 with the exact statement to run in the cron database. Without pg_cron,
-AM050 whose hint says to call agentmem.apply_retention() from any scheduler. Returns pg_cron''s job id.';
+AM050 whose hint says to call agentmem.apply_retention() from any scheduler. Returns pg_cron''s job id.
+Called by: the DBA (granted to no role).';
 
 create or replace function agentmem.unschedule_retention()
 returns boolean
@@ -175,7 +176,8 @@ $$;
 
 comment on function agentmem.unschedule_retention() is
 'Remove this database''s retention job from pg_cron. Returns whether there was one.
-Raises AM050 like agentmem.schedule_retention when pg_cron is out of reach.';
+Raises AM050 like agentmem.schedule_retention when pg_cron is out of reach.
+Called by: the DBA (granted to no role).';
 
 create or replace function agentmem_private.cron_status()
 returns table (

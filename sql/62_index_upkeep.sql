@@ -183,7 +183,8 @@ agentmem.tenant_index_min_rows).
 Each lock waits at most 5 s (lock_timeout): a build or drop that would queue behind a long transaction
 gives up until the next run. Safe to run too often: a concurrent run returns at once, a run with nothing
 to do changes nothing. Runs as a superuser or BYPASSRLS role (AM041 otherwise); schedule it with
-agentmem.schedule_index_upkeep or call it from any scheduler. For the DBA; not granted to agentmem_app.';
+agentmem.schedule_index_upkeep or call it from any scheduler.
+Called by: the DBA (granted to no role).';
 
 create or replace function agentmem.schedule_index_upkeep(
     schedule text default '23 * * * *',
@@ -208,7 +209,8 @@ comment on function agentmem.schedule_index_upkeep(text, int) is
 Where pg_cron
 lives as for agentmem.schedule_retention (through dblink from another database; AM050 with the statement
 to run there, or without pg_cron, saying to call apply_index_upkeep from any scheduler). AM020 for a blank
-schedule or max_builds outside 0 to 1,000. For the DBA; not granted to agentmem_app.';
+schedule or max_builds outside 0 to 1,000.
+Called by: the DBA (granted to no role).';
 
 create or replace function agentmem.unschedule_index_upkeep()
 returns boolean
@@ -225,4 +227,5 @@ $$;
 comment on function agentmem.unschedule_index_upkeep() is
 'Remove this database''s index upkeep job from pg_cron; returns whether there was one.
 AM050 as
-agentmem.schedule_index_upkeep when pg_cron is out of reach. For the DBA; not granted to agentmem_app.';
+agentmem.schedule_index_upkeep when pg_cron is out of reach.
+Called by: the DBA (granted to no role).';

@@ -27,7 +27,8 @@ end
 $$;
 
 comment on function agentmem.is_distributed() is
-'True when this installation is distributed on Citus (agentmem.distribute() has run), false otherwise, also where Citus is not installed.';
+'True when this installation is distributed on Citus (agentmem.distribute() has run), false otherwise, also where Citus is not installed.
+Called by: the DBA (granted to no role).';
 
 create or replace function agentmem.distribute(shard_count int default null)
 returns table (table_name text, distribution text, note text)
@@ -210,7 +211,8 @@ definer function running; restrict that login to the coordinator in the workers'
 shard_count: shards per distributed table (default citus.shard_count); fixed once distributed.
 Idempotent: a second call distributes only tables added since and returns no row for the others.
 Returns one row per table it changed. For the DBA, on the coordinator; one transaction.
-Raises AM040 when Citus is not installed in this database.';
+Raises AM040 when Citus is not installed in this database.
+Called by: the DBA (granted to no role).';
 
 -- On every install or upgrade of a distributed installation: distribute the
 -- tenant tables and catalogues a migration added since.

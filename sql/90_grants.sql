@@ -4,15 +4,52 @@
 --
 -- The security model (README, "Security model"; docs/security.md):
 --   agentmem_app    the application's role: USAGE on schema agentmem and
---                   EXECUTE on the public API; no privilege on any table,
---                   view or sequence, nothing in agentmem_private.
+--                   EXECUTE on the functions whose comment ends "Called by:
+--                   the application"; no privilege on any table, view or
+--                   sequence, nothing in agentmem_private.
+--   agentmem_worker the embedding worker's role: EXECUTE on the functions
+--                   "Called by: the embedding worker" (owned by the NOLOGIN
+--                   agentmem_queue), nothing else.
 --   agentmem_owner  NOLOGIN, not superuser, not BYPASSRLS: owns the API's
 --                   security definer functions and holds exactly the table
 --                   privileges they need. Tables force row-level security,
 --                   so every statement it runs is still confined to the
 --                   tenant the caller set.
---   the DBA         owns the schema and the tables and runs the DBA functions
---                   (security invoker, not granted to agentmem_app).
+--   the DBA         owns the schema and the tables and runs the functions
+--                   "Called by: the DBA" (security invoker, granted to no role).
+
+-- Who calls each function of schema agentmem: the last line of its comment.
+create or replace function agentmem_private.function_audience()
+returns table (fn regprocedure, audience text)
+language sql
+stable
+security invoker
+set search_path from current
+as $$
+    select
+        p.oid::regprocedure as fn,
+        d.audience
+    from pg_catalog.pg_proc as p
+    left join (
+        values
+        ('Called by: the application (agentmem_app).', 'application'),
+        ('Called by: the embedding worker (agentmem_worker).', 'worker'),
+        ('Called by: the DBA (granted to no role).', 'dba')
+    ) as d (line, audience)
+        on d.line = pg_catalog.substring(
+            pg_catalog.rtrim(pg_catalog.obj_description(p.oid, 'pg_proc'), E' \n'), '[^\n]*$'
+        )
+    where
+        p.pronamespace = 'agentmem'::regnamespace
+        and not exists (
+            select from pg_catalog.pg_depend as e
+            where e.classid = 'pg_catalog.pg_proc'::regclass and e.objid = p.oid and e.deptype = 'e'
+        )
+$$;
+
+comment on function agentmem_private.function_audience() is
+'Internal: every function of schema agentmem with who calls it, from the last line of its comment: application (EXECUTE to agentmem_app), worker (to agentmem_worker) or dba (to no role); NULL when the comment ends in none of the three lines.
+sql/90_grants.sql grants from it and stops the install on a NULL; the tests and docs/api.md read it.';
 
 revoke all on schema agentmem from public;
 revoke all on schema agentmem_private from public;
@@ -79,54 +116,70 @@ grant usage, select on all sequences in schema agentmem to agentmem_queue;
 grant usage on schema agentmem to agentmem_queue, agentmem_worker;
 grant usage on schema agentmem_private to agentmem_queue;
 
--- Functions: the API to both roles, internals to the owner only, then the
--- DBA's functions taken back from both.
+-- Functions: closed by default. Every function of schema agentmem declares who
+-- calls it on the last line of its comment, one of the three lines of
+-- agentmem_private.function_audience() (sql/README.md, "Adding a function");
+-- EXECUTE goes to that role and is taken from the others. The install stops on
+-- a function without a declaration. Only what differs is granted or revoked, so
+-- a second run changes nothing (not even the order of an ACL).
 revoke execute on all functions in schema agentmem from public;
 revoke execute on all functions in schema agentmem_private from public;
-grant execute on all functions in schema agentmem to agentmem_app, agentmem_owner;
 grant execute on all functions in schema agentmem_private to agentmem_owner;
-revoke execute on function
-agentmem.grant_app_role(text),
-agentmem.grant_tenant(text, text, text, boolean),
-agentmem.revoke_tenant(text, text, text, boolean),
-agentmem.set_tenant_binding(text, text),
-agentmem.register_model(text, int, text, text),
-agentmem.apply_retention(int),
-agentmem.schedule_retention(text),
-agentmem.unschedule_retention(),
-agentmem.set_default_retention_policy(text, interval),
-agentmem.clear_default_retention_policy(text),
-agentmem.set_text_search_config(regconfig),
-agentmem.tenant_index_ddl(text, text, text, boolean, text),
-agentmem.create_tenant_index(text, text, text),
-agentmem.drop_tenant_index(text, text, text),
-agentmem.measure_tenant_index(text, text),
-agentmem.apply_index_upkeep(int),
-agentmem.schedule_index_upkeep(text, int),
-agentmem.unschedule_index_upkeep(),
--- A whole tenant's export and import (sql/55_export.sql).
-agentmem.export_tenant(text),
-agentmem.import_tenant(text, text[]),
--- Distributing on Citus is the DBA's (sql/85_distribute.sql).
-agentmem.distribute(int),
-agentmem.is_distributed(),
--- Re-embedding is the DBA's; the queue is the workers' (sql/17_embedding_jobs.sql).
-agentmem.reembed(text, text, text),
-agentmem.switch_default_model(text, text),
-agentmem.drop_model_vectors(text, text),
-agentmem.retry_embedding_jobs(text, text),
-agentmem.claim_embedding_jobs(text, int, interval),
-agentmem.complete_embedding_jobs(uuid, text[], uuid[], vector[]),
-agentmem.fail_embedding_jobs(uuid, text[], uuid[], text),
-agentmem.embedding_queue_depth(text)
-from agentmem_app, agentmem_owner;
-revoke execute on all functions in schema agentmem from agentmem_worker;
-grant execute on function
-agentmem.claim_embedding_jobs(text, int, interval),
-agentmem.complete_embedding_jobs(uuid, text[], uuid[], vector[]),
-agentmem.fail_embedding_jobs(uuid, text[], uuid[], text),
-agentmem.embedding_queue_depth(text)
-to agentmem_worker;
+do $audience$
+declare
+    v_undeclared text;
+    v_statement text;
+begin
+    select
+        pg_catalog.string_agg(
+            pg_catalog.format('agentmem.%s(%s)', p.proname, pg_catalog.pg_get_function_identity_arguments(p.oid)),
+            ', ' order by p.proname
+        )
+    into v_undeclared
+    from agentmem_private.function_audience() as a
+    inner join pg_catalog.pg_proc as p on a.fn = p.oid
+    where a.audience is null;
+    if v_undeclared is not null then
+        raise exception 'the comment of % does not say who calls it', v_undeclared
+        using
+            errcode = '42P17',
+            detail = 'The last line of the comment of every function of schema agentmem says who calls it; '
+            || 'the grants follow it, and a function without it would be granted to no one.',
+            hint = 'End the function''s comment with one of: '
+            || 'Called by: the application (agentmem_app). | '
+            || 'Called by: the embedding worker (agentmem_worker). | '
+            || 'Called by: the DBA (granted to no role). (sql/README.md, "Adding a function")';
+    end if;
+    for v_statement in
+        select
+            pg_catalog.format(
+                case when g.wanted then 'grant execute on function %s to %I' else 'revoke execute on function %s from %I' end,
+                g.fn, g.role_name
+            )
+        from (
+            select
+                a.fn,
+                r.role_name,
+                r.role_name = any(case a.audience
+                    when 'application' then array['agentmem_app', 'agentmem_owner']
+                    when 'worker' then array['agentmem_worker']
+                    else array[]::text[]
+                end) as wanted,
+                exists (
+                    select from pg_catalog.aclexplode(p.proacl) as x
+                    where x.grantee = r.role_name::regrole and x.privilege_type = 'EXECUTE'
+                ) as held
+            from agentmem_private.function_audience() as a
+            inner join pg_catalog.pg_proc as p on a.fn = p.oid
+            cross join (values ('agentmem_app'), ('agentmem_owner'), ('agentmem_worker')) as r (role_name)
+        ) as g
+        where g.wanted <> g.held
+        order by g.fn::text, g.role_name
+    loop
+        execute v_statement;
+    end loop;
+end
+$audience$;
 grant execute on function agentmem.get_model(text), agentmem.current_tenant(), agentmem.tenant_binding_mode(),
 agentmem.may_act_as(text) to agentmem_queue;
 grant execute on all functions in schema agentmem_private to agentmem_queue;
@@ -147,15 +200,10 @@ begin
             select
                 p.oid::regprocedure as fn,
                 p.proowner,
-                case
-                    when p.proname in (
-                        'claim_embedding_jobs', 'complete_embedding_jobs', 'fail_embedding_jobs', 'embedding_queue_depth'
-                    )
-                        then 'agentmem_queue'
-                    else 'agentmem_owner'
-                end as owner
+                case a.audience when 'worker' then 'agentmem_queue' else 'agentmem_owner' end as owner
             from pg_catalog.pg_proc as p
-            where p.pronamespace = 'agentmem'::regnamespace and p.prosecdef
+            inner join agentmem_private.function_audience() as a on p.oid = a.fn
+            where p.prosecdef
         ) as o
         where o.proowner <> o.owner::regrole
     loop

@@ -271,3 +271,17 @@ def free_port_url(url: str) -> str:
     host = f"127.0.0.1:{port}"
     return urlunsplit((parts.scheme, f"{netloc[0]}@{host}" if len(netloc) == 2 else host, parts.path,
                        parts.query, parts.fragment))
+
+
+def audiences(admin) -> dict[str, set[str]]:
+    """The names of schema agentmem's functions per declared audience (application, worker, dba: the
+    last line of each comment, read by agentmem_private.function_audience, from which
+    sql/90_grants.sql grants), and under "views" the views, which only the DBA reads."""
+    out: dict[str, set[str]] = {"application": set(), "worker": set(), "dba": set(), "views": set()}
+    for audience, name in admin.execute(
+            "select a.audience, p.proname from agentmem_private.function_audience() as a "
+            "join pg_proc as p on p.oid = a.fn "
+            "union all select 'views', c.relname from pg_class as c "
+            "where c.relnamespace = 'agentmem'::regnamespace and c.relkind in ('v', 'm')").fetchall():
+        out[audience].add(name)
+    return out

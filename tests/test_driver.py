@@ -25,20 +25,9 @@ from agentmem.client import AsyncMemory, Memory
 from agentmem.statement import Sql
 from agentmem.embed import OllamaEmbedder
 from agentmem.lexical import LexicalEmbedder
-from helpers import StubEmbedder, count, vec
+from helpers import StubEmbedder, audiences, count, vec
 
 EMBEDS_FIRST = {"embed_documents", "embed_queries", "remember", "recall", "recall_facts_about", "cached_answer", "store_answer", "extract_facts"}
-ADMIN = {"apply_retention", "schedule_retention", "unschedule_retention", "set_default_retention_policy",
-         "clear_default_retention_policy", "register_model", "grant_app_role", "retention_health",
-         "set_text_search_config", "tenant_index_ddl", "create_tenant_index", "drop_tenant_index",
-         "measure_tenant_index", "tenants_needing_index", "distribute", "is_distributed",
-         "reembed", "switch_default_model", "drop_model_vectors", "retry_embedding_jobs", "embedding_backlog",
-         "health", "export_tenant", "import_tenant", "apply_index_upkeep", "schedule_index_upkeep", "unschedule_index_upkeep",
-         "grant_tenant", "revoke_tenant", "set_tenant_binding", "tenant_grant_list", "search_path_health"}
-VIEWS = {"retention_health", "tenants_needing_index", "embedding_backlog", "health", "tenant_grant_list",
-         "search_path_health"}  # read by Admin, not functions
-# The embedding queue's calls: the worker's (agentmem.worker), granted to agentmem_worker only.
-WORKER = {"claim_embedding_jobs", "complete_embedding_jobs", "fail_embedding_jobs", "embedding_queue_depth"}
 
 
 def literals(cls) -> set[str]:
@@ -52,12 +41,17 @@ def test_one_literal_method_per_function_the_app_role_may_call_and_the_dba_ones_
         "select distinct p.proname, has_function_privilege('agentmem_app', p.oid, 'execute') "
         "from pg_proc as p where p.pronamespace = 'agentmem'::regnamespace").fetchall())
     app = {n for n, ok in callable_by.items() if ok}
+    # Who calls what, as each function's comment declares it: the DBA's functions and views are
+    # Admin's; the embedding queue's calls are the worker's (agentmem.worker), granted to it only.
+    declared = audiences(admin)
+    dba, views, worker = declared["dba"] | declared["views"], declared["views"], declared["worker"]
+    assert app == declared["application"]
     # set_tenant has no method: every call runs set_tenant(tenant_id => ..., local => true) first
     assert literals(AsyncCalls) == app - {"set_tenant"}
     assert literals(Calls) == literals(AsyncCalls)
-    assert literals(Admin) == ADMIN
-    assert {n for n, ok in callable_by.items() if not ok} == (ADMIN - VIEWS) | WORKER
-    for name in ADMIN:
+    assert literals(Admin) == dba
+    assert {n for n, ok in callable_by.items() if not ok} == (dba - views) | worker
+    for name in dba:
         assert not hasattr(Memory, name) and not hasattr(AsyncMemory, name), name
 
 

@@ -1,4 +1,4 @@
-"""sql/50_forget.sql and sql/04_erasure.sql: forget_user and forget_conversation, with completeness proven
+"""sql/50_forget.sql and sql/04_forget_helpers.sql: forget_user and forget_conversation, with completeness proven
 from the catalogue, under concurrent writes, and the receipt that counts everything erased."""
 
 from __future__ import annotations
@@ -229,7 +229,7 @@ def test_erasure_while_the_users_messages_are_written_leaves_no_orphan(app_url, 
 # -- under concurrent writes -------------------------------------------------------------------------
 #
 # Every function that writes rows of a user takes the user's advisory lock shared (lock_user,
-# sql/04_erasure.sql); forget_user takes it exclusive. The tests hold writes of every kind open, start
+# sql/04_forget_helpers.sql); forget_user takes it exclusive. The tests hold writes of every kind open, start
 # forget_user, see it wait, let the writes commit, and then find nothing of the user.
 
 DIM = 384

@@ -16,7 +16,7 @@ SQL_FILE = re.compile(r"(\d\d)_([a-z0-9_]+)\.sql")
 TESTED_WITH = {
     "00_tenant": ["test_tenant.py", "test_tenant_binding.py"],
     "01_row_security": ["test_tenant.py"],
-    "04_erasure": ["test_forget.py"],
+    "04_forget_helpers": ["test_forget.py"],
     "15_embedding_cache": ["test_embed.py"],
     "30_answer_cache_guard": ["test_answer_cache.py"],
     "31_answer_cache": ["test_answer_cache.py"],

@@ -145,6 +145,24 @@ def test_badly_named_or_gapped_migrations_are_refused(checkout):
         m.Source.load(checkout)
 
 
+
+def test_a_file_of_sql_a_frozen_migration_names_exists_or_the_readme_says_where_it_went():
+    """Frozen headers cannot be corrected: migrations/README.md's table gives the reader the file."""
+    import re
+    readme = (ROOT / "migrations" / "README.md").read_text()
+    table = readme.split("## Where what a frozen header names lives")[1].split("\n## ")[0]
+    rows = {(r[0], r[1]): r[2] for r in
+            re.findall(r"^\| `(\d{4}_\w+\.sql)` \| [^|]*`(sql/[\w.]+)`[^|]* \| `(sql/[\w.]+)`", table, re.M)}
+    assert rows, "the table has rows"
+    for path in sorted((ROOT / "migrations").glob("*.sql")):
+        for named in set(re.findall(r"sql/\d\d_\w+\.sql", path.read_text())):
+            if not (ROOT / named).exists():
+                assert (path.name, named) in rows, f"{path.name} names {named}, which does not exist: " \
+                    "add a row to migrations/README.md"
+    for (migration, named), there in rows.items():
+        assert named in (ROOT / "migrations" / migration).read_text(), (migration, named)
+        assert (ROOT / there).exists(), there
+
 def test_status_lists_pending_then_applied(empty_db, capsys):
     # a database without agentmem: said so (exit code 3), not ten migrations pending as if an install failed
     assert cli(["status", "--database-url", empty_db]) == 3

@@ -7,7 +7,7 @@ import pytest
 
 import agentmem
 from agentmem.errors import translate
-from helpers import sqlstate_of
+from helpers import audiences, sqlstate_of
 
 
 def test_current_tenant_without_a_tenant_raises_am001(connect, app_url):
@@ -59,13 +59,17 @@ def test_grant_app_role_refuses_unknown_and_rls_bypassing_roles(admin):
 
 
 DEFINER_REASON = "Security definer: "
-# The last line of every definer function's comment (sql/README.md, "Security").
+# The line before the last of every definer function's comment (sql/README.md, "Security"); the last
+# line says who calls it (AUDIENCE_LINES).
 DEFINER_LINE = ("Security definer: runs as agentmem_owner because the application role holds no privilege on "
                 "tables or internals; forced row-level security still confines it to the current tenant.")
 # The embedding queue's calls for workers (sql/17_embedding_jobs.sql) run as the queue's owner instead.
-QUEUE_CALLS = {"claim_embedding_jobs", "complete_embedding_jobs", "fail_embedding_jobs", "embedding_queue_depth"}
 QUEUE_DEFINER_LINE = ("Security definer: runs as agentmem_queue, the one role that sees every tenant's embedding "
-                      "jobs; other tables it reaches only under the job's tenant; granted to agentmem_worker only.")
+                      "jobs; other tables it reaches only under the job's tenant.")
+# The last line of the comment of every function of schema agentmem, and the roles it grants EXECUTE to.
+AUDIENCE_LINES = {"Called by: the application (agentmem_app).": {"agentmem_app"},
+                  "Called by: the embedding worker (agentmem_worker).": {"agentmem_worker"},
+                  "Called by: the DBA (granted to no role).": set()}
 
 
 def test_every_function_is_documented_pinned_and_definer_only_with_a_reason(admin):
@@ -76,6 +80,7 @@ def test_every_function_is_documented_pinned_and_definer_only_with_a_reason(admi
          where n.nspname in ('agentmem', 'agentmem_private')
     """).fetchall()
     assert {r[1] for r in rows} == {"agentmem", "agentmem_private"}
+    queue_calls = {f"agentmem.{n}" for n in audiences(admin)["worker"]}
     for name, schema, comment, secdef, config, owner in rows:
         assert comment and comment.splitlines()[0].strip(), f"{name} has no comment"
         assert any(c.startswith("search_path=") for c in (config or [])), f"{name} has no fixed search_path"
@@ -83,12 +88,12 @@ def test_every_function_is_documented_pinned_and_definer_only_with_a_reason(admi
             assert not name.startswith("agentmem._"), f"{name}: internal helpers belong in agentmem_private"
         if secdef:  # a definer function is public, owned by agentmem_owner, and says why on a line of its own
             assert schema == "agentmem", f"{name}: internals are never security definer"
-            queue = name.split("(")[0].removeprefix("agentmem.") in QUEUE_CALLS
+            queue = name.split("(")[0] in queue_calls
             assert owner == ("agentmem_queue" if queue else "agentmem_owner"), f"{name} is security definer owned by {owner}"
             reason = [line for line in comment.splitlines() if line.startswith(DEFINER_REASON)]
             assert reason and len(reason[0]) > len(DEFINER_REASON) + 20, f"{name} is security definer without a reason"
-            assert comment.rstrip().splitlines()[-1] == (QUEUE_DEFINER_LINE if queue else DEFINER_LINE), \
-                f"{name}: the comment must end with the reason"
+            assert comment.rstrip().splitlines()[-2] == (QUEUE_DEFINER_LINE if queue else DEFINER_LINE), \
+                f"{name}: the comment must end with the reason, then who calls it"
         else:
             assert DEFINER_REASON not in comment, f"{name} claims a definer reason but is security invoker"
 
@@ -115,6 +120,26 @@ def test_the_app_role_holds_execute_on_the_api_and_no_other_privilege(admin):
            and has_function_privilege('agentmem_app', p.oid, 'execute')
     """).fetchall()
     assert private_exec == []
+    # EXECUTE on each function of schema agentmem to the roles its comment's last line names, and to
+    # no other role (agentmem_owner also runs the application's, from its definer functions).
+    callers = admin.execute("""
+        select p.oid::regprocedure::text, p.prosecdef,
+               pg_catalog.rtrim(pg_catalog.obj_description(p.oid, 'pg_proc'), e' \\n'),
+               array(select r from unnest(array['agentmem_app', 'agentmem_worker', 'agentmem_owner']) as r
+                      where has_function_privilege(r, p.oid, 'execute')),
+               exists (select from aclexplode(p.proacl) as a where a.grantee = 0 and a.privilege_type = 'EXECUTE')
+          from pg_proc p where p.pronamespace = 'agentmem'::regnamespace
+    """).fetchall()
+    assert len(callers) > 70
+    for fn, secdef, comment, roles, public in callers:
+        declared = AUDIENCE_LINES.get(comment.splitlines()[-1])
+        assert declared is not None, f"{fn}: the comment's last line says who calls it"
+        expected = declared | ({"agentmem_owner"} if "agentmem_app" in declared else set())
+        assert set(roles) == expected and not public, (fn, roles, public)
+        if not declared:  # the DBA's functions run with the DBA's own privileges
+            assert not secdef, f"{fn}: a DBA function is security invoker"
+    # A pin, not the DBA set (that is the comments'): the calls that change roles, models, retention or
+    # whole tenants stay the DBA's even should their comment's last line be edited.
     for fn in ("register_model(text,integer,text,text)", "apply_retention(integer)", "grant_app_role(text)",
                "set_default_retention_policy(text,interval)", "clear_default_retention_policy(text)",
                "schedule_retention(text)", "unschedule_retention()", "export_tenant(text)",
@@ -123,6 +148,34 @@ def test_the_app_role_holds_execute_on_the_api_and_no_other_privilege(admin):
                              (f"agentmem.{fn}",)).fetchone() == (False,), fn
     assert admin.execute("select has_function_privilege('agentmem_app', 'agentmem.store_message(anycompatible,text,text,"
                          "vector,text,jsonb,timestamptz)', 'execute')").fetchone() == (True,)
+
+
+def test_a_function_that_says_not_who_calls_it_stops_the_install_and_is_granted_to_no_one(admin, admin_url):
+    from agentmem.errors import MigrationError
+    from agentmem.migrate import Migrator, Source
+    from conftest import ROOT
+    try:
+        admin.execute("create function agentmem.undeclared_probe() returns int language sql as 'select 1'")
+        admin.execute("comment on function agentmem.undeclared_probe() is 'A probe whose comment names no caller.'")
+        with pytest.raises(MigrationError) as info:
+            Migrator(admin_url, Source.load(ROOT)).migrate()
+        message = str(info.value)
+        assert "90_grants.sql" in message and "agentmem.undeclared_probe()" in message, message
+        assert isinstance(info.value.__cause__, psycopg.Error) and info.value.__cause__.sqlstate == "42P17"
+        assert "Called by: the application (agentmem_app)." in info.value.__cause__.diag.message_hint
+        # the install ran in one transaction: even its first revoke is undone (a new function's default
+        # ACL, EXECUTE to PUBLIC, is still there)
+        acl = ("select array(select case a.grantee when 0 then 'public' else a.grantee::regrole::text end "
+               "from pg_proc as p, "
+               "aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) as a "
+               "where p.oid = 'agentmem.undeclared_probe()'::regprocedure and a.grantee <> p.proowner order by 1)")
+        assert admin.execute(acl).fetchone()[0] == ["public"]
+        admin.execute("comment on function agentmem.undeclared_probe() is "
+                      "'A probe the DBA calls.\nCalled by: the DBA (granted to no role).'")
+        Migrator(admin_url, Source.load(ROOT)).migrate()
+        assert admin.execute(acl).fetchone()[0] == []
+    finally:  # the citus leg shares one database between tests
+        admin.execute("drop function if exists agentmem.undeclared_probe()")
 
 
 @pytest.mark.parametrize("statement", [

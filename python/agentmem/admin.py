@@ -196,6 +196,11 @@ class Admin:
         (and a 'measure' row for a tenant whose indexes were built but never measured)."""
         return self.run(rows(dict, "select * from agentmem.tenants_needing_index"))
 
+    def tenant_indexes(self) -> list[dict]:
+        """The view agentmem.tenant_indexes: every tenant's own index, its size, whether searches still
+        need it, and the statement that drops it; those to drop first."""
+        return self.run(rows(dict, "select * from agentmem.tenant_indexes"))
+
     # -- re-embedding and the embedding queue (sql/17_embedding_jobs.sql) ---------------------------
 
     def reembed(self, model: str, from_model: str | None = None, tenant_id: str | None = None) -> list[dict]:

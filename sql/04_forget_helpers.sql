@@ -1,5 +1,7 @@
--- Erasure helpers shared by facts, forgetting (50) and retention (60): what goes
--- when messages or texts go, and the receipt every erasure leaves.
+-- What forgetting shares with facts (40), the forget_* functions (50) and
+-- retention (60): what goes when messages or texts go, and the receipt every
+-- erasure leaves in agentmem.erasure_log. Forget is the verb of the API; an
+-- erasure is what one call does, and erasure_log holds its receipts.
 
 create or replace function agentmem_private.forget_text_hashes(p_tenant text, p_texts text[])
 returns bigint
