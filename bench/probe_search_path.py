@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.util
 import os
 import statistics
 import sys
@@ -29,7 +30,6 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(HERE))
 
-from agentmem._bulk import Bulk  # noqa: E402
 from agentmem.migrate import Migrator, Source  # noqa: E402
 from common import APP_ROLE, command, connect, percentile, write_report  # noqa: E402
 
@@ -42,6 +42,14 @@ def clustered(rng, n: int) -> np.ndarray:
     return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
+def bulk_of(root: Path):
+    """The bulk loader of a checkout (its messages' columns are its schema's)."""
+    spec = importlib.util.spec_from_file_location(f"bulk_{abs(hash(root))}", root / "python/agentmem/_bulk.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def database(server_url: str, name: str, root: Path, owners, vectors) -> tuple[str, str]:
     with connect(server_url) as conn:
         conn.execute(f"drop database if exists {name} with (force)")
@@ -52,9 +60,11 @@ def database(server_url: str, name: str, root: Path, owners, vectors) -> tuple[s
         if not admin.execute("select 1 from pg_roles where rolname = %s", (APP_ROLE,)).fetchone():
             admin.execute(f"create role {APP_ROLE} login")
         admin.execute("select agentmem.grant_app_role(role_name => %s)", (APP_ROLE,))
-        # tenants are bound to logins: the benchmark's login acts as its own tenants
-        admin.execute("select agentmem.grant_tenant(role_name => %s, all_tenants => true)", (APP_ROLE,))
-        bulk = Bulk(admin, model=MODEL, rng=np.random.default_rng(1))
+        # tenants are bound to logins: the benchmark's login acts as its own tenants (a checkout
+        # without agentmem.grant_tenant lets any login set any tenant)
+        if admin.execute("select to_regproc('agentmem.grant_tenant')").fetchone()[0]:
+            admin.execute("select agentmem.grant_tenant(role_name => %s, all_tenants => true)", (APP_ROLE,))
+        bulk = bulk_of(root).Bulk(admin, model=MODEL, rng=np.random.default_rng(1))
         with bulk.hnsw_dropped(tables=("message_embeddings",)):
             bulk.load_messages(owners, vectors)
         admin.execute("vacuum (analyze) agentmem.messages, agentmem.message_embeddings")
