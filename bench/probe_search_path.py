@@ -9,7 +9,12 @@ application role (set_tenant once per connection), on each database in turn (whi
 with the query): search_messages of a small user (exact scan), of a 1,000-message user (exact scan),
 of the 40% user through the model's shared index (its tenant has two users), and through its tenant's
 own indexes (agentmem.create_tenant_index); recall_facts; cache_lookup (a semantic hit). The ratio is
-this checkout's p50 over the other's: at 1.00 they take the same time.
+this checkout's p50 over the other's: at 1.00 they take the same time. Each database is loaded with its
+own checkout's bulk loader (python/agentmem/_bulk.py: its columns are its schema's). With --in-server N
+each search is also timed inside the server, N calls in a DO block on each database in turn (no client
+round trip, the steadier measure on a loaded machine):
+
+    .venv/bin/python bench/probe_search_path.py --other ../base --in-server 100 --out bench/results/search_path.md
 """
 
 from __future__ import annotations
@@ -79,11 +84,38 @@ def database(server_url: str, name: str, root: Path, owners, vectors) -> tuple[s
     return admin_url, app_url
 
 
+def in_server(conns, statement: str, args_before: tuple, calls: int) -> dict[str, float]:
+    """The median over 9 rounds of one DO block's ms per call of the statement, on each side in turn (no
+    round trip: what the server spends). Query vectors are random, made in the block on both sides."""
+    got: list[float] = []
+    for c in conns.values():
+        c.add_notice_handler(lambda d: got.append(float(d.message_primary.split()[1])))
+    call = statement.replace("%s", "{}").format(*(f"'{a}'" for a in args_before), "v")
+    block = f"""do $probe$ declare t0 timestamptz; v vector; x record;
+    begin
+        for j in 1..{calls + 10} loop
+            if j = 11 then t0 := clock_timestamp(); end if;
+            v := (select array_agg(random()::real - 0.5) from generate_series(1, {DIM}))::vector({DIM});
+            select * into x from ({call}) as s;
+        end loop;
+        raise notice 'ms %', extract(epoch from clock_timestamp() - t0) * 1000 / {calls};
+    end $probe$"""
+    rounds: dict[str, list[float]] = {"this": [], "other": []}
+    for r in range(9):
+        for side in ("this", "other") if r % 2 else ("other", "this"):
+            got.clear()
+            conns[side].execute(block)
+            rounds[side].append(got[0])
+    return {side: statistics.median(t) for side, t in rounds.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--other", type=Path, required=True, help="the other checkout (its migrations/ and sql/)")
     parser.add_argument("--out", required=True)
     parser.add_argument("--queries", type=int, default=150)
+    parser.add_argument("--in-server", type=int, default=0, metavar="N",
+                        help="also time each search in the server: N calls in a DO block per round, 9 rounds")
     parser.add_argument("--database-url", help="a server to use (default: an embedded one on --port)")
     parser.add_argument("--port", type=int, default=int(os.environ.get("AGENTMEM_EMBEDDED_PORT", 55452)))
     args = parser.parse_args()
@@ -139,11 +171,15 @@ def main() -> None:
                 if q >= 10:  # the first ten warm the caches
                     times[side].append((time.perf_counter() - t0) * 1000)
             assert got["this"] == got["other"], (label, got)
+        p = {s: (statistics.median(t), percentile(t, 95)) for s, t in times.items()}
+        row = (f"| {label} | {p['this'][0]:.2f} / {p['this'][1]:.2f} | {p['other'][0]:.2f} / "
+               f"{p['other'][1]:.2f} | {p['this'][0] / p['other'][0]:.2f}× |")
+        if args.in_server:
+            loop = in_server(conns, statement, args_before, args.in_server)
+            row += f" {loop['this']:.3f} | {loop['other']:.3f} | {loop['this'] / loop['other']:.2f}× |"
         for c in conns.values():
             c.close()
-        p = {s: (statistics.median(t), percentile(t, 95)) for s, t in times.items()}
-        rows.append(f"| {label} | {p['this'][0]:.2f} / {p['this'][1]:.2f} | {p['other'][0]:.2f} / "
-                    f"{p['other'][1]:.2f} | {p['this'][0] / p['other'][0]:.2f}× |")
+        rows.append(row)
         print(rows[-1], flush=True)
     today = datetime.date.today().isoformat()
     text = "\n".join([
@@ -153,8 +189,12 @@ def main() -> None:
         f"({(time.perf_counter() - started) / 60:.1f} min). This checkout against `{args.other}`; each "
         f"statement through SQL as the application role, {args.queries} queries per row, each on both "
         "databases back to back (same rows, same answers, checked), the first of the two turning.", "",
-        "| search | this p50 / p95 ms | other p50 / p95 ms | p50 ratio |",
-        "|---|---:|---:|---:|", *rows, ""])
+        *([f"In the server (last three columns): {args.in_server} calls in one DO block, random query vectors "
+           "made in the block, 9 rounds on each database in turn; the median round's ms per call.", ""]
+          if args.in_server else []),
+        "| search | this p50 / p95 ms | other p50 / p95 ms | p50 ratio |"
+        + (" in server, this ms | other ms | ratio |" if args.in_server else ""),
+        "|---|---:|---:|---:|" + ("---:|---:|---:|" if args.in_server else ""), *rows, ""])
     write_report(args.out, text)
 
 
