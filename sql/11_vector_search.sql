@@ -499,6 +499,7 @@ declare
     v_static boolean;
     v_count_limit int;
     v_scanned boolean := false;
+    v_scan record;
     v_rows int;
     v_share float8;
     v_ef int;
@@ -591,13 +592,15 @@ begin
         if v_static then
             -- the count and, at or below the limit, the exact scan in one call
             -- of static statements: done unless the count says an index
-            select s.candidates, s.ids, s.distances, s.candidates <= v_exact_max
-            into v_rows, v_ids, v_distances, v_scanned
-            from agentmem_private.exact_scan(
+            v_scan := agentmem_private.exact_scan(
                 query_embedding => vector_search.query_embedding, table_name => vector_search.table_name,
                 tenant_id => vector_search.tenant_id, model => vector_search.model, user_id => vector_search.user_id,
                 k => vector_search.k, count_limit => v_count_limit, scan_max => v_exact_max
-            ) as s;
+            );
+            v_rows := v_scan.candidates;
+            v_scanned := v_rows <= v_exact_max;
+            v_ids := v_scan.ids;
+            v_distances := v_scan.distances;
         end if;
     end if;
     if v_scanned then
@@ -708,12 +711,13 @@ begin
         -- Few candidates (or an index scan that gave up at hnsw.max_scan_tuples):
         -- an exact scan, through the table's B-tree on the tenant.
         if v_static then
-            select s.ids, s.distances into v_ids, v_distances
-            from agentmem_private.exact_scan(
+            v_scan := agentmem_private.exact_scan(
                 query_embedding => vector_search.query_embedding, table_name => vector_search.table_name,
                 tenant_id => vector_search.tenant_id, model => vector_search.model, user_id => vector_search.user_id,
                 k => vector_search.k, count_limit => null, scan_max => null
-            ) as s;
+            );
+            v_ids := v_scan.ids;
+            v_distances := v_scan.distances;
         else
             execute pg_catalog.format(
                 'select array_agg(h.id order by h.distance), array_agg(h.distance order by h.distance) '
