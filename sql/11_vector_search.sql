@@ -514,8 +514,9 @@ begin
         using errcode = 'AM020', hint = 'message_embeddings, facts or cache_entries.';
     end if;
     -- The candidate rows, written once (the scope, vector_search_scope, and
-    -- v_narrowing: v_where) and read by every statement below: the count, the exact scan, the passes through an HNSW index and
-    -- the read of an exact index. Values go in as literals (format %L): the
+    -- v_narrowing: v_where) and read by every statement below: the count,
+    -- the exact scan, the passes through an HNSW index and the read of an
+    -- exact index. Values go in as literals (format %L): the
     -- planner sees them as it sees the query embedding, which every statement
     -- takes as $1 through EXECUTE ... USING (a plan for these values, never a
     -- generic one), and a literal tenant lets it prove a tenant index's
