@@ -10,7 +10,7 @@ with the query): search_messages of a small user (exact scan), of a 1,000-messag
 of the 40% user through the model's shared index (its tenant has two users), and through its tenant's
 own indexes (agentmem.create_tenant_index); recall_facts; cache_lookup (a semantic hit). The ratio is
 this checkout's p50 over the other's: at 1.00 they take the same time. Each database is loaded with its
-own checkout's bulk loader (python/agentmem/_bulk.py: its columns are its schema's). With --in-server N
+own checkout's bulk loader (its columns are its schema's). With --in-server N
 each search is also timed inside the server, N calls in a DO block on each database in turn (no client
 round trip, the steadier measure on a loaded machine):
 
@@ -48,8 +48,9 @@ def clustered(rng, n: int) -> np.ndarray:
 
 
 def bulk_of(root: Path):
-    """The bulk loader of a checkout (its messages' columns are its schema's)."""
-    spec = importlib.util.spec_from_file_location(f"bulk_{abs(hash(root))}", root / "python/agentmem/_bulk.py")
+    """The bulk loader of a checkout (its messages' columns are its schema's), wherever it keeps it."""
+    path = next(p for p in (root / "python/dev/agentmem_dev/bulk.py", root / "python/agentmem/_bulk.py") if p.exists())
+    spec = importlib.util.spec_from_file_location(f"bulk_{abs(hash(root))}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
