@@ -4,8 +4,10 @@
 -- rows, picks an exact scan, the tenant's own HNSW index (and its exact index)
 -- or the model's shared HNSW index, sets hnsw.ef_search from the share of the
 -- index the candidates are, and writes every distance through
--- agentmem_private.vector_distance. The rest of this file are the measured
--- limits and index look-ups it uses. Figures behind the defaults: docs/tuning.md.
+-- agentmem_private.vector_distance. A user's count and exact scan run in
+-- static statements (agentmem_private.exact_scan) generated at install from
+-- the same scope and distance. The rest of this file are the measured limits
+-- and index look-ups it uses. Figures behind the defaults: docs/tuning.md.
 
 -- Functions of older installs that vector_search stands for: dropped, so that
 -- every search reads the one path.
@@ -333,6 +335,128 @@ or ''exact index'' (a tenant''s exact index, the same in half precision: an ORDE
 re-ranked by the exact scan''s distance). NULL for any other path. The one place a search''s distance is
 written: tests/test_vector_search.py fails on any other function that writes one.';
 
+create or replace function agentmem_private.vector_search_scope(
+    table_name text,
+    tenant_id text,
+    model text,
+    user_id text default null,
+    acl_hash text default null,
+    prompt_version text default null,
+    llm_model text default null,
+    corpus_version text default null
+) returns text
+language sql
+immutable
+security invoker
+set search_path from current
+as $$
+    -- Each argument but table_name is an SQL expression: a quoted value
+    -- (vector_search's statements) or a parameter (exact_scan's).
+    select pg_catalog.format('e.tenant_id = %s and e.model = %s', vector_search_scope.tenant_id, vector_search_scope.model)
+        -- facts and cached answers stored without a vector wait for a worker (embedding => NULL)
+        || case when vector_search_scope.table_name <> 'message_embeddings' then ' and e.embedding is not null' else '' end
+        || case when vector_search_scope.user_id is not null
+            then pg_catalog.format(' and e.user_id = %s', vector_search_scope.user_id) else ''
+        end
+        || case when vector_search_scope.acl_hash is not null
+            then pg_catalog.format(
+                ' and e.acl_hash = %s and e.prompt_version = %s and e.llm_model = %s and e.corpus_version = %s',
+                vector_search_scope.acl_hash, vector_search_scope.prompt_version, vector_search_scope.llm_model,
+                vector_search_scope.corpus_version
+            )
+            else ''
+        end
+$$;
+
+comment on function agentmem_private.vector_search_scope(text, text, text, text, text, text, text, text) is
+'Internal: the SQL condition (on alias e) of a vector search''s scope in one table: the tenant and model,
+a vector present (facts and cache entries), the user (user_id) and the cache''s key (acl_hash,
+prompt_version, llm_model, corpus_version). Each argument but table_name is an SQL expression (a quoted
+value or a parameter); a NULL user_id or acl_hash leaves that part out. Read by vector_search''s
+statements and by agentmem_private.exact_scan''s, the one place the scope is written.';
+
+-- agentmem_private.exact_scan: static statements (PL/pgSQL keeps them
+-- prepared, and after five calls reuses a generic plan: the B-tree on the
+-- tenant and user serves them whatever the values) for the count and the
+-- exact scan of a user's messages or facts, the searches of small users. Its
+-- body is generated here from vector_search_scope and vector_distance, so that
+-- the scope and the distance stay written once; vector_search calls it where
+-- the scope is all there is (no conversation, window or row check), and
+-- writes every other statement itself. Measured against EXECUTE of the same
+-- statements: bench/results/search_path.md.
+do $generate$
+declare
+    v_branches text := '';
+    v_table text;
+    v_id text;
+    v_where text;
+begin
+    foreach v_table in array array['message_embeddings', 'facts'] loop
+        v_id := case v_table when 'message_embeddings' then 'message_id' else 'fact_id' end;
+        v_where := agentmem_private.vector_search_scope(
+            table_name => v_table, tenant_id => 'exact_scan.tenant_id', model => 'exact_scan.model',
+            user_id => 'exact_scan.user_id'
+        );
+        v_branches := v_branches || pg_catalog.format(
+            $branch$
+    %5$s exact_scan.table_name = %1$L then
+        if exact_scan.count_limit is not null then
+            select count(*) into exact_scan.candidates
+            from (select from agentmem.%1$I as e where %3$s limit exact_scan.count_limit) as s;
+        end if;
+        if exact_scan.k is not null and coalesce(exact_scan.candidates <= exact_scan.scan_max, true) then
+            select array_agg(h.id order by h.distance), array_agg(h.distance order by h.distance)
+            into exact_scan.ids, exact_scan.distances
+            from (
+                select e.%2$I as id, %4$s as distance from agentmem.%1$I as e
+                where %3$s order by %4$s limit exact_scan.k
+            ) as h;
+        end if;$branch$,
+            v_table, v_id, v_where,
+            agentmem_private.vector_distance(path => 'exact scan', dimension => null),
+            case when v_branches = '' then 'if' else 'elsif' end
+        );
+    end loop;
+    execute pg_catalog.format(
+        $function$
+create or replace function agentmem_private.exact_scan(
+    query_embedding vector,
+    table_name text,
+    tenant_id text,
+    model text,
+    user_id text,
+    k int,
+    count_limit int,
+    scan_max int,
+    out candidates int,
+    out ids uuid[],
+    out distances float8[]
+)
+language plpgsql
+stable
+security invoker
+set search_path from current
+as $body$
+begin%s
+    else
+        raise exception 'exact_scan: %% is not a table it scans', exact_scan.table_name
+        using errcode = 'AM020', hint = 'message_embeddings or facts.';
+    end if;
+end
+$body$
+$function$,
+        v_branches
+    );
+end
+$generate$;
+
+comment on function agentmem_private.exact_scan(vector, text, text, text, text, int, int, int) is
+'Internal: a user''s count and exact scan in message_embeddings or facts (tenant, model and user only) in
+static statements, generated at install from agentmem_private.vector_search_scope and
+agentmem_private.vector_distance (path ''exact scan''). candidates: the rows counted, up to count_limit
+(NULL: not counted); ids and distances: the k nearest, nearest first, when k is given and the count is
+NULL or at most scan_max (else NULL). The query embedding is its first argument ($1 of the distance).';
+
 create or replace function agentmem_private.vector_search(
     table_name text,
     tenant_id text,
@@ -372,6 +496,10 @@ declare
     v_narrowing text;
     v_row_check text;
     v_alone boolean;
+    v_static boolean;
+    v_count_limit int;
+    v_scanned boolean := false;
+    v_scan record;
     v_rows int;
     v_share float8;
     v_ef int;
@@ -385,9 +513,10 @@ begin
         raise exception 'vector_search: % is not a table with embeddings', vector_search.table_name
         using errcode = 'AM020', hint = 'message_embeddings, facts or cache_entries.';
     end if;
-    -- The candidate rows, written once (v_where) and read by every statement
-    -- below: the count, the exact scan, the passes through an HNSW index and
-    -- the read of an exact index. Values go in as literals (format %L): the
+    -- The candidate rows, written once (the scope, vector_search_scope, and
+    -- v_narrowing: v_where) and read by every statement below: the count,
+    -- the exact scan, the passes through an HNSW index and the read of an
+    -- exact index. Values go in as literals (format %L): the
     -- planner sees them as it sees the query embedding, which every statement
     -- takes as $1 through EXECUTE ... USING (a plan for these values, never a
     -- generic one), and a literal tenant lets it prove a tenant index's
@@ -396,24 +525,12 @@ begin
     -- one is scanned exactly), applied on every path, and it stops the lone
     -- user's shortcut (which assumes all of the user's rows). A condition the
     -- count's B-tree cannot check cheaply goes to v_row_check instead: checked
-    -- on every row read, not counted. The price of one dynamic path: each
-    -- statement is parsed and planned on every call (about 0.1 to 0.3 ms;
-    -- bench/results/search_path.md), where static statements would reuse a
-    -- generic plan.
-    v_where := pg_catalog.format('e.tenant_id = %L and e.model = %L', vector_search.tenant_id, vector_search.model)
-        -- facts and cached answers stored without a vector wait for a worker (embedding => NULL)
-        || case when vector_search.table_name <> 'message_embeddings' then ' and e.embedding is not null' else '' end
-        || case when vector_search.user_id is not null
-            then pg_catalog.format(' and e.user_id = %L', vector_search.user_id) else ''
-        end
-        || case when vector_search.acl_hash is not null
-            then pg_catalog.format(
-                ' and e.acl_hash = %L and e.prompt_version = %L and e.llm_model = %L and e.corpus_version = %s',
-                vector_search.acl_hash, vector_search.prompt_version, vector_search.llm_model,
-                vector_search.corpus_version
-            )
-            else ''
-        end;
+    -- on every row read, not counted. Each of these statements is parsed and
+    -- planned on every call (about 0.1 to 0.3 ms;
+    -- bench/results/search_path.md): a user's search with nothing but the
+    -- scope (v_static: no narrowing, no row check) counts and scans exactly
+    -- through agentmem_private.exact_scan instead, static statements generated
+    -- from the same scope and distance, whose plans PL/pgSQL keeps.
     v_narrowing := case when vector_search.conversation_id is not null
         then pg_catalog.format(' and e.conversation_id = %L', vector_search.conversation_id) else ''
     end
@@ -426,7 +543,6 @@ begin
         || case when vector_search.until is not null and vector_search.table_name = 'message_embeddings'
             then pg_catalog.format(' and e.occurred_at < %L::timestamptz', vector_search.until) else ''
         end;
-    v_where := v_where || v_narrowing;
     -- a cached answer serves while unexpired and not withdrawn by a review (review_hit)
     v_row_check := case when vector_search.table_name = 'cache_entries'
             then ' and e.expires_at > now() and e.withdrawn_at is null' else '' end
@@ -456,8 +572,9 @@ begin
     -- to the exact scan).
     -- Whether the tenant has its own index is looked up once: here when the
     -- shortcut may apply, else only once the count says an index is needed.
-    v_alone := vector_search.table_name = 'message_embeddings' and vector_search.user_id is not null
-        and v_narrowing = '' and v_row_check = '';
+    v_static := vector_search.table_name in ('message_embeddings', 'facts') and vector_search.user_id is not null
+        and vector_search.acl_hash is null and v_narrowing = '' and v_row_check = '';
+    v_alone := v_static and vector_search.table_name = 'message_embeddings';
     if v_alone then
         v_own := agentmem_private.has_tenant_index(vector_search.table_name, vector_search.tenant_id, vector_search.model);
         v_alone := v_own and not agentmem_private.has_other_users(vector_search.tenant_id, vector_search.user_id);
@@ -469,13 +586,42 @@ begin
         v_rows := agentmem_private.index_rows(v_own_index);
     end if;
     if not v_alone or v_rows <= v_exact_max then
+        v_count_limit := case
+            when v_alone then v_exact_max
+            else greatest(v_exact_max, agentmem_private.count_max_rows(vector_search.dimension))
+        end + 1;
+        if v_static then
+            -- the count and, at or below the limit, the exact scan in one call
+            -- of static statements: done unless the count says an index
+            v_scan := agentmem_private.exact_scan(
+                query_embedding => vector_search.query_embedding, table_name => vector_search.table_name,
+                tenant_id => vector_search.tenant_id, model => vector_search.model, user_id => vector_search.user_id,
+                k => vector_search.k, count_limit => v_count_limit, scan_max => v_exact_max
+            );
+            v_rows := v_scan.candidates;
+            v_scanned := v_rows <= v_exact_max;
+            v_ids := v_scan.ids;
+            v_distances := v_scan.distances;
+        end if;
+    end if;
+    if v_scanned then
+        return query select u.id, u.distance from unnest(v_ids, v_distances) as u (id, distance);
+        return;
+    end if;
+    v_where := agentmem_private.vector_search_scope(
+        table_name => vector_search.table_name,
+        tenant_id => pg_catalog.quote_literal(vector_search.tenant_id),
+        model => pg_catalog.quote_literal(vector_search.model),
+        user_id => pg_catalog.quote_literal(vector_search.user_id),
+        acl_hash => pg_catalog.quote_literal(vector_search.acl_hash),
+        prompt_version => pg_catalog.quote_nullable(vector_search.prompt_version),
+        llm_model => pg_catalog.quote_nullable(vector_search.llm_model),
+        corpus_version => pg_catalog.quote_nullable(vector_search.corpus_version)
+    ) || v_narrowing;
+    if not v_static then
         execute pg_catalog.format(
             'select count(*) from (select from agentmem.%I as e where %s limit %s) as s',
-            vector_search.table_name, v_where,
-            case
-                when v_alone then v_exact_max
-                else greatest(v_exact_max, agentmem_private.count_max_rows(vector_search.dimension))
-            end + 1
+            vector_search.table_name, v_where, v_count_limit
         )
         into v_rows;
     end if;
@@ -565,15 +711,25 @@ begin
     if v_rows <= v_exact_max or coalesce(cardinality(v_ids), 0) < vector_search.k then
         -- Few candidates (or an index scan that gave up at hnsw.max_scan_tuples):
         -- an exact scan, through the table's B-tree on the tenant.
-        execute pg_catalog.format(
-            'select array_agg(h.id order by h.distance), array_agg(h.distance order by h.distance) '
-            'from (select e.%1$I as id, %2$s as distance from agentmem.%3$I as e '
-            '      where %4$s%5$s order by %2$s limit $2) as h',
-            v_id, agentmem_private.vector_distance(path => 'exact scan', dimension => vector_search.dimension),
-            vector_search.table_name, v_where, v_row_check
-        )
-        into v_ids, v_distances
-        using vector_search.query_embedding, vector_search.k;
+        if v_static then
+            v_scan := agentmem_private.exact_scan(
+                query_embedding => vector_search.query_embedding, table_name => vector_search.table_name,
+                tenant_id => vector_search.tenant_id, model => vector_search.model, user_id => vector_search.user_id,
+                k => vector_search.k, count_limit => null, scan_max => null
+            );
+            v_ids := v_scan.ids;
+            v_distances := v_scan.distances;
+        else
+            execute pg_catalog.format(
+                'select array_agg(h.id order by h.distance), array_agg(h.distance order by h.distance) '
+                'from (select e.%1$I as id, %2$s as distance from agentmem.%3$I as e '
+                '      where %4$s%5$s order by %2$s limit $2) as h',
+                v_id, agentmem_private.vector_distance(path => 'exact scan', dimension => vector_search.dimension),
+                vector_search.table_name, v_where, v_row_check
+            )
+            into v_ids, v_distances
+            using vector_search.query_embedding, vector_search.k;
+        end if;
     end if;
     return query select u.id, u.distance from unnest(v_ids, v_distances) as u (id, distance);
 end
@@ -595,5 +751,8 @@ the k-th neighbour is farther than agentmem_private.escalate_distance, or instea
 read of the tenant''s exact index when it has one of at most agentmem_private.exact_index_max_rows rows
 (that read alone, without the first pass, for a tenant agentmem.measure_tenant_index found far); an
 exact scan when the index stops short. Every statement is built from one predicate of the candidate
-rows (v_where in its body: a new filter goes there, once, and applies to every path) and the distance of
-agentmem_private.vector_distance, and runs through EXECUTE ... USING, planned with the query embedding.';
+rows (agentmem_private.vector_search_scope and v_where in its body: a new filter goes there, once, and
+applies to every path) and the distance of agentmem_private.vector_distance, and runs through EXECUTE ...
+USING, planned with the query embedding; a user''s messages or facts with nothing but that scope are
+counted and scanned exactly by agentmem_private.exact_scan (static statements generated from the same
+two, plans kept).';

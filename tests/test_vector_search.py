@@ -11,6 +11,7 @@ indexes) as the plans show it.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,6 +27,11 @@ NOT_A_SEARCH = {
     "agentmem_private.apply_fact_vector",  # the same check, when the new version's vector arrives later
 }
 
+# Functions whose body the install generates (sql/11_vector_search.sql) with vector_distance's text of a
+# path: every distance they hold is that text, and the generator's own source writes none.
+GENERATED = {"agentmem_private.exact_scan": "exact scan"}
+SQL = Path(__file__).resolve().parent.parent / "sql" / "11_vector_search.sql"
+
 
 def bodies(admin) -> dict[str, str]:
     return dict(admin.execute(
@@ -37,7 +43,8 @@ def bodies(admin) -> dict[str, str]:
 def test_no_function_but_vector_distance_writes_a_search_distance(admin):
     found = bodies(admin)
     assert DISTANCE.search(found["agentmem_private.vector_distance"])
-    writers = sorted(name for name, body in found.items() if DISTANCE.search(body) and name not in NOT_A_SEARCH)
+    writers = sorted(name for name, body in found.items()
+                     if DISTANCE.search(body) and name not in NOT_A_SEARCH and name not in GENERATED)
     assert writers == [], ("these functions write a distance of their own; call "
                            f"agentmem_private.vector_distance (or vector_search) instead: {writers}")
     for name in ("agentmem.search_messages", "agentmem.recall_facts", "agentmem.cache_lookup"):
@@ -259,3 +266,36 @@ def test_a_tiny_user_gets_an_exact_answer(admin, app):
     got = [r[0] for r in app.execute("select message_id from agentmem.search_messages(user_id => 'alice', "
                                      "query_embedding => %s, k => 10, model => 'all-minilm')", (q,)).fetchall()]
     assert got == exact
+def test_generated_static_statements_hold_vector_distances_text_only(admin):
+    found = bodies(admin)
+    for name, path in GENERATED.items():
+        text = admin.execute("select agentmem_private.vector_distance(path => %s, dimension => 8)",
+                             (path,)).fetchone()[0]
+        body = found[name]
+        assert text in body, name
+        # each distance operator of the body is one of that text's
+        assert len(DISTANCE.findall(body)) == body.count(text) * len(DISTANCE.findall(text)), name
+    source = SQL.read_text()
+    generator = source[source.index("do $generate$"):source.index("$generate$;")]
+    assert not DISTANCE.search(generator), "the generator writes a distance: take it from vector_distance"
+    assert "agentmem_private.vector_distance(" in generator and "agentmem_private.vector_search_scope(" in generator
+
+
+@pytest.mark.parametrize("table", ["message_embeddings", "facts"])
+def test_static_exact_scan_answers_as_the_dynamic_statements(admin, tenant_with_indexes, table):
+    """A user's search through exact_scan's prepared statements and through vector_search's own (a window
+    that keeps every row sends it there) find the same rows at the same distances, past the sixth call
+    (when PL/pgSQL may switch to a generic plan)."""
+    search = ("select array_agg(n.id order by n.distance, n.id), array_agg(n.distance order by n.distance, n.id) "
+              "from agentmem_private.vector_search(table_name => %s, tenant_id => 'acme', model => %s, "
+              "dimension => 8, query_embedding => %s, k => 7, user_id => 'alice', since => {}) as n")
+    calls = "select pg_stat_get_xact_function_calls('agentmem_private.exact_scan'::regproc)"
+    with admin.transaction():
+        admin.execute("set local track_functions = 'all'")
+        for v in list(tenant_with_indexes[:8]) * 2:
+            static = admin.execute(search.format("null"), (table, TINY, v)).fetchone()
+            dynamic = admin.execute(search.format("'-infinity'"), (table, TINY, v)).fetchone()
+            assert static[0] is not None and len(static[0]) == 7
+            assert static[0] == dynamic[0]
+            assert static[1] == pytest.approx(dynamic[1])
+        assert admin.execute(calls).fetchone()[0] == 16  # the static path only, once a search

@@ -9,13 +9,19 @@ application role (set_tenant once per connection), on each database in turn (whi
 with the query): search_messages of a small user (exact scan), of a 1,000-message user (exact scan),
 of the 40% user through the model's shared index (its tenant has two users), and through its tenant's
 own indexes (agentmem.create_tenant_index); recall_facts; cache_lookup (a semantic hit). The ratio is
-this checkout's p50 over the other's: at 1.00 they take the same time.
+this checkout's p50 over the other's: at 1.00 they take the same time. Each database is loaded with its
+own checkout's bulk loader (its columns are its schema's). With --in-server N
+each search is also timed inside the server, N calls in a DO block on each database in turn (no client
+round trip, the steadier measure on a loaded machine):
+
+    .venv/bin/python bench/probe_search_path.py --other ../base --in-server 100 --out bench/results/search_path.md
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import importlib.util
 import os
 import statistics
 import sys
@@ -29,7 +35,6 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(HERE))
 
-from agentmem_dev.bulk import Bulk  # noqa: E402
 from agentmem.migrate import Migrator, Source  # noqa: E402
 from common import APP_ROLE, command, connect, percentile, write_report  # noqa: E402
 
@@ -42,6 +47,15 @@ def clustered(rng, n: int) -> np.ndarray:
     return v / np.linalg.norm(v, axis=1, keepdims=True)
 
 
+def bulk_of(root: Path):
+    """The bulk loader of a checkout (its messages' columns are its schema's), wherever it keeps it."""
+    path = next(p for p in (root / "python/dev/agentmem_dev/bulk.py", root / "python/agentmem/_bulk.py") if p.exists())
+    spec = importlib.util.spec_from_file_location(f"bulk_{abs(hash(root))}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def database(server_url: str, name: str, root: Path, owners, vectors) -> tuple[str, str]:
     with connect(server_url) as conn:
         conn.execute(f"drop database if exists {name} with (force)")
@@ -52,9 +66,11 @@ def database(server_url: str, name: str, root: Path, owners, vectors) -> tuple[s
         if not admin.execute("select 1 from pg_roles where rolname = %s", (APP_ROLE,)).fetchone():
             admin.execute(f"create role {APP_ROLE} login")
         admin.execute("select agentmem.grant_app_role(role_name => %s)", (APP_ROLE,))
-        # tenants are bound to logins: the benchmark's login acts as its own tenants
-        admin.execute("select agentmem.grant_tenant(role_name => %s, all_tenants => true)", (APP_ROLE,))
-        bulk = Bulk(admin, model=MODEL, rng=np.random.default_rng(1))
+        # tenants are bound to logins: the benchmark's login acts as its own tenants (a checkout
+        # without agentmem.grant_tenant lets any login set any tenant)
+        if admin.execute("select to_regproc('agentmem.grant_tenant')").fetchone()[0]:
+            admin.execute("select agentmem.grant_tenant(role_name => %s, all_tenants => true)", (APP_ROLE,))
+        bulk = bulk_of(root).Bulk(admin, model=MODEL, rng=np.random.default_rng(1))
         with bulk.hnsw_dropped(tables=("message_embeddings",)):
             bulk.load_messages(owners, vectors)
         admin.execute("vacuum (analyze) agentmem.messages, agentmem.message_embeddings")
@@ -69,11 +85,38 @@ def database(server_url: str, name: str, root: Path, owners, vectors) -> tuple[s
     return admin_url, app_url
 
 
+def in_server(conns, statement: str, args_before: tuple, calls: int) -> dict[str, float]:
+    """The median over 9 rounds of one DO block's ms per call of the statement, on each side in turn (no
+    round trip: what the server spends). Query vectors are random, made in the block on both sides."""
+    got: list[float] = []
+    for c in conns.values():
+        c.add_notice_handler(lambda d: got.append(float(d.message_primary.split()[1])))
+    call = statement.replace("%s", "{}").format(*(f"'{a}'" for a in args_before), "v")
+    block = f"""do $probe$ declare t0 timestamptz; v vector; x record;
+    begin
+        for j in 1..{calls + 10} loop
+            if j = 11 then t0 := clock_timestamp(); end if;
+            v := (select array_agg(random()::real - 0.5) from generate_series(1, {DIM}))::vector({DIM});
+            select * into x from ({call}) as s;
+        end loop;
+        raise notice 'ms %', extract(epoch from clock_timestamp() - t0) * 1000 / {calls};
+    end $probe$"""
+    rounds: dict[str, list[float]] = {"this": [], "other": []}
+    for r in range(9):
+        for side in ("this", "other") if r % 2 else ("other", "this"):
+            got.clear()
+            conns[side].execute(block)
+            rounds[side].append(got[0])
+    return {side: statistics.median(t) for side, t in rounds.items()}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--other", type=Path, required=True, help="the other checkout (its migrations/ and sql/)")
     parser.add_argument("--out", required=True)
     parser.add_argument("--queries", type=int, default=150)
+    parser.add_argument("--in-server", type=int, default=0, metavar="N",
+                        help="also time each search in the server: N calls in a DO block per round, 9 rounds")
     parser.add_argument("--database-url", help="a server to use (default: an embedded one on --port)")
     parser.add_argument("--port", type=int, default=int(os.environ.get("AGENTMEM_EMBEDDED_PORT", 55452)))
     args = parser.parse_args()
@@ -129,11 +172,15 @@ def main() -> None:
                 if q >= 10:  # the first ten warm the caches
                     times[side].append((time.perf_counter() - t0) * 1000)
             assert got["this"] == got["other"], (label, got)
+        p = {s: (statistics.median(t), percentile(t, 95)) for s, t in times.items()}
+        row = (f"| {label} | {p['this'][0]:.2f} / {p['this'][1]:.2f} | {p['other'][0]:.2f} / "
+               f"{p['other'][1]:.2f} | {p['this'][0] / p['other'][0]:.2f}× |")
+        if args.in_server:
+            loop = in_server(conns, statement, args_before, args.in_server)
+            row += f" {loop['this']:.3f} | {loop['other']:.3f} | {loop['this'] / loop['other']:.2f}× |"
         for c in conns.values():
             c.close()
-        p = {s: (statistics.median(t), percentile(t, 95)) for s, t in times.items()}
-        rows.append(f"| {label} | {p['this'][0]:.2f} / {p['this'][1]:.2f} | {p['other'][0]:.2f} / "
-                    f"{p['other'][1]:.2f} | {p['this'][0] / p['other'][0]:.2f}× |")
+        rows.append(row)
         print(rows[-1], flush=True)
     today = datetime.date.today().isoformat()
     text = "\n".join([
@@ -143,8 +190,12 @@ def main() -> None:
         f"({(time.perf_counter() - started) / 60:.1f} min). This checkout against `{args.other}`; each "
         f"statement through SQL as the application role, {args.queries} queries per row, each on both "
         "databases back to back (same rows, same answers, checked), the first of the two turning.", "",
-        "| search | this p50 / p95 ms | other p50 / p95 ms | p50 ratio |",
-        "|---|---:|---:|---:|", *rows, ""])
+        *([f"In the server (last three columns): {args.in_server} calls in one DO block, random query vectors "
+           "made in the block, 9 rounds on each database in turn; the median round's ms per call.", ""]
+          if args.in_server else []),
+        "| search | this p50 / p95 ms | other p50 / p95 ms | p50 ratio |"
+        + (" in server, this ms | other ms | ratio |" if args.in_server else ""),
+        "|---|---:|---:|---:|" + ("---:|---:|---:|" if args.in_server else ""), *rows, ""])
     write_report(args.out, text)
 
 
