@@ -263,10 +263,10 @@ stable
 security invoker
 set search_path from current
 as $$
-    -- A read of the whole exact index costs about rows x dimension; for
-    -- 30,000 rows of 768 dimensions it was 0.64 to 0.75 times a full HNSW
-    -- pass (ef_search 750) measured beside it, in two runs (docs/tuning.md). The default
-    -- keeps it about there: 31,250 rows at 768 dimensions, 62,500 at 384.
+    -- A read of the whole exact index costs about rows x dimension; the
+    -- default stops where it costs about what a full HNSW pass does (the
+    -- measurement: bench/results/exact_index.md): 31,250 rows at 768
+    -- dimensions, 62,500 at 384.
     select coalesce(
         nullif(pg_catalog.current_setting('agentmem.exact_index_max_rows', true), '')::bigint,
         24000000 / greatest(p_dim, 1)
@@ -276,8 +276,8 @@ $$;
 comment on function agentmem_private.exact_index_max_rows(int) is
 'Internal: the most rows a tenant''s exact index may hold to be built by agentmem.create_tenant_index and
 read by a search: the setting agentmem.exact_index_max_rows, else 24,000,000 / dimension (31,250 rows at
-768 dimensions, 62,500 at 384): about the size at which reading all of it was measured cheaper than a full
-HNSW pass (docs/tuning.md).';
+768 dimensions, 62,500 at 384): about the size up to which reading all of it costs less than a full
+HNSW pass (docs/tuning.md, bench/results/exact_index.md).';
 
 create or replace function agentmem_private.exact_index_first_pass(p_table text, p_tenant text, p_model text)
 returns text
