@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 from agentmem_dev import demo
+from agentmem_dev.shell import with_database
 
 
 def _turn(out: str, n: int) -> str:
@@ -91,7 +92,7 @@ def test_the_demo_names_what_it_leaves_and_its_cache_report_plots(server, capsys
     out = capsys.readouterr().out
     words = " ".join(out.split())  # say() wraps lines
     assert "tenant 'docs-co': user 'bob' (10 messages) and 4 cached answer(s); user 'alice' was erased" in words
-    assert f"agentmem psql --database-url {demo._with_db(server.url, demo.DEMO_DB)} --tenant docs-co" in out
+    assert f"agentmem psql --database-url {with_database(server.url, demo.DEMO_DB)} --tenant docs-co" in out
     # the cache-report command it prints works as printed, the plot included (make venv installs matplotlib)
     command = re.search(r"\.venv/bin/agentmem (cache-report .*)", out).group(1).split()
     png = tmp_path / "cache-report.png"

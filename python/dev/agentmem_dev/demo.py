@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import os
 import textwrap
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
 from agentmem import __version__
 from agentmem.migrate import Migrator, Source
+
+from .shell import with_database
 
 DEMO_DB = "agentmem_demo"
 DEMO_APP = "agentmem_demo_app"
@@ -31,14 +32,6 @@ def step(title: str) -> None:
     print(f"\n== {title}")
 
 
-def _with_db(url: str, dbname: str, user: str | None = None) -> str:
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if user:
-        netloc = user + "@" + netloc.split("@", 1)[-1]
-    return urlunsplit((parts.scheme, netloc, "/" + dbname, parts.query, parts.fragment))
-
-
 def _prepare(url: str) -> tuple[str, str]:
     """Recreate the demo database, migrate it, create the app login. Returns (admin, app) URLs."""
     with psycopg.connect(url, autocommit=True) as conn:
@@ -47,7 +40,7 @@ def _prepare(url: str) -> tuple[str, str]:
         for login in (DEMO_APP, DEMO_WORKER):
             if not conn.execute("select 1 from pg_roles where rolname = %s", (login,)).fetchone():
                 conn.execute(f"create role {login} login")
-    admin_url = _with_db(url, DEMO_DB)
+    admin_url = with_database(url, DEMO_DB)
     migrator = Migrator(admin_url, Source.load())
     applied = migrator.migrate()
     migrator.grant_app_role(DEMO_APP)
@@ -62,7 +55,7 @@ def _prepare(url: str) -> tuple[str, str]:
         f"{DEMO_DB} created and migrated ({len(applied)} migrations). The app connects as "
         f"{DEMO_APP}, an ordinary login in role agentmem_app, so row-level security applies to it, "
         f"granted the tenants docs-co and other-co (agentmem.grant_tenant).")
-    return admin_url, _with_db(url, DEMO_DB, DEMO_APP)
+    return admin_url, with_database(url, DEMO_DB, DEMO_APP)
 
 
 def _embedder(admin_url: str):
@@ -95,8 +88,8 @@ def run(url: str | None) -> int:
     embedder = _embedder(admin_url)
     from agentmem.client import Memory
     with Memory.connect(app_url, tenant=TENANT, embedder=embedder) as mem:
-        tour(mem, app_url, _with_db(url, DEMO_DB, DEMO_WORKER))
-    leftover(_with_db(url, DEMO_DB))
+        tour(mem, app_url, with_database(url, DEMO_DB, DEMO_WORKER))
+    leftover(with_database(url, DEMO_DB))
     return 0
 
 
@@ -119,7 +112,7 @@ def leftover(admin_url: str) -> None:
     print("    \\df+ agentmem.*")
     say("The answer cache's value per threshold, as a table or a plot (the plot needs matplotlib: the "
         "package's plot extra, which make demo installs):")
-    print(f"    .venv/bin/agentmem cache-report --database-url {_with_db(admin_url, DEMO_DB, DEMO_APP)} "
+    print(f"    .venv/bin/agentmem cache-report --database-url {with_database(admin_url, DEMO_DB, DEMO_APP)} "
           f"--tenant {TENANT} --cost-uncached 0.01 --cost-wrong 0.50 --png cache-report.png")
     print("\nDone. Re-run with `make demo`.")
 
