@@ -259,13 +259,18 @@ def bulk_load(admin, rows: list[tuple[str, str]], vectors: np.ndarray, *, model:
     return [(tenant, user, mid) for (tenant, user), mid in zip(rows, ids)]
 
 
-def free_port_url(url: str) -> str:
-    """The same URL on a loopback port where nothing listens."""
+def free_port() -> int:
+    """A loopback port where nothing listens (the kernel's pick)."""
     import socket
-    from urllib.parse import urlsplit, urlunsplit
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+        return s.getsockname()[1]
+
+
+def free_port_url(url: str) -> str:
+    """The same URL on a loopback port where nothing listens."""
+    from urllib.parse import urlsplit, urlunsplit
+    port = free_port()
     parts = urlsplit(url)
     netloc = parts.netloc.rsplit("@", 1)
     host = f"127.0.0.1:{port}"

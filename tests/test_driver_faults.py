@@ -7,7 +7,6 @@ again: the shared test server is never touched.
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 
 import numpy as np
@@ -18,14 +17,9 @@ import agentmem
 from agentmem_dev import devserver
 from agentmem.client import Memory
 from agentmem.migrate import Migrator, Source
+from helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture

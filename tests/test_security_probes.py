@@ -38,7 +38,6 @@ import json
 import logging
 import os
 import signal
-import socket
 import threading
 import time
 from pathlib import Path
@@ -53,6 +52,7 @@ import agentmem
 from agentmem_dev import devserver
 from agentmem.client import Memory
 from agentmem.migrate import Migrator, Source
+from helpers import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -65,12 +65,6 @@ ATTACKER_ROLE = "agentmem_security_probes_attacker"  # a login of its own, grant
 VICTIM_USERS = 8
 FAULT_RUNS = 5
 FAULT_SECONDS = 3.0
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def rand_vec(rng) -> np.ndarray:
