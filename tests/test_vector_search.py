@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 import numpy as np
+import psycopg
 import pytest
 
 from helpers import bulk_load, clustered_vectors, explained, path_of, plans_of, random_unit
@@ -299,3 +300,13 @@ def test_static_exact_scan_answers_as_the_dynamic_statements(admin, tenant_with_
             assert static[0] == dynamic[0]
             assert static[1] == pytest.approx(dynamic[1])
         assert admin.execute(calls).fetchone()[0] == 16  # the static path only, once a search
+
+
+def test_exact_scan_refuses_a_table_it_has_no_statements_for(admin):
+    """exact_scan is generated for message_embeddings and facts only: any other table is AM020, naming it."""
+    with pytest.raises(psycopg.Error) as refused:
+        admin.execute("select * from agentmem_private.exact_scan(query_embedding => %s, table_name => 'answers', "
+                      "tenant_id => 'acme', model => 'm', user_id => 'alice', k => 3, count_limit => 10, "
+                      "scan_max => 10)", (np.ones(8, dtype=np.float32),))
+    assert refused.value.sqlstate == "AM020"
+    assert "answers is not a table it scans" in str(refused.value)
