@@ -169,13 +169,14 @@ def test_a_sampled_hit_marked_wrong_is_withdrawn_counted_in_the_report_and_the_c
     row = page.locator("#sample tr", has_text="How do I reset my password?")
     row.locator("button[value=right]").click()
     assert "Marked right" in page.inner_text("#review-result")
+    page.shot("cache")
     row = page.locator("#sample tr", has_text="Can I get a refund after 30 days?")
     row.locator("button[value=wrong]").click()
     assert "withdrawn" in page.inner_text("#review-result")
     assert "withdrawn" in page.inner_text("#entries")
     assert page.locator("#net-value-chart polyline").count() == 1
     assert page.locator("#net-value-chart circle").count() >= 2
-    page.shot("cache")
+    page.shot("cache-withdrawn")
     assert lookup(app, "Can I get a refund after 30 days?")[0] is False
     assert lookup(app, "How do I reset my password?") == (True, "exact")
     report = app.execute("select reviewed, reviewed_wrong, withdrawn from agentmem.cache_report(cost_uncached => 1, "
