@@ -223,7 +223,7 @@ def search(request: Request) -> Response:
             stored = bool(mem.list_conversations(user_id, page_size=1) or mem.list_facts(user_id, page_size=1))
     return render(request, "search.html", title=f"Search {user_id}", user=user_id, q=q, mode=mode, k=k,
                   since=_local(since), until=_local(until), as_of=_local(as_of), messages=messages, facts=facts_found,
-                  stored=stored, branch=_branch, model=model)
+                  stored=stored, branch=_branch, model=model, embedder=inspector_of(request).embedder_kind)
 
 
 def chart(rows: list) -> dict | None:
