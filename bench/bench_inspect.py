@@ -207,9 +207,11 @@ The same searches' SQL alone (one `agentmem.search_messages` call as the applica
 |---|---:|---:|
 {chr(10).join(f"| {label} | {p50:.1f} | {p95:.1f} |" for label, p50, p95 in bare)}
 
-A page over the target is the database's search of a user past `agentmem.exact_search_max_rows`
-(6,000) on the model's shared HNSW index with no index of the tenant's own, not the page: the call
-alone takes about as long. The documented remedy is the DBA's (`agentmem.tenants_needing_index`,
+The pages over the target are those searching by meaning a user past
+`agentmem.exact_search_max_rows` (6,000 rows) on the model's shared HNSW index, the tenant having no
+index of its own: most of their time is that one `search_messages` call (the page also runs
+`recall_facts`, and the machine is noisy: compare the rows of one run), while the same page for a user
+of 1,000 messages answers in tens of milliseconds. The documented remedy is the DBA's (`agentmem.tenants_needing_index`,
 `agentmem.apply_index_upkeep`; docs/tuning.md); building them for this tenant took over 15 minutes on
 this shared machine, so this run measures the tenant as loaded.
 
