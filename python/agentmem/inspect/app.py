@@ -261,7 +261,7 @@ class ServerTiming:
             return
         started = time.perf_counter()
 
-        async def timed(message: dict) -> None:
+        async def timed(message: Any) -> None:
             if message["type"] == "http.response.start":
                 ms = (time.perf_counter() - started) * 1000
                 message = {**message, "headers": [*message.get("headers", []),
