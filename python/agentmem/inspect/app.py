@@ -71,6 +71,7 @@ class Inspector:
     default_tenant: str | None = None
     nav: list[tuple[str, str]] = field(default_factory=list)
     env: Environment | None = None
+    may_read_health: bool | None = None     # whether the login may read agentmem.health (asked once)
     _embedders: dict[str, Callable[[list[str]], Sequence[Any]]] = field(default_factory=dict)
     _models: dict[str, dict] = field(default_factory=dict)
     _defaults: dict[str, tuple[str, float]] = field(default_factory=dict)
