@@ -102,3 +102,22 @@ def test_no_sql_file_calls_a_function_a_later_file_defines():
                         "\ncomment on function agentmem_private.c() is 'calls agentmem.d() in prose';"),
                ("40_d", "create or replace function agentmem.d() returns int language sql as $$ select 1 $$;")]
     assert forward_calls(planted) == ["20_b: agentmem_private.c"]
+
+
+def unnamed_functions(sql_texts: list[str], test_texts: list[str]) -> list[str]:
+    """Functions of schema agentmem that no test file names: as agentmem.name, or as a driver method
+    ('name' in a driver call, or .name( )."""
+    public = {m.split(".", 1)[1].lower() for text in sql_texts for m in DEFINED.findall(text)
+              if m.lower().startswith("agentmem.")}
+    tests = "\n".join(test_texts)
+    return sorted(n for n in public if not re.search(rf"agentmem\.{n}\b|[\"'.]{n}\b", tests))
+
+
+def test_every_public_function_is_named_in_a_test_file():
+    """A new function of the API has a test of its own: one that names it (sql/README.md's checklist)."""
+    sql_texts = [p.read_text() for p in sorted((ROOT / "sql").glob("*.sql"))]
+    tests = [p.read_text() for p in TESTS.glob("*.py") if p.name != "test_layout.py"]
+    assert unnamed_functions(sql_texts, tests) == [], "add a test that calls it, in the file tests/README.md names"
+    # the check itself: a function no test names is found
+    planted = "create or replace function agentmem.planted_without_test() returns int language sql as $$ select 1 $$;"
+    assert unnamed_functions(sql_texts + [planted], tests) == ["planted_without_test"]
