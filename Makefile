@@ -78,10 +78,12 @@ citus: venv
 test-citus: venv citus
 	AGENTMEM_TEST_SERVER=citus $(BIN)/pytest -q tests
 
-# sqlfluff on the SQL; mypy on what a type checker sees of the clients (tests/typecheck_clients.py).
+# sqlfluff on the SQL; mypy on what a type checker sees of the clients (tests/typecheck_clients.py), and on
+# the turn and the embedders, which reach the clients through their typed seams (TurnBase[M], Embedder).
 lint: venv
 	$(BIN)/sqlfluff lint sql migrations
-	MYPYPATH=python $(BIN)/mypy --follow-imports=silent tests/typecheck_clients.py
+	MYPYPATH=python $(BIN)/mypy --follow-imports=silent tests/typecheck_clients.py \
+	  python/agentmem/turn_async.py python/agentmem/turn_sync.py python/agentmem/turn_parts.py python/agentmem/embed.py python/agentmem/lexical.py
 
 migrate: venv
 	$(BIN)/agentmem migrate --database-url "$(DB_URL)"

@@ -333,9 +333,9 @@ stable
 security invoker
 set search_path from current
 as $$
-    -- The one place a fact's time window is written: the vector search
-    -- (agentmem_private.vector_search, as its row check on facts) and the
-    -- words branch read it.
+    -- The one place a fact's time window is written: recall_facts passes it to
+    -- the vector search (agentmem_private.vector_search's row_check) and the
+    -- words branch reads it.
     select case when p_since is not null or p_until is not null then pg_catalog.format(
         ' and (tstzrange(%3$I.valid_from, %3$I.valid_to) && tstzrange(%1$L::timestamptz, %2$L::timestamptz)'
         ' or exists (select from agentmem.fact_history as fh where fh.tenant_id = %3$I.tenant_id'
@@ -459,7 +459,8 @@ begin
             table_name => 'facts', tenant_id => v_tenant, model => v_model, dimension => v_dim,
             query_embedding => recall_facts.query_embedding,
             k => case when v_query is null then recall_facts.k else v_pool end,
-            user_id => recall_facts.user_id, since => v_since, until => v_until
+            user_id => recall_facts.user_id,
+            row_check => nullif(agentmem_private.fact_window_check(p_since => v_since, p_until => v_until, p_alias => 'e'), ' ')
         ) as n;
     end if;
     if v_query is not null then
