@@ -1,0 +1,109 @@
+"""The inspector's chat page (issue 39): its logic (ChatRoom, one Turn per message, offline and on the
+Ollama stub) and the page itself in headless Chromium."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from agentmem.client import Memory
+from agentmem.inspect.chat_session import (FACTS_HEADER, OFFLINE_MODEL, ChatRoom, choose_models, content_words,
+                                           pattern_facts, user_scope)
+from agentmem.turn import DEFAULT_CHAT_MODEL
+from agentmem.turn_parts import CONDENSE_PROMPT, SUMMARY_PROMPT
+from helpers import count, free_port_url
+
+
+def assistant(body: dict) -> str | None:
+    """The stub's chat replies for a chat: facts by the offline patterns (as JSON), condensation as the
+    question itself, a summary, and answers that cite the facts given in the prompt."""
+    messages = body.get("messages") or []
+    system = messages[0]["content"] if messages and messages[0]["role"] == "system" else ""
+    last = messages[-1]["content"] if messages else ""
+    if (body.get("options") or {}).get("num_predict") == 1:
+        return "pong"                                     # choose_models' probe
+    if body.get("format") == "json":                      # extract_facts
+        said = "\n".join(line[len("user: "):] for line in last.splitlines() if line.startswith("user: "))
+        return json.dumps({"facts": pattern_facts(said)})
+    if system == CONDENSE_PROMPT:
+        return last.split("Latest question: ", 1)[1].split("\n", 1)[0]
+    if system == SUMMARY_PROMPT:
+        return "The user talked about themselves."
+    facts = system.split(FACTS_HEADER + "\n", 1)[1].split("\n\n", 1)[0].splitlines() if FACTS_HEADER in system else []
+    cited = [line.split("] ", 1)[1] for line in facts if content_words(line) & content_words(last)]
+    return "From memory: " + " ".join(cited) if cited else f"Stub answer to: {last}"
+
+
+@pytest.fixture
+def lexical_model(admin):
+    admin.execute("select agentmem.register_model(model => %s, dimension => 768)", (OFFLINE_MODEL,))
+
+
+def room_and_memory(app_url, host: str, embedder: str = "auto"):
+    models, emb = choose_models(host, embedder=embedder)
+    mem = Memory.connect(app_url, tenant="acme", embedder=emb, max_size=2)
+    return ChatRoom(models, emb), mem
+
+
+def test_offline_the_chat_runs_on_the_lexical_embedder_and_templates_and_says_so(app_url, admin, lexical_model):
+    room, mem = room_and_memory(app_url, free_port_url("http://127.0.0.1:1"))
+    with mem:
+        assert room.models.chat_model is None and "TEMPLATE generator" in room.models.note
+        first = room.send(mem, "ada", "My name is Ada and I live in Lisbon.")
+        assert first.models_note == room.models.note and "offline" in first.models_note
+        assert {(f.subject, f.action) for f in first.facts_extracted} == {("name", "inserted"), ("home_city", "inserted")}
+        assert [s.name for s in first.steps][:2] == ["current conversation", "recall_facts"]
+        assert first.steps[-1].name == "extract_facts" and all(s.ms >= 0 for s in first.steps)
+        answer = room.send(mem, "ada", "Where do I live?")
+        assert answer.answer.startswith("From what I remember about you: The user lives in Lisbon.")
+        assert [f.subject for f in answer.facts_used][:1] == ["home_city"] or any(
+            f.subject == "home_city" for f in answer.facts_used)
+        page = room.page(mem, "ada")
+        assert [m.role for m in page.messages] == ["user", "assistant"] * 2
+        assert page.messages[-1].turn is answer and page.last_turn is answer
+        assert {f.subject for f in page.facts if f.status == "current"} == {"name", "home_city"}
+    assert count(admin, "facts", "user_id = 'ada'") == 2
+
+
+def test_on_ollama_facts_are_extracted_remembered_after_clear_and_a_repeat_hits_the_users_cache(
+        app_url, admin, stub):
+    stub.chat_responder = assistant
+    room, mem = room_and_memory(app_url, stub.host)
+    with mem:
+        assert room.models.chat_model == DEFAULT_CHAT_MODEL and "TEMPLATE" not in room.models.note
+        room.send(mem, "bo", "Hello, I live in Porto.")
+        assert [f.fact for f in room.page(mem, "bo").facts] == ["The user lives in Porto."]
+        assert room.page(mem, "bo").facts[0].new
+        first = room.page(mem, "bo").conversation_id
+        new = room.clear(mem, "bo")
+        assert new != first and room.clear(mem, "bo") == new      # an empty conversation is not ended again
+        page = room.page(mem, "bo")
+        assert page.messages == [] and [c.conversation_id for c in page.earlier] == [first]
+        assert [f.fact for f in page.facts] == ["The user lives in Porto."] and not page.facts[0].new
+        answer = room.send(mem, "bo", "Which city do I live in?")
+        assert answer.answer == "From memory: The user lives in Porto. (since " + answer.facts_used[0].valid_from.strftime(
+            "%Y-%m-%d") + ")"
+        assert not answer.cache_hit and answer.recalled  # the earlier conversation's message was recalled
+        again = room.send(mem, "bo", "What is the refund window?")
+        repeat = room.send(mem, "bo", "What is the refund window?")
+        assert not again.cache_hit and repeat.cache_hit and repeat.matched_question == "What is the refund window?"
+        assert repeat.answer == again.answer and "answered from the cache (exact" in repeat.cache_note
+        assert [s.name for s in repeat.steps] == ["current conversation", "recall_facts", "embed question",
+                                                  "cache_lookup", "embed messages", "store_messages"]
+        # another user asking the same question is not served bo's answer
+        assert not room.send(mem, "cy", "What is the refund window?").cache_hit
+    assert count(admin, "cache_entries", "acl_hash = %s", (user_scope("bo"),)) >= 1
+
+
+def test_a_turn_shows_documents_skipped_as_already_seen_and_the_topic_shift(app_url, stub):
+    stub.chat_responder = assistant
+    room, mem = room_and_memory(app_url, stub.host)
+    with mem:
+        room.send(mem, "di", "What is the refund window?")
+        second = room.send(mem, "di", "Does the refund window apply to annual plans?")
+        assert second.docs_skipped == ["docs/refunds.md"] and second.docs_used == ["docs/annual-plans.md"]
+        room.send(mem, "di", "How do I rotate an API key?")
+        shifted = room.send(mem, "di", "Does rotating the API key break running jobs?")
+        assert shifted.topic_shifted and "shifted" in shifted.topic_note
