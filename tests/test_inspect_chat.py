@@ -107,3 +107,101 @@ def test_a_turn_shows_documents_skipped_as_already_seen_and_the_topic_shift(app_
         room.send(mem, "di", "How do I rotate an API key?")
         shifted = room.send(mem, "di", "Does rotating the API key break running jobs?")
         assert shifted.topic_shifted and "shifted" in shifted.topic_note
+
+
+# -- the page, in headless Chromium ------------------------------------------------------------
+
+from inspect_browser import browser, inspector, page  # noqa: E402,F401 (pytest fixtures)
+
+
+def say(page, text: str) -> None:
+    """Type a message and send it; the page comes back with the reply."""
+    page.fill("#message", text)
+    with page.expect_navigation():
+        page.click("#send")
+    assert page.locator("#chat-error").count() == 0 and page.locator("#message").count() == 1, page.content()
+
+
+def replies(page) -> list[str]:
+    return [t.strip() for t in page.locator("#messages li.msg.assistant .content").all_inner_texts()]
+
+
+def facts(page) -> list[str]:
+    return page.locator("#facts .fact-text").all_inner_texts()
+
+
+def test_chat_page_three_messages_reload_clear_cache_and_markup(app_url, stub, inspector, page):
+    stub.chat_responder = assistant
+    server = inspector(embedder="auto", ollama_host=stub.host)
+    page.set_default_timeout(10_000)
+    page.login(server, "/chat", tenant="acme")
+    page.fill("#user-id", "ana")
+    with page.expect_navigation():
+        page.click("#start-chat")
+    assert page.inner_text("#chat-user") == "ana" and page.locator("#no-messages").count() == 1
+    say(page, "Hi, I live in Lisbon.")
+    say(page, "What is the refund window?")
+    say(page, "Does the refund window apply to annual plans?")
+    assert replies(page) == ["Stub answer to: Hi, I live in Lisbon.", "Stub answer to: What is the refund window?",
+                             "Stub answer to: Does the refund window apply to annual plans?"]
+    # the fact the first turn extracted is in the sidebar, with its validity
+    assert facts(page) == ["The user lives in Lisbon."]
+    assert "valid from" in page.inner_text("#facts") and "still valid" in page.inner_text("#facts")
+    # under each reply: its steps, each with its milliseconds; the third skipped a document already sent
+    turns = page.locator("#messages li.msg.assistant .turn")
+    assert turns.count() == 3
+    for i in range(3):
+        rows = turns.nth(i).locator("tr.step")
+        names = [rows.nth(j).locator("td").nth(0).text_content() for j in range(rows.count())]
+        assert {"recall_facts", "cache_lookup", "search_with_context", "generate", "store_messages",
+                "extract_facts"} <= set(names)
+        assert all(re.fullmatch(r"\d+\.\d", rows.nth(j).locator("td").nth(1).text_content())
+                   for j in range(rows.count()))
+    assert "skipped as already seen: docs/refunds.md" in turns.nth(2).inner_text()
+    assert "TEMPLATE" not in page.inner_text("#models") and "llama3.2" in turns.nth(0).inner_text()
+
+    # reload with the same user id: history and memory are back
+    page.goto(server.url("/chat", tenant="acme", user="ana"))
+    assert len(replies(page)) == 3 and facts(page) == ["The user lives in Lisbon."]
+    first_conversation = page.inner_text("#conversation-id")
+
+    # clear chat: a new conversation, the facts stay, and a question about one is answered from it
+    with page.expect_navigation():
+        page.click("#clear")
+    assert page.locator("#no-messages").count() == 1 and facts(page) == ["The user lives in Lisbon."]
+    assert page.inner_text("#conversation-id") != first_conversation
+    assert "3 messages" not in page.inner_text("#earlier") and "6 messages" in page.inner_text("#earlier")
+    say(page, "Which city do I live in?")
+    assert replies(page)[-1].startswith("From memory: The user lives in Lisbon.")
+    assert "[home_city] The user lives in Lisbon." in page.inner_text("#latest .facts-used")
+
+    # a repeated question: the cache answers, and the reply says so and which question it matched
+    say(page, "what is the refund window")
+    latest = page.inner_text("#latest")
+    assert replies(page)[-1] == "Stub answer to: What is the refund window?"
+    assert "answered from the cache" in latest and "What is the refund window?" in page.inner_text("#latest .matched")
+    page.shot("chat")
+
+    # markup in a message is text: no element made, no script run
+    say(page, 'I like <b id="bold">bold</b><script>window.pwned = 1</script>')
+    assert page.locator("#bold").count() == 0 and page.evaluate("typeof window.pwned") == "undefined"
+    said = page.locator("#messages li.msg.user .content").all_inner_texts()[-1]
+    assert said == 'I like <b id="bold">bold</b><script>window.pwned = 1</script>'
+
+
+def test_chat_forms_need_their_csrf_token_and_an_empty_message_is_refused(app_url, stub, inspector, page):
+    server = inspector(embedder="lexical", ollama_host=free_port_url("http://127.0.0.1:1"))
+    page.set_default_timeout(10_000)
+    page.login(server, "/chat", tenant="acme", user="eve")
+    assert "Offline stand-ins." in page.inner_text("#models") and "TEMPLATE" in page.inner_text("#models")
+    # offline, on a database where the lexical model is not registered: the page says what to do, and
+    # keeps the message in the box
+    page.fill("#message", "hello")
+    with page.expect_console_errors() as errors, page.expect_navigation():
+        page.click("#send")
+    assert "status of 400" in " ".join(errors)
+    assert "register_model" in page.inner_text("#chat-error") and page.input_value("#message") == "hello"
+    refused = page.request.post(server.url("/chat/send", tenant="acme"), form={"user": "eve", "message": "hi"})
+    assert refused.status == 403
+    refused = page.request.post(server.url("/chat/clear", tenant="acme"), form={"user": "eve"})
+    assert refused.status == 403

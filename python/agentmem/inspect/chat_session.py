@@ -65,8 +65,9 @@ class Models:
     note: str
 
     @property
-    def online(self) -> bool:
-        return self.chat_model is not None
+    def offline(self) -> bool:
+        """Some model is an offline stand-in: the lexical embedder, or templates instead of a chat model."""
+        return self.chat_model is None or self.small_model is None or self.embed_model == OFFLINE_MODEL
 
 
 def _ollama_answers(host: str, probe: Callable[[Any], Any]) -> str | None:
@@ -310,6 +311,7 @@ class ChatPage:
     recalled: list[RecalledRow]
     earlier: list[Any]                   # ConversationSummary rows of the user's other conversations
     models_note: str
+    offline: bool
     last_turn: TurnView | None = None
 
 
@@ -476,5 +478,6 @@ class ChatRoom:
         for row in recalled.values():
             row.new = row.new and row.message_id not in earlier_ids
         return ChatPage(user_id, current.conversation_id if current else None, messages, facts,
-                        list(reversed(list(recalled.values()))), convs[1:], self.models.note, last)
+                        list(reversed(list(recalled.values()))), convs[1:], self.models.note, self.models.offline,
+                        last)
 
