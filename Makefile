@@ -10,11 +10,12 @@ DATA   ?= .pgdata/embedded
 DB_URL = $(if $(AGENTMEM_DATABASE_URL),$(AGENTMEM_DATABASE_URL),$$($(BIN)/agentmem dev-server start --data-dir $(DATA) 2>/dev/null))
 
 
-.PHONY: help venv demo psql examples test test-slow screenshots inspect browser test-pg15 pg15 citus test-citus lint migrate status psql-script docs bench clean
+.PHONY: help venv demo demo-web psql examples test test-slow screenshots inspect browser test-pg15 pg15 citus test-citus lint migrate status psql-script docs bench clean
 .DEFAULT_GOAL := help
 
 help:
 	@echo "make demo         a narrated tour: venv, embedded PostgreSQL 18 + pgvector (.pgdata/), migrate"
+	@echo "make demo-web     the same as a chat page in the browser (the inspector's /chat), its URL printed"
 	@echo "make psql         psql on the dev server's database agentmem, migrated, as an application login (tenant acme), as its application login"
 	@echo "make examples     the Node.js and Java programs of examples/ on the embedded server"
 	@echo "make test         the whole suite on the embedded server (test-pg15, test-citus: the other two servers)"
@@ -46,6 +47,11 @@ venv: $(VENV)/.installed
 demo: venv
 	$(BIN)/agentmem dev-server start --data-dir $(DATA) >/dev/null
 	$(BIN)/agentmem demo --database-url "$$($(BIN)/agentmem dev-server url)"
+
+# The seed's demo as a page: the inspector's chat on the dev server (database agentmem_chat), URL printed.
+demo-web: venv
+	$(BIN)/agentmem dev-server start --data-dir $(DATA) >/dev/null
+	$(BIN)/agentmem demo --web --database-url "$$($(BIN)/agentmem dev-server url)" $(DEMO_WEB_ARGS)
 
 # From nothing to a psql prompt: the dev server started, database agentmem migrated, an application
 # login, tenant acme (agentmem psql --help).

@@ -62,7 +62,8 @@ class Models:
     embed_model: str
     chat_model: str | None       # answers and fact extraction; None: the template generator
     small_model: str | None      # condensation and summaries; None: canned / template
-    note: str
+    note: str                    # what each model is, in full (the page's banner)
+    short: str                   # the same in a few words (under every reply)
 
     @property
     def offline(self) -> bool:
@@ -111,8 +112,12 @@ def choose_models(host: str | None = None, *, embed_model: str = DEFAULT_EMBED_M
                    f"{host})")
     small = f"condensation and summaries: {small_model}" if small_failed is None else (
         "condensation: none (offline), summaries: a template")
+    parts = [("Ollama " + embed_model) if embed_failed is None else "OFFLINE lexical embedder",
+             chat_model if chat_failed is None else "OFFLINE template answers",
+             small_model if small_failed is None else "no condenser"]
     models = Models(host, emb.model, chat_model if chat_failed is None else None,
-                    small_model if small_failed is None else None, "; ".join([embedding, answers, small]))
+                    small_model if small_failed is None else None, "; ".join([embedding, answers, small]),
+                    ", ".join(parts))
     return models, emb
 
 
@@ -190,7 +195,7 @@ class TemplateGenerator:
         if facts:
             parts.append("From what I remember about you: " + " ".join(f.fact for f in facts))
         if request.docs:
-            parts.append("From the documents: " + " ".join(f"[{d.doc_id}] {d.text}" for d in request.docs))
+            parts.append(" ".join(f"From {d.doc_id}: {d.text}" for d in request.docs))
         if not parts and "?" not in request.question:
             parts.append("Noted.")
         if not parts and request.memories:
@@ -209,7 +214,7 @@ def template_summary(previous: str | None, messages: Sequence[dict]) -> str:
 # -- offline fact extraction -------------------------------------------------------------------
 
 _PATTERNS = [
-    (re.compile(r"\bmy name is ([A-Z][\w-]+(?: [A-Z][\w-]+)?)", re.I), "name", "The user's name is {}."),
+    (re.compile(r"\b(?i:my name is) ([A-Z][\w-]+(?: [A-Z][\w-]+)?)"), "name", "The user's name is {}."),
     (re.compile(r"\bI live in ([A-Z][\w-]+(?: [A-Z][\w-]+)?)"), "home_city", "The user lives in {}."),
     (re.compile(r"\bI (?:work at|work for) ([A-Z][\w&-]+(?: [A-Z][\w&-]+)?)"), "employer", "The user works at {}."),
     (re.compile(r"\bI (?:like|love|prefer) ([\w -]{2,40}?)(?=[.,;!?]|$)", re.I), "preference", "The user likes {}."),
@@ -438,7 +443,7 @@ class ChatRoom:
             else:
                 topic_note = f"no shift (document overlap {topic.overlap:.2f})"
         return TurnView(
-            question=r.question, answer=r.answer or "", models_note=self.models.note, cache_hit=r.cache_hit,
+            question=r.question, answer=r.answer or "", models_note=self.models.short, cache_hit=r.cache_hit,
             cache_kind=r.cache_kind, cache_similarity=r.cache_similarity, matched_question=r.cache_matched_question,
             cache_note=cache_note, standalone=r.standalone, topic_shifted=topic_shifted, topic_note=topic_note,
             docs_used=list(r.docs_used), docs_skipped=list(r.docs_skipped), facts_used=facts,
