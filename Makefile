@@ -21,7 +21,7 @@ help:
 	@echo "make test         the whole suite on the embedded server (test-pg15, test-citus: the other two servers)"
 	@echo "make test-slow    the security probes (marker slow, a few minutes): hostile tenant and inputs, kill -9"
 	@echo "make inspect      agentmem inspect: the browser page over the dev server's database (tenant acme)"
-	@echo "make screenshots  docs/inspect/*.png from the inspector's browser tests (tests/test_inspect.py)"
+	@echo "make screenshots  docs/inspect/*.png from the inspector's browser tests (tests/test_inspect.py, test_inspect_chat.py)"
 	@echo "make lint         sqlfluff on the SQL, mypy on the clients"
 	@echo "make migrate      install or upgrade agentmem (AGENTMEM_DATABASE_URL, default the dev server)"
 	@echo "make status       its migrations, applied and pending"
@@ -76,7 +76,7 @@ browser:
 
 # docs/inspect/*.png, written by the same browser tests (AGENTMEM_SCREENSHOTS=1).
 screenshots: venv browser
-	AGENTMEM_SCREENSHOTS=1 AGENTMEM_REQUIRE_BROWSER=1 $(BIN)/pytest -q tests/test_inspect.py
+	AGENTMEM_SCREENSHOTS=1 AGENTMEM_REQUIRE_BROWSER=1 $(BIN)/pytest -q tests/test_inspect.py tests/test_inspect_chat.py
 
 # The inspector on the dev server's database as its application login (agentmem psql's), tenant acme.
 inspect: venv

@@ -188,13 +188,32 @@ def test_chat_page_three_messages_reload_clear_cache_and_markup(app_url, stub, i
     latest = page.inner_text("#latest")
     assert replies(page)[-1] == "Stub answer to: What is the refund window?"
     assert "answered from the cache" in latest and "What is the refund window?" in page.inner_text("#latest .matched")
-    page.shot("chat")
 
     # markup in a message is text: no element made, no script run
     say(page, 'I like <b id="bold">bold</b><script>window.pwned = 1</script>')
     assert page.locator("#bold").count() == 0 and page.evaluate("typeof window.pwned") == "undefined"
     said = page.locator("#messages li.msg.user .content").all_inner_texts()[-1]
     assert said == 'I like <b id="bold">bold</b><script>window.pwned = 1</script>'
+
+
+def test_chat_page_offline_says_so_under_every_reply(app_url, lexical_model, inspector, page):
+    server = inspector(embedder="auto", ollama_host=free_port_url("http://127.0.0.1:1"))
+    page.set_default_timeout(10_000)
+    page.login(server, "/chat", tenant="acme", user="ada")
+    assert "Offline stand-ins." in page.inner_text("#models")
+    say(page, "Hi! My name is Ada and I live in Lisbon.")
+    say(page, "What is the refund window?")
+    with page.expect_navigation():
+        page.click("#clear")
+    say(page, "Where do I live?")
+    say(page, "What is the refund window?")
+    assert replies(page) == ["From what I remember about you: The user lives in Lisbon.",
+                             "From docs/refunds.md: Refunds are possible within 14 days from the invoice date."]
+    notes = page.locator("#messages .models-note").all_inner_texts()
+    assert len(notes) == 2 and all("OFFLINE lexical embedder, OFFLINE template answers" in n for n in notes)
+    assert "answered from the cache" in page.inner_text("#latest")
+    assert sorted(facts(page)) == ["The user lives in Lisbon.", "The user's name is Ada."]
+    page.shot("chat")
 
 
 def test_chat_forms_need_their_csrf_token_and_an_empty_message_is_refused(app_url, stub, inspector, page):

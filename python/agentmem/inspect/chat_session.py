@@ -379,7 +379,8 @@ class ChatRoom:
                     summariser=OllamaSummariser(m.small_model, m.host) if m.small_model else template_summary,
                     acl_hash=user_scope(user_id), llm_model=m.chat_model or "template")
         r = turn(conversation_id, user_id, text)
-        extracted, facts_note, t = [], "", time.perf_counter()
+        extracted: list[Any] = []
+        facts_note, t = "", time.perf_counter()
         if r.cache_hit:
             facts_note = "none extracted: the cache answered"
         else:
