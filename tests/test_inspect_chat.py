@@ -101,6 +101,12 @@ def test_on_ollama_facts_are_extracted_remembered_after_clear_and_a_repeat_hits_
                                                   "cache_lookup", "embed messages", "store_messages"]
         # another user asking the same question is not served bo's answer
         assert not room.send(mem, "cy", "What is the refund window?").cache_hit
+        # a contradicting fact replaces the old one, which stays listed with the period it held
+        moved = room.send(mem, "bo", "I live in Madrid now.")
+        assert [(f.fact, f.action) for f in moved.facts_extracted] == [("The user lives in Madrid.", "replaced")]
+        rows = room.page(mem, "bo").facts
+        assert [(f.fact, f.status == "current", f.new, f.valid_to is None) for f in rows] == [
+            ("The user lives in Madrid.", True, True, True), ("The user lives in Porto.", False, False, False)]
     assert count(admin, "cache_entries", "acl_hash = %s", (user_scope("bo"),)) >= 1
 
 
