@@ -143,6 +143,7 @@ class _Recorder:
 def page(browser) -> Iterator[Any]:
     context = browser.new_context(viewport={"width": 1280, "height": 900})
     pg = context.new_page()
+    pg.set_default_timeout(5000)
     recorder = _Recorder()
 
     def on_console(msg: Any) -> None:

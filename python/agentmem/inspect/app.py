@@ -29,10 +29,12 @@ builds a link that keeps the tenant, and stored text is always printed with ``{{
 from __future__ import annotations
 
 import contextlib
+import datetime as dt
 import importlib
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, AsyncIterator, Callable, Iterable, Sequence
+from typing import Any, AsyncIterator, Callable, Iterable, Sequence, TypeVar
 from urllib.parse import urlencode
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
@@ -43,10 +45,16 @@ from starlette.responses import HTMLResponse, Response
 from starlette.routing import BaseRoute, Mount
 from starlette.staticfiles import StaticFiles
 
+import psycopg
+
+from ..calls_sync import Calls
 from ..client import Memory
-from ..errors import AgentmemError, InsufficientPrivilege, InvalidTenant, NotFound, TenantNotSet
+from ..errors import AgentmemError, InsufficientPrivilege, InvalidTenant, NotFound, TenantNotSet, translate
+from ..params import check_params
+from ..statement import Sql
 from . import auth as _auth
 
+R = TypeVar("R")
 HERE = Path(__file__).resolve().parent
 # Modules that add pages when they exist: each has routes() and optionally NAV.
 PLUGINS = ("agentmem.inspect.chat",)
@@ -65,30 +73,56 @@ class Inspector:
     env: Environment | None = None
     _embedders: dict[str, Callable[[list[str]], Sequence[Any]]] = field(default_factory=dict)
     _models: dict[str, dict] = field(default_factory=dict)
+    _defaults: dict[str, tuple[str, float]] = field(default_factory=dict)
 
     def for_tenant(self, tenant: str) -> Memory:
         return self.memory.for_tenant(tenant)
 
-    def _model(self, mem: Memory, model: str | None) -> dict:
-        key = model or ""
-        if key not in self._models:
-            if model is None:
-                # the tenant's default model: the one a call naming none would use
-                model = mem.default_model() if hasattr(mem, "default_model") else "nomic-embed-text"
-            self._models[key] = mem.get_model(model)
-        return self._models[key]
+    def default_model(self, mem: Memory) -> str:
+        """The tenant's default embedding model (tenant_overview), remembered for a minute."""
+        now = time.monotonic()
+        cached = self._defaults.get(mem.tenant)
+        if cached is None or now - cached[1] > 60:
+            cached = (mem.tenant_overview().default_model, now)
+            self._defaults[mem.tenant] = cached
+        return cached[0]
 
     def embed(self, mem: Memory, model: str | None, texts: list[str], *, query: bool) -> tuple[str, list[Any]]:
-        """(model, vectors) of texts in model (None: nomic-embed-text) with the model's prefix.
+        """(model, vectors): texts embedded in model (None: the tenant's default) with its registered prefix.
 
         The embedder is --embedder's: Ollama, the offline lexical one, or auto (Ollama where one answers)."""
         from ..worker import EMBEDDERS
-        info = self._model(mem, model)
-        name = info["model"]
+        name = model or self.default_model(mem)
+        if name not in self._models:
+            self._models[name] = mem.get_model(name)
+        info = self._models[name]
         if name not in self._embedders:
             self._embedders[name] = EMBEDDERS[self.embedder_kind](name, info["dimension"], self.ollama_host)
         prefix = (info.get("query_prefix") if query else info.get("document_prefix")) or ""
         return name, list(self._embedders[name]([prefix + t for t in texts]))
+
+    def login_calls(self) -> "LoginCalls":
+        """The calls that need no tenant (my_tenants), run as the login without set_tenant."""
+        return LoginCalls(self.memory.pool)
+
+
+class LoginCalls(Calls):
+    """The driver's literal calls run on a pooled connection without set_tenant: for the functions that read
+    the login's own state and need no tenant (my_tenants, tenant_binding_mode)."""
+
+    def __init__(self, pool: Any):
+        self.pool = pool
+        self.embedder = None
+
+    def run(self, stmt: Sql[R], conn: Any = None) -> R:
+        check_params(stmt.params)
+        try:
+            with self.pool.connection() as c, c.transaction(), c.cursor(row_factory=stmt.row_factory()) as cur:
+                cur.execute(stmt.query, stmt.params)
+                found = cur.fetchall()
+        except psycopg.Error as exc:
+            raise translate(exc) from exc
+        return stmt.result(found)
 
 
 def inspector_of(request: Request) -> Inspector:
@@ -127,11 +161,19 @@ def render(request: Request, template: str, status_code: int = 200, **context: A
     return HTMLResponse(html, status_code=status_code)
 
 
+def when(value: dt.datetime | None) -> str:
+    """A time as the page shows it: UTC, to the second."""
+    if value is None:
+        return "-"
+    return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 def _environment() -> Environment:
     env = Environment(loader=FileSystemLoader(str(HERE / "templates")),
                       autoescape=select_autoescape(default=True, default_for_string=True),
                       trim_blocks=True, lstrip_blocks=True)
     env.globals["csrf_field"] = _auth.csrf_field
+    env.filters["when"] = when
     return env
 
 

@@ -101,7 +101,7 @@ class AuthMiddleware:
 
     It also sets the page's security headers: a Content-Security-Policy allowing only this server's
     own scripts, styles and images (so markup that ever slipped into a page could not run a script),
-    no framing, no referrer to another site."""
+    no framing, no referrer to another site (same-origin: a form post keeps its Origin, which is checked)."""
 
     def __init__(self, app: ASGIApp, auth: Auth):
         self.app = app
@@ -147,7 +147,7 @@ class AuthMiddleware:
                      b"default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
                      b"form-action 'self'; frame-ancestors 'none'; base-uri 'none'; connect-src 'self'"),
                     (b"x-content-type-options", b"nosniff"),
-                    (b"referrer-policy", b"same-origin"),  # no-referrer makes Chromium send Origin: null on a POST
+                    (b"referrer-policy", b"same-origin"),
                     (b"cache-control", b"no-store"),
                 ]
                 message = {**message, "headers": headers}
