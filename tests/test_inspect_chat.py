@@ -1,5 +1,10 @@
-"""The inspector's chat page (issue 39): its logic (ChatRoom, one Turn per message, offline and on the
-Ollama stub) and the page itself in headless Chromium."""
+"""The inspector's chat page (/chat, python/agentmem/inspect/chat.py and chat_session.py): its logic
+(ChatRoom: one Turn per message, facts recalled and extracted, offline and on the Ollama stub) and the
+page in headless Chromium: three messages answered, an extracted fact in the sidebar, each reply's steps
+with their milliseconds; a reload bringing history and memory back; "clear chat" starting a new
+conversation whose question about a fact is answered from it; a repeated question answered from the
+(per-user) cache and saying so; markup shown as text; offline stand-ins said under every reply; forms
+refused without their CSRF token. ``make screenshots`` writes docs/inspect/chat.png from here."""
 
 from __future__ import annotations
 
@@ -14,6 +19,7 @@ from agentmem.inspect.chat_session import (FACTS_HEADER, OFFLINE_MODEL, ChatRoom
 from agentmem.turn import DEFAULT_CHAT_MODEL
 from agentmem.turn_parts import CONDENSE_PROMPT, SUMMARY_PROMPT
 from helpers import count, free_port_url
+from inspect_browser import browser, inspector, page  # noqa: F401 (pytest fixtures)
 
 
 def assistant(body: dict) -> str | None:
@@ -123,8 +129,6 @@ def test_a_turn_shows_documents_skipped_as_already_seen_and_the_topic_shift(app_
 
 
 # -- the page, in headless Chromium ------------------------------------------------------------
-
-from inspect_browser import browser, inspector, page  # noqa: E402,F401 (pytest fixtures)
 
 
 def say(page, text: str) -> None:
