@@ -99,7 +99,11 @@ def test_on_ollama_facts_are_extracted_remembered_after_clear_and_a_repeat_hits_
         assert answer.answer == "From memory: The user lives in Porto. (since " + answer.facts_used[0].valid_from.strftime(
             "%Y-%m-%d") + ")"
         assert not answer.cache_hit and answer.recalled  # the earlier conversation's message was recalled
+        recalled = room.page(mem, "bo").recalled
+        assert "Hello, I live in Porto." in [r.content for r in recalled] and all(r.new for r in recalled)
         again = room.send(mem, "bo", "What is the refund window?")
+        # after a later turn it is no longer new (new: first recalled by the latest turn)
+        assert not [r for r in room.page(mem, "bo").recalled if r.content == "Hello, I live in Porto." and r.new]
         repeat = room.send(mem, "bo", "What is the refund window?")
         assert not again.cache_hit and repeat.cache_hit and repeat.matched_question == "What is the refund window?"
         assert repeat.answer == again.answer and "answered from the cache (exact" in repeat.cache_note

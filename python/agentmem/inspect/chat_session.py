@@ -81,23 +81,33 @@ def _ollama_answers(host: str, probe: Callable[[Any], Any]) -> str | None:
     return None
 
 
+def _chat_probe(client: Any, model: str) -> None:
+    """Raise unless the chat model is there: listed by the server (no model loaded), else one token of chat."""
+    try:
+        listed = {m.model for m in client.list().models}
+    except Exception:  # noqa: BLE001 - a server without the listing: ask the model itself
+        listed = set()
+    if model not in listed and f"{model}:latest" not in listed:
+        client.chat(model=model, messages=[{"role": "user", "content": "ping"}], options={"num_predict": 1})
+
+
 def choose_models(host: str | None = None, *, embed_model: str = DEFAULT_EMBED_MODEL,
                   chat_model: str = DEFAULT_CHAT_MODEL, small_model: str = DEFAULT_CONDENSE_MODEL,
                   embedder: str = "auto") -> tuple[Models, Any]:
     """(Models, embedder): Ollama's models where they answer at host (default OLLAMA_HOST), else offline.
 
     embedder: auto (probe), ollama (Ollama's embedding model even when the probe fails) or lexical
-    (offline, no probe of the embedding model). The chat models are probed with a one-token chat."""
+    (offline, no probe of the embedding model). A chat model is there when the server lists it (GET
+    /api/tags, nothing loaded), else when a one-token chat answers."""
     host = host or os.environ.get("OLLAMA_HOST") or "http://127.0.0.1:11434"
     embed_failed = None
     if embedder == "lexical":
         embed_failed = "offline embedder chosen"
     elif embedder == "auto":
         embed_failed = _ollama_answers(host, lambda c: c.embed(model=embed_model, input="ping"))
-    chat_failed = _ollama_answers(host, lambda c: c.chat(
-        model=chat_model, messages=[{"role": "user", "content": "ping"}], options={"num_predict": 1}))
-    small_failed = chat_failed if small_model == chat_model else _ollama_answers(host, lambda c: c.chat(
-        model=small_model, messages=[{"role": "user", "content": "ping"}], options={"num_predict": 1}))
+    chat_failed = _ollama_answers(host, lambda c: _chat_probe(c, chat_model))
+    small_failed = chat_failed if small_model == chat_model else _ollama_answers(
+        host, lambda c: _chat_probe(c, small_model))
     if embed_failed is None:
         from ..embed import OllamaEmbedder
         emb: Any = OllamaEmbedder(model=embed_model, host=host)
