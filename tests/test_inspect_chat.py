@@ -242,7 +242,15 @@ def test_chat_forms_need_their_csrf_token_and_an_empty_message_is_refused(app_ur
         page.click("#send")
     assert "status of 400" in " ".join(errors)
     assert "register_model" in page.inner_text("#chat-error") and page.input_value("#message") == "hello"
+    token = page.input_value("#send-form input[name=csrf_token]")
+    empty = page.request.post(server.url("/chat/send", tenant="acme"),
+                              form={"csrf_token": token, "user": "eve", "message": "   "})
+    assert empty.status == 400 and "Not sent: the message is empty." in empty.text()
     refused = page.request.post(server.url("/chat/send", tenant="acme"), form={"user": "eve", "message": "hi"})
     assert refused.status == 403
+    refused = page.request.post(server.url("/chat/send", tenant="acme"),
+                                form={"csrf_token": page.input_value("#clear-form input[name=csrf_token]"),
+                                      "user": "eve", "message": "hi"})
+    assert refused.status == 403  # the token of another form
     refused = page.request.post(server.url("/chat/clear", tenant="acme"), form={"user": "eve"})
     assert refused.status == 403

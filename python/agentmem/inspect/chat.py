@@ -16,15 +16,15 @@ it answers, else offline), following ``agentmem inspect --embedder`` and ``--oll
 from __future__ import annotations
 
 import threading
-from typing import Any
 
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from ..errors import AgentmemError, UnknownModel
 from .app import inspector_of, memory_for, render, url_for_page
-from .auth import verify_csrf_form
+from .auth import verify_csrf
 from .chat_session import OFFLINE_MODEL, ChatRoom, choose_models
 
 NAV = [("Chat", "/chat")]
@@ -75,20 +75,14 @@ def chat(request: Request) -> Response:
                       error=_unregistered(room, exc), draft="", max_chars=MAX_MESSAGE_CHARS)
 
 
-async def _form(request: Request) -> Any:
-    form = await request.form()
-    verify_csrf_form(request, form)
-    return form
-
-
 def _back(request: Request, user: str) -> Response:
     return RedirectResponse(url_for_page(request, "/chat", user=user) + "#latest", status_code=303)
 
 
 async def send(request: Request) -> Response:
-    form = await _form(request)
+    form = await verify_csrf(request)
     user, text = str(form.get("user") or "").strip(), str(form.get("message") or "").strip()
-    return await _run(request, user, text)
+    return await run_in_threadpool(_send, request, user, text)  # the driver is synchronous
 
 
 def _send(request: Request, user: str, text: str) -> Response:
@@ -106,14 +100,9 @@ def _send(request: Request, user: str, text: str) -> Response:
     except AgentmemError as exc:
         return _page(request, room, user, error=f"Not sent: [{exc.sqlstate}] {exc}", draft=text, status=400)
     except Exception as exc:  # noqa: BLE001 - a model that fails (Ollama down mid-chat) is shown, not a 500
-        return _page(request, room, user, error=f"The turn failed, nothing was stored: {type(exc).__name__}: {exc}",
+        return _page(request, room, user, error=f"The turn failed: {type(exc).__name__}: {exc}",
                       draft=text, status=502)
     return _back(request, user)
-
-
-async def _run(request: Request, user: str, text: str) -> Response:
-    from starlette.concurrency import run_in_threadpool
-    return await run_in_threadpool(_send, request, user, text)
 
 
 def _clear(request: Request, user: str) -> Response:
@@ -124,8 +113,7 @@ def _clear(request: Request, user: str) -> Response:
 
 
 async def clear(request: Request) -> Response:
-    from starlette.concurrency import run_in_threadpool
-    form = await _form(request)
+    form = await verify_csrf(request)
     user = str(form.get("user") or "").strip()
     if not user:
         return RedirectResponse(url_for_page(request, "/chat"), status_code=303)
