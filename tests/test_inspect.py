@@ -169,13 +169,14 @@ def test_a_sampled_hit_marked_wrong_is_withdrawn_counted_in_the_report_and_the_c
     row = page.locator("#sample tr", has_text="How do I reset my password?")
     row.locator("button[value=right]").click()
     assert "Marked right" in page.inner_text("#review-result")
+    page.shot("cache")
     row = page.locator("#sample tr", has_text="Can I get a refund after 30 days?")
     row.locator("button[value=wrong]").click()
     assert "withdrawn" in page.inner_text("#review-result")
     assert "withdrawn" in page.inner_text("#entries")
     assert page.locator("#net-value-chart polyline").count() == 1
     assert page.locator("#net-value-chart circle").count() >= 2
-    page.shot("cache")
+    page.shot("cache-withdrawn")
     assert lookup(app, "Can I get a refund after 30 days?")[0] is False
     assert lookup(app, "How do I reset my password?") == (True, "exact")
     report = app.execute("select reviewed, reviewed_wrong, withdrawn from agentmem.cache_report(cost_uncached => 1, "
@@ -353,3 +354,51 @@ def test_a_users_export_downloads_and_erasure_needs_the_typed_user_id(app, inspe
     assert app.execute("select count(*) from agentmem.list_conversations(user_id => 'alice')").fetchone() == (0,)
     page.goto(server.url("/access", tenant="acme"))
     assert "forget_user" in page.inner_text("#access") and "export_user" in page.inner_text("#access")
+
+
+# -- the command -------------------------------------------------------------------------------------
+
+def test_agentmem_inspect_listens_on_loopback_and_prints_a_url_with_a_one_time_token(app_url):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from helpers import wait_until
+    agentmem = str(Path(sys.executable).with_name("agentmem"))
+    proc = subprocess.Popen([agentmem, "inspect", "--database-url", app_url, "--tenant", "acme", "--port", "0",
+                             "--embedder", "lexical"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        printed: list[str] = []
+
+        def url() -> str | None:
+            line = proc.stdout.readline()
+            printed.append(line)
+            found = re.search(r"http://127\.0\.0\.1:(\d+)/overview\?tenant=acme&token=[\w-]+", line)
+            return found.group(0) if found else None
+        first = wait_until(url, timeout=30, what="the URL")
+        parts = urllib.parse.urlsplit(first)
+        base = f"http://{parts.netloc}"
+
+        def answers() -> bool:
+            try:
+                urllib.request.urlopen(base + "/")
+            except urllib.error.HTTPError:
+                return True
+            except OSError:
+                return False
+            return True
+        wait_until(answers, timeout=30, what="the server")
+        resp = urllib.request.build_opener(NoRedirect).open(first)
+        assert resp.status == 303
+        cookie = resp.headers["set-cookie"].split(";")[0]
+        req = urllib.request.Request(base + "/overview?tenant=acme", headers={"Cookie": cookie})
+        with urllib.request.urlopen(req) as page:
+            assert page.status == 200 and "Tenant acme" in page.read().decode()
+        try:
+            urllib.request.urlopen(first)
+            raise AssertionError("the token worked twice")
+        except urllib.error.HTTPError as exc:
+            assert exc.code == 403
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)

@@ -244,4 +244,28 @@ def create_app(database_url: str, *, tenant: str | None = None, token: str | Non
     app.state.inspector = inspector
     app.state.auth = _auth.Auth(token, allowed_hosts)
     app.add_middleware(_auth.AuthMiddleware, auth=app.state.auth)
+    app.add_middleware(ServerTiming)
     return app
+
+
+class ServerTiming:
+    """Pure ASGI middleware: the server's time for a request (until its response starts) in a
+    ``Server-Timing: app;dur=MS`` header (what bench/bench_inspect.py reports)."""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+
+        async def timed(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                ms = (time.perf_counter() - started) * 1000
+                message = {**message, "headers": [*message.get("headers", []),
+                                                  (b"server-timing", f"app;dur={ms:.1f}".encode())]}
+            await send(message)
+
+        await self.app(scope, receive, timed)

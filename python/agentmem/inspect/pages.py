@@ -307,6 +307,7 @@ async def erase(request: Request) -> Response:
     mem, tenant = memory_for(request)
     user_id = _user(request)
     if request.method == "GET":
+        await run_in_threadpool(mem.current_tenant)   # AM041 (403) for a tenant this login holds no grant of
         return render(request, "erase.html", title=f"Erase {user_id}", user=user_id, mismatch=False)
     form = await verify_csrf(request)
     if form.get("confirm") != user_id:
