@@ -56,7 +56,7 @@ FACTS_HEADER = "What you know about the user (facts from earlier messages, each 
 
 @dataclass(frozen=True)
 class Models:
-    """What the chat runs on, and the sentence every reply shows about it."""
+    """What the chat runs on, said in full on the page and in a few words under every reply."""
 
     host: str
     embed_model: str
