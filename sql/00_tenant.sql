@@ -763,3 +763,28 @@ comment on function agentmem.set_tenant_binding(text, text) is
 Takes effect for every session at its next statement. AM020 for an unknown mode or a malformed
 claim name.
 Called by: the DBA (granted to no role).';
+
+create or replace function agentmem.my_tenants()
+returns table (tenant_id text, scope text, granted_at timestamptz, binding_mode text)
+language sql
+stable
+security definer
+set search_path from current
+as $$
+    select
+        nullif(g.tenant, ''), g.scope, g.granted_at,
+        (select b.mode from agentmem.tenant_binding as b)
+    from agentmem.tenant_grants as g
+    where g.role_name = session_user
+    order by g.scope = 'all' desc, g.tenant, g.scope
+$$;
+
+comment on function agentmem.my_tenants() is
+'The tenant grants of this session''s login role (session_user): each tenant it may act as (scope tenant), prefix (scope prefix: every tenant starting with it) or all (tenant_id NULL), with the installation''s binding mode.
+What a door (agentmem inspect, an MCP server) offers its login: under binding mode role the grants
+decide (agentmem.may_act_as); under none every tenant may be set; under jwt the token''s claim must name
+it too. Superusers, BYPASSRLS roles and the schema''s owner may act as any tenant without a grant (no row
+here). No tenant need be set: it reads only the calling login''s own rows of agentmem.tenant_grants and
+the binding mode of agentmem.tenant_binding (catalogues without row-level security).
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';

@@ -440,6 +440,26 @@ def test_driver_forget_methods(driver, admin):
     assert count(admin, "erasure_log") == 2
 
 
+def test_driver_tenant_view_methods(driver):
+    """The calls a door showing a tenant makes (agentmem inspect): users, messages, receipts, cache, overview."""
+    call = driver(max_size=1)
+    conv = call("start_conversation", "u1")
+    call("store_message", conv, "user", "hello there", vec("hello there"))
+    call("store_message", conv, "assistant", "hi", None)
+    assert [(u.user_id, u.messages) for u in call("list_users")] == [("u1", 2)]
+    listed = call("list_messages", conv, page_size=1)
+    assert [(m.message_index, m.embedded_models) for m in listed] == [(0, ["nomic-embed-text"])]
+    assert [m.embedded_models for m in call("list_messages", conv, after=listed[-1].message_index)] == [[]]
+    call("cache_store", "what is the refund window", vec("what is the refund window"), "30 days", safe_to_share=True)
+    entries = call("list_cache_entries")
+    assert [(e.answer, e.current_corpus, e.withdrawn_at) for e in entries] == [("30 days", True, None)]
+    call("delete_message", listed[0].message_id)
+    assert [r.kind for r in call("list_access_log")] == ["delete_message"]
+    overview = call("tenant_overview")
+    assert (overview.tenant_id, overview.users, overview.messages, overview.cache_entries) == ("acme", 1, 1, 1)
+    assert [(g.tenant_id, g.scope) for g in call("my_tenants")] == [(None, "all")]
+
+
 def test_driver_retention_methods(driver, admin_url, admin):
     add_facts(admin, "acme", 2, "40 days")
     add_facts(admin, "beta", 3, "40 days")

@@ -558,3 +558,27 @@ def test_a_refused_tenant_leaves_the_drivers_pooled_connection_usable(admin, ser
             mem.for_tenant("tenant-b").search_messages("alice", query_text="invoice", k=1)
         for _ in range(7):
             assert mem.search_messages("alice", query_text="invoice", k=1) == []
+
+
+def test_my_tenants_lists_the_calling_logins_own_grants_without_a_tenant_set(admin, server, dbname, roles):
+    one, regional, service, none = roles("tb_one"), roles("tb_eu"), roles("tb_svc"), roles("tb_none")
+    admin.execute("select agentmem.grant_tenant(role_name => %s, tenant_id => 'acme')", (one,))
+    admin.execute("select agentmem.grant_tenant(role_name => %s, tenant_id => 'globex')", (one,))
+    admin.execute("select agentmem.grant_tenant(role_name => %s, tenant_prefix => 'eu/')", (regional,))
+    admin.execute("select agentmem.grant_tenant(role_name => %s, all_tenants => true)", (service,))
+    query = "select tenant_id, scope, binding_mode from agentmem.my_tenants()"
+    admin.execute(f"grant {regional} to {one}")
+    with login(server, dbname, one) as conn:
+        assert conn.execute(query).fetchall() == [("acme", "tenant", "role"), ("globex", "tenant", "role")]
+        # SET ROLE changes nothing: the login's grants count, as for set_tenant
+        conn.execute(f"set role {regional}")
+        assert [r[0] for r in conn.execute(query).fetchall()] == ["acme", "globex"]
+    with login(server, dbname, regional) as conn:
+        assert conn.execute(query).fetchall() == [("eu/", "prefix", "role")]
+    with login(server, dbname, service) as conn:
+        assert conn.execute(query).fetchall() == [(None, "all", "role")]
+    with login(server, dbname, none) as conn:
+        assert conn.execute(query).fetchall() == []
+    admin.execute("select agentmem.set_tenant_binding(mode => 'none')")
+    with login(server, dbname, one) as conn:
+        assert {r[2] for r in conn.execute(query).fetchall()} == {"none"}

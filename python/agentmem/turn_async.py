@@ -28,6 +28,7 @@ class AsyncTurn(TurnBase["AsyncMemory"]):
         lookup = await self.memory.cache_lookup(question, q_vec, **self.scope, model=self.model, user_id=user_id)
         if lookup.hit:
             r.cache_hit, r.cache_kind, r.cache_similarity = True, lookup.kind, lookup.similarity
+            r.cache_matched_question = lookup.matched_question
             r.answer, r.standalone = lookup.answer, question
             r.docs_used = list(lookup.source_ids or [])
             clock.step("cache_lookup", f"HIT ({lookup.kind}, similarity {lookup.similarity:.2f}): "

@@ -108,6 +108,7 @@ class TurnResult:
     cache_hit: bool = False
     cache_kind: str | None = None        # exact | semantic (hit)
     cache_similarity: float | None = None
+    cache_matched_question: str | None = None  # the cached question a hit matched
     cache_reason: str | None = None      # why the lookup missed
     standalone: str | None = None
     condensed: Condensed | None = None
