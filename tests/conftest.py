@@ -350,3 +350,8 @@ def pytest_sessionfinish(session, exitstatus):
             and CRON_TESTS_RUN == 0):
         print("\nERROR: AGENTMEM_CI_REQUIRE_CRON_TESTS=1 but no test used the pg_cron fixture")
         session.exitstatus = 1
+
+
+# The browser-test fixtures of the inspector's pages (tests/inspect_browser.py), defined here once for
+# every test module: the session's one browser.
+from inspect_browser import browser, inspector, page  # noqa: E402,F401

@@ -19,7 +19,6 @@ from agentmem.inspect.chat_session import (FACTS_HEADER, OFFLINE_MODEL, ChatRoom
 from agentmem.turn import DEFAULT_CHAT_MODEL
 from agentmem.turn_parts import CONDENSE_PROMPT, SUMMARY_PROMPT
 from helpers import count, free_port_url
-from inspect_browser import browser, inspector, page  # noqa: F401 (pytest fixtures)
 
 
 def assistant(body: dict) -> str | None:
