@@ -772,6 +772,11 @@ $$;
 comment on function agentmem.import_user(lines text[]) is
 'Import one user''s export (the lines export_user wrote, in order) into the current tenant of this database; returns the receipt (rows inserted per table and rows_read, kept in agentmem.access_log).
 All or nothing: the whole file is checked before anything is written, and any refusal writes nothing.
+One call takes at most 16 MiB of lines: a larger file goes in pieces, each the header, rows in the
+file''s order and an end row counting them, in one transaction (agentmem import does so); a piece may
+name conversations and messages of the user that an earlier piece imported. A retrieval record takes
+its conversation and index from its message (of the file, or the user''s here), and must be of a user
+message.
 Idempotent: rows already here (same id, same user) are skipped, so importing twice leaves one copy.
 Ids are kept. Embeddings are kept and must be of a model registered here with the same dimension.
 Reads format_version 1 and older; a key a file lacks takes the column''s default, a key this release
@@ -779,7 +784,10 @@ does not know is ignored.
 Refusals: AM040 a newer format_version; AM020 a line that is not a JSON object, no header, no end row
 or one that miscounts (a truncated file), a second header, a row of unknown type, a row of another user
 or tenant than the header''s, a missing or malformed id, a row twice, a message outside the file''s
-conversations, a value that does not fit its column; AM021 a line over 8 MiB (8,388,608 bytes);
+conversations, a value that does not fit its column, a cached answer without the header's user;
+AM021 a line over 8 MiB (8,388,608 bytes), or lines over 16 MiB (16,777,216 bytes) in all;
+every value the call that writes it refuses, with its code and by the same check (content, role,
+occurred_at, metadata, title, fact and subject, document ids, cached question, answer and sources);
 AM011 a model not registered here; AM010 an embedding of the wrong dimension or not a vector;
 AM031 an id taken here by another user''s row, or a row colliding with one already here (a subject
 the user already has another fact for, a message index taken).

@@ -5,9 +5,11 @@
 Each call runs as the application login on a fresh connection; its backend's private memory (RssAnon of
 /proc/<pid>/status: the heap, not the shared buffers it touches) is sampled every 5 ms while the call
 runs, and the peak above the value before the call is reported, with the wall time. The calls:
-  - store_messages of the most messages a call takes, of 1,000 characters each, with 384-d vectors;
-  - store_messages of the most messages of 100,000 characters a call takes, each with metadata of about
-    73 KB nested 32 levels (the deepest allowed);
+  - store_messages of 10,000 messages of 1,000 characters each, with 384-d vectors (refused now), and of
+    the most messages a call takes;
+  - store_messages of 100 messages of 100,000 characters (one word: too long to index), each with
+    metadata of about 73 KB nested 32 levels (the deepest allowed) (refused now), and of the most such
+    messages a call takes;
   - import_user of the largest file one call takes (messages of 100,000 characters with 100,000
     characters of metadata), and of 30 lines of 8 MiB (refused);
   - the CLI's import (`agentmem import`) of a user's file of 60 MB: pieces of one call each, in one
@@ -136,18 +138,20 @@ def main() -> int:
     rng = np.random.default_rng(9)
     with connect(admin_url) as admin:
         admin.execute("select agentmem.register_model(model => %s, dimension => %s)", (MODEL, DIM))
-        limits = dict(admin.execute("select name, value from agentmem_private.documented_limits()").fetchall()) \
-            if admin.execute("select to_regproc('agentmem_private.documented_limits')").fetchone()[0] else {}
-    batch = int(limits.get("messages per store_messages call", 10_000))
-    big_batch = int(limits.get("messages of 100,000 characters per store_messages call", 100))
-    per_call = int(limits.get("bytes per import_user call", 30 * 8 * MiB))
-    results = []
-    q, p = store_batch(app_url, batch, 1000, None, rng)
-    results.append(run(app_url, f"store_messages: {batch:,} messages of 1,000 characters, 384-d vectors", q, p))
+        batch, max_chars, per_call = admin.execute(
+            "select agentmem_private.store_messages_max(), agentmem_private.store_messages_max_chars(), "
+            "agentmem_private.import_max_call_bytes()").fetchone()
     meta = nested(32, 73_000)
-    q, p = store_batch(app_url, big_batch, 100_000, meta, rng)
-    results.append(run(app_url, f"store_messages: {big_batch:,} messages of 100,000 characters, metadata of "
-                       f"{len(json.dumps(meta)) // 1000} KB nested 32 levels", q, p))
+    per_message = 100_000 + len(json.dumps(meta))
+    big_batch = max_chars // per_message
+    results = []
+    for n in (10_000, batch):
+        q, p = store_batch(app_url, n, 1000, None, rng)
+        results.append(run(app_url, f"store_messages: {n:,} messages of 1,000 characters, 384-d vectors", q, p))
+    for n in (100, big_batch):
+        q, p = store_batch(app_url, n, 100_000, meta, rng)
+        results.append(run(app_url, f"store_messages: {n:,} messages of 100,000 characters (one word), metadata of "
+                           f"{len(json.dumps(meta)) // 1000} KB nested 32 levels", q, p))
     # the largest import one call takes: messages of 100,000 characters and 100,000 characters of metadata
     small_meta = {"k": "m" * 99_000}
     one = len(export_file(1, 100_000, small_meta, rng)[2].encode()) + 1
