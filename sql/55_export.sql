@@ -784,7 +784,7 @@ does not know is ignored.
 Refusals: AM040 a newer format_version; AM020 a line that is not a JSON object, no header, no end row
 or one that miscounts (a truncated file), a second header, a row of unknown type, a row of another user
 or tenant than the header''s, a missing or malformed id, a row twice, a message outside the file''s
-conversations, a value that does not fit its column, a cached answer without the header's user;
+conversations, a value that does not fit its column, a cached answer without the header''s user;
 AM021 a line over 8 MiB (8,388,608 bytes), or lines over 16 MiB (16,777,216 bytes) in all;
 every value the call that writes it refuses, with its code and by the same check (content, role,
 occurred_at, metadata, title, fact and subject, document ids, cached question, answer and sources);
