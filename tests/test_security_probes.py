@@ -484,7 +484,7 @@ def worst_calls(admin, app_url) -> list[tuple[str, float]]:
     for _ in range(31):
         meta = {"l": meta}   # 32 levels, about 73 KB
     per_message = 100_000 + len(json.dumps(meta))
-    max_n, max_chars = conn.execute("select agentmem_private.store_messages_max(), "
+    max_n, max_chars = admin.execute("select agentmem_private.store_messages_max(), "
                                     "agentmem_private.store_messages_max_chars()").fetchone()
     for label, n, contents, metadata in (
             (f"store_messages: {max_n:,} messages of 1,000 characters with vectors", max_n, ["y" * 1000] * max_n, None),
@@ -497,7 +497,7 @@ def worst_calls(admin, app_url) -> list[tuple[str, float]]:
                      "contents => %s, embeddings => %s, model => 'all-minilm', metadata => %s::jsonb[])",
                      (c, ["user"] * n, contents, [rand_vec(rng) for _ in range(n)], metadata))
         out.append((label, time.perf_counter() - t))
-    limit = conn.execute("select agentmem_private.import_max_call_bytes()").fetchone()[0]
+    limit = admin.execute("select agentmem_private.import_max_call_bytes()").fetchone()[0]
     one = export_lines("u3", [("z" * 100_000, {"k": "m" * 99_000})], rand_vec(rng))
     fits = (limit - 4000) // (len(one[2].encode()) + 1)
     lines = export_lines("u3", [("z" * 100_000, {"k": "m" * 99_000})] * fits, rand_vec(rng))
