@@ -250,7 +250,13 @@ def test_export_and_import_reach_no_other_user_or_tenant(app, admin, connect, ap
         assert len([r for r in after[table] if "globex" in r]) == len(rows), table
 
 
-def test_export_tenant_and_import_tenant_move_a_tenant(app, admin, connect, app_url, server, other_db, tmp_path):
+@pytest.mark.parametrize("piece_bytes", [None, 3000])
+def test_export_tenant_and_import_tenant_move_a_tenant(app, admin, connect, app_url, server, other_db, tmp_path,
+                                                       monkeypatch, piece_bytes):
+    """piece_bytes: the CLI's pieces made small, so that each user block goes in several calls."""
+    if piece_bytes is not None:
+        from agentmem import transfer
+        monkeypatch.setattr(transfer, "MAX_CALL_BYTES", piece_bytes)
     populate(app, "u1", "zorkmid")
     populate(app, "u2", "quuxly")
     populate(connect(app_url, tenant="globex"), "u1", "blorpy")
