@@ -71,6 +71,10 @@ class AsyncCalls:
         """How the installation checks tenants: 'role', 'jwt' or 'none'."""
         return await self.run(value(str, "select agentmem.tenant_binding_mode()"), conn)
 
+    async def tenant_must_be_local(self, *, conn: Conn = None) -> bool:
+        """Whether the DBA requires this login to set its tenant for one transaction only (as this client does)."""
+        return await self.run(value(bool, "select agentmem.tenant_must_be_local()"), conn)
+
     # -- conversation memory ------------------------------------------------------------------
 
     async def start_conversation(self, user_id: str, title: str | None = None, metadata: dict | None = None, *,
