@@ -317,12 +317,14 @@ def driver(request, app_url, dbname):
     loop = asyncio.new_event_loop() if request.param == "async" else None
     opened: list[Driver] = []
 
-    def _open(*, tenant: str = "acme", embedder=None, url: str | None = None, max_size: int = 2) -> Driver:
+    def _open(*, tenant: str = "acme", embedder=None, url: str | None = None, max_size: int = 2,
+              prepare: bool = False) -> Driver:
         if loop is None:
-            mem = Memory.connect(url or app_url, tenant=tenant, embedder=embedder, max_size=max_size)
+            mem = Memory.connect(url or app_url, tenant=tenant, embedder=embedder, max_size=max_size,
+                                 prepare=prepare)
         else:
             mem = loop.run_until_complete(AsyncMemory.connect(url or app_url, tenant=tenant, embedder=embedder,
-                                                              max_size=max_size))
+                                                              max_size=max_size, prepare=prepare))
         opened.append(Driver(request.param, mem, loop))
         return opened[-1]
 
