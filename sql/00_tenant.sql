@@ -802,12 +802,14 @@ $$;
 
 comment on function agentmem.tenant_must_be_local() is
 'Whether this session''s login role (session_user) may set a tenant for the current transaction only
-(agentmem.require_local_tenant): agentmem.set_tenant with local => false raises AM042 then.
-Security definer: runs as agentmem_owner because the application role holds no privilege on tables; it reads agentmem.local_tenant_logins, a catalogue without row-level security, for the session''s own login only.
+(agentmem.require_local_tenant): agentmem.set_tenant with local => false raises AM042 then. It reads
+agentmem.local_tenant_logins (a catalogue without row-level security) for the session''s own login only.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
 Called by: the application (agentmem_app).';
 
+-- The columns keep their order (a view is replaced in place): role_name first.
 create or replace view agentmem.tenant_grant_list as
-select
+select  -- noqa: ST06
     coalesce(r.rolname, g.role_name) as role_name,
     g.scope,
     g.granted_at,
@@ -816,11 +818,12 @@ select
     nullif(g.tenant, '') as tenant,
     r.oid is not null as role_exists,
     coalesce(r.rolcanlogin, false) as role_can_login,
-    exists (select from agentmem.local_tenant_logins as l where l.role_oid = g.role_oid) as local_tenant_only
+    l.role_oid is not null as local_tenant_only
 from agentmem.tenant_grants as g
 cross join agentmem.tenant_binding as b
 left join pg_catalog.pg_roles as r on g.role_oid = r.oid
-order by 1, g.scope, g.tenant;
+left join agentmem.local_tenant_logins as l on g.role_oid = l.role_oid
+order by coalesce(r.rolname, g.role_name), g.scope, g.tenant;
 
 comment on view agentmem.tenant_grant_list is
 'The tenants granted to login roles (agentmem.grant_tenant): scope tenant, prefix or all; whether the role
