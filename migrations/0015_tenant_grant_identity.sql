@@ -4,8 +4,9 @@
 -- the grants instead of its name: a role dropped and created again under the
 -- same name is another role and holds none of the old one's grants; a renamed
 -- role keeps its grants. role_name stays as the name the role had when it was
--- granted. Grants of roles that no longer exist are removed here (each name
--- in a NOTICE).
+-- granted. Grants of roles that no longer exist are removed here (their names
+-- in a NOTICE); a grant whose name a role holds now goes to that role (a role
+-- dropped and created again before this upgrade cannot be told from the old).
 -- agentmem.local_tenant_logins lists the login roles that may set a tenant
 -- only for the current transaction (set_tenant's local => true), one row per
 -- role, keyed by its OID. Installation-wide catalogue: no tenant_id column
