@@ -84,7 +84,7 @@ def test_a_session_tenant_is_refused_for_a_login_required_to_set_a_local_one(poo
     """Without the requirement, a session-level set_tenant through the pooler serves whichever client next
     gets that server connection; with it, set_tenant(local => false) is refused (AM042)."""
     login = "agentmem_test_pooled"
-    if not admin.execute("select from pg_roles where rolname = %s", (login,)).fetchone():
+    if not admin.execute("select 1 from pg_roles where rolname = %s", (login,)).fetchone():
         admin.execute(f"create role {login} login")
     try:
         admin.execute("select agentmem.grant_app_role(role_name => %s)", (login,))
