@@ -778,9 +778,9 @@ end
 $$;
 
 comment on function agentmem.require_local_tenant(text, boolean) is
-'Require (required => true, the default) or stop requiring that the login role role_name set its tenant for
-the current transaction only: agentmem.set_tenant with local => false then raises AM042 for it, whose hint
-names local => true. For a login behind a pool (PgBouncer in transaction mode, an application pool that
+'Require (required => true, the default) or stop requiring that login role_name set tenants per transaction.
+When required, agentmem.set_tenant with local => false raises AM042 for that login, whose hint names
+local => true (the tenant then lasts for the current transaction only). For a login behind a pool (PgBouncer in transaction mode, an application pool that
 does not reset connections), where a session''s tenant would serve the next client. It binds set_tenant
 only: a SET or set_config of agentmem.tenant_id for the session is not seen (docs/pooling.md). Keyed by
 the role''s OID (a rename keeps it). Takes effect at the login''s next set_tenant. Returns whether it
@@ -801,8 +801,8 @@ as $$
 $$;
 
 comment on function agentmem.tenant_must_be_local() is
-'Whether this session''s login role (session_user) may set a tenant for the current transaction only
-(agentmem.require_local_tenant): agentmem.set_tenant with local => false raises AM042 then. It reads
+'Whether this session''s login role may set tenants for one transaction only (agentmem.require_local_tenant).
+When true, agentmem.set_tenant with local => false raises AM042 for this login (session_user). It reads
 agentmem.local_tenant_logins (a catalogue without row-level security) for the session''s own login only.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
 Called by: the application (agentmem_app).';
