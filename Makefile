@@ -121,4 +121,5 @@ bench: venv
 
 clean:
 	-$(BIN)/agentmem dev-server stop --data-dir $(DATA)
+	-bash scripts/pgbouncer.sh stop
 	rm -rf .pgdata
