@@ -14,24 +14,30 @@
 
 alter table agentmem.tenant_grants add column role_oid oid;
 
-update agentmem.tenant_grants as g
-set role_oid = r.oid
-from pg_catalog.pg_roles as r
-where r.rolname = g.role_name;
-
-do $orphans$
+-- One role at a time, the catalogue read apart from the table (a reference
+-- table on Citus, which a statement does not join with a coordinator's
+-- catalogue).
+do $identity$
 declare
-    v_names text;
+    v_name name;
+    v_gone text[] := '{}';
 begin
-    select string_agg(distinct g.role_name::text, ', ' order by g.role_name::text) into v_names
-    from agentmem.tenant_grants as g
-    where g.role_oid is null;
-    if v_names is not null then
-        delete from agentmem.tenant_grants as g where g.role_oid is null;
-        raise notice 'agentmem: removed the tenant grants of roles that no longer exist: %', v_names;
+    for v_name in select distinct g.role_name from agentmem.tenant_grants as g order by 1 loop
+        if pg_catalog.to_regrole(pg_catalog.quote_ident(v_name)) is null then
+            delete from agentmem.tenant_grants as g where g.role_name = v_name;
+            v_gone := v_gone || v_name::text;
+        else
+            update agentmem.tenant_grants as g
+            set role_oid = pg_catalog.to_regrole(pg_catalog.quote_ident(v_name))::oid
+            where g.role_name = v_name;
+        end if;
+    end loop;
+    if v_gone <> '{}' then
+        raise notice 'agentmem: removed the tenant grants of roles that no longer exist: %',
+            pg_catalog.array_to_string(v_gone, ', ');
     end if;
 end
-$orphans$;
+$identity$;
 
 alter table agentmem.tenant_grants alter column role_oid set not null;
 alter table agentmem.tenant_grants drop constraint tenant_grants_pkey;

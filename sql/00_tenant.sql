@@ -676,9 +676,8 @@ begin
     from agentmem_private.tenant_grant_scope(grant_tenant.tenant_id, grant_tenant.tenant_prefix, grant_tenant.all_tenants) as s;
     perform agentmem_private.drop_orphan_tenant_grants();
     insert into agentmem.tenant_grants as g (role_name, role_oid, scope, tenant)
-    select r.rolname, r.oid, v_scope, v_tenant
-    from pg_catalog.pg_roles as r
-    where r.rolname = grant_tenant.role_name
+    values (grant_tenant.role_name, pg_catalog.to_regrole(pg_catalog.quote_ident(grant_tenant.role_name))::pg_catalog.oid,
+        v_scope, v_tenant)
     on conflict on constraint tenant_grants_pkey do nothing;
     return found;
 end
@@ -714,7 +713,7 @@ begin
     perform agentmem_private.drop_orphan_tenant_grants();
     delete from agentmem.tenant_grants as g
     where
-        g.role_oid = (select r.oid from pg_catalog.pg_roles as r where r.rolname = revoke_tenant.role_name)
+        g.role_oid = pg_catalog.to_regrole(pg_catalog.quote_ident(revoke_tenant.role_name))::pg_catalog.oid
         and g.scope = v_scope and g.tenant = v_tenant;
     return found;
 end
@@ -729,18 +728,33 @@ Called by: the DBA (granted to no role).';
 
 create or replace function agentmem_private.drop_orphan_tenant_grants()
 returns void
-language sql
+language plpgsql
 volatile
 security invoker
 set search_path from current
 as $$
+declare
+    v_orphans oid[];
+begin
     -- An event trigger does not see DROP ROLE: the grants of a dropped role
     -- match no session from then on (they are keyed by its OID), and their
-    -- rows go here.
-    delete from agentmem.tenant_grants as g
-    where not exists (select from pg_catalog.pg_roles as r where r.oid = g.role_oid);
-    delete from agentmem.local_tenant_logins as l
-    where not exists (select from pg_catalog.pg_roles as r where r.oid = l.role_oid);
+    -- rows go here. The catalogue is read apart from the tables (on Citus
+    -- they are reference tables, which a statement does not join with a
+    -- catalogue of the coordinator).
+    select array_agg(k.role_oid) into v_orphans
+    from (
+        select g.role_oid from agentmem.tenant_grants as g
+        union
+        select l.role_oid from agentmem.local_tenant_logins as l
+    ) as k;
+    select array_agg(o.role_oid) into v_orphans
+    from unnest(v_orphans) as o (role_oid)
+    where not exists (select from pg_catalog.pg_roles as r where r.oid = o.role_oid);
+    if v_orphans is not null then
+        delete from agentmem.tenant_grants as g where g.role_oid = any(v_orphans);
+        delete from agentmem.local_tenant_logins as l where l.role_oid = any(v_orphans);
+    end if;
+end
 $$;
 
 comment on function agentmem_private.drop_orphan_tenant_grants() is
@@ -767,11 +781,12 @@ begin
     perform agentmem_private.drop_orphan_tenant_grants();
     if coalesce(require_local_tenant.required, true) then
         insert into agentmem.local_tenant_logins as l (role_oid, role_name)
-        select r.oid, r.rolname from pg_catalog.pg_roles as r where r.rolname = require_local_tenant.role_name
+        values (pg_catalog.to_regrole(pg_catalog.quote_ident(require_local_tenant.role_name))::pg_catalog.oid,
+            require_local_tenant.role_name)
         on conflict (role_oid) do nothing;
     else
         delete from agentmem.local_tenant_logins as l
-        where l.role_oid = (select r.oid from pg_catalog.pg_roles as r where r.rolname = require_local_tenant.role_name);
+        where l.role_oid = pg_catalog.to_regrole(pg_catalog.quote_ident(require_local_tenant.role_name))::pg_catalog.oid;
     end if;
     return found;
 end
