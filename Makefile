@@ -10,7 +10,7 @@ DATA   ?= .pgdata/embedded
 DB_URL = $(if $(AGENTMEM_DATABASE_URL),$(AGENTMEM_DATABASE_URL),$$($(BIN)/agentmem dev-server start --data-dir $(DATA) 2>/dev/null))
 
 
-.PHONY: help venv demo demo-web psql examples test test-slow screenshots inspect browser test-pg15 pg15 citus test-citus lint migrate status psql-script docs bench clean
+.PHONY: help venv demo demo-web psql examples test test-slow test-pooler screenshots inspect browser test-pg15 pg15 citus test-citus lint migrate status psql-script docs bench clean
 .DEFAULT_GOAL := help
 
 help:
@@ -20,6 +20,7 @@ help:
 	@echo "make examples     the Node.js and Java programs of examples/ on the embedded server"
 	@echo "make test         the whole suite on the embedded server (test-pg15, test-citus: the other two servers)"
 	@echo "make test-slow    the security probes (marker slow, a few minutes): hostile tenant and inputs, kill -9"
+	@echo "make test-pooler  the driver, the worker and the examples through PgBouncer in transaction mode"
 	@echo "make inspect      agentmem inspect: the browser page over the dev server's database (tenant acme)"
 	@echo "make screenshots  docs/inspect/*.png from the inspector's browser tests (tests/test_inspect.py, test_inspect_chat.py)"
 	@echo "make lint         sqlfluff on the SQL, mypy on the clients"
@@ -88,6 +89,17 @@ inspect: venv
 test-slow: venv
 	$(BIN)/pytest -q -m slow tests
 
+# The pooler leg: Debian's PgBouncer (apt-get install pgbouncer) in pool_mode = transaction in front of
+# the test server and the dev server (scripts/pgbouncer.sh, port AGENTMEM_POOLER_PORT, default 55421):
+# the driver's tests (tests marked direct skipped), tests/test_pooling.py (tenants interleaved on fewer
+# server connections, the local-tenant requirement, the worker) and the examples, all through it.
+test-pooler: venv
+	@bash scripts/pgbouncer.sh start >/dev/null
+	@status=0; \
+	AGENTMEM_TEST_POOLER_URL=$$(bash scripts/pgbouncer.sh url) $(BIN)/pytest -q tests/test_pooling.py tests/test_driver.py || status=1; \
+	VENV=$(VENV) DATA=$(DATA) POOLER_URL=$$(bash scripts/pgbouncer.sh url) bash scripts/examples.sh || status=1; \
+	bash scripts/pgbouncer.sh stop; exit $$status
+
 # The second real server: Debian's PostgreSQL 15 + pg_cron + pgvector 0.8.0 (needs root).
 pg15:
 	bash scripts/pg15-debian.sh install
@@ -138,4 +150,5 @@ bench: venv
 
 clean:
 	-$(BIN)/agentmem dev-server stop --data-dir $(DATA)
+	-bash scripts/pgbouncer.sh stop
 	rm -rf .pgdata

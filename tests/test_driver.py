@@ -154,6 +154,20 @@ def test_driver_sets_the_tenant_per_transaction_never_leaking_it(driver):
         call.mem.for_tenant("")
 
 
+@pytest.mark.direct
+@pytest.mark.parametrize("prepare", [False, True])
+def test_driver_prepares_no_statement_on_the_server_unless_asked(driver, prepare):
+    """By default nothing is prepared on the server (psycopg's prepare_threshold=None), so that a transaction
+    pooler may give the next call another server connection; prepare=True keeps psycopg's default
+    (prepared at a statement's fifth run on a connection)."""
+    call = driver(max_size=1, prepare=prepare)
+    for _ in range(8):
+        call("search_messages", "alice", query_text="invoice", k=1)
+    prepared = call.resolve(call.mem.run(Sql("select count(*)::int from pg_prepared_statements", fetch="scalar")))
+    assert (prepared > 0) is prepare
+
+
+@pytest.mark.direct
 def test_driver_sends_set_tenant_and_the_call_as_one_transaction(driver, admin):
     call = driver(max_size=1)
     pid = call.resolve(call.mem.run(Sql("select pg_backend_pid()", fetch="scalar")))
@@ -170,6 +184,7 @@ def test_driver_sends_set_tenant_and_the_call_as_one_transaction(driver, admin):
     assert admin.execute("select state from pg_stat_activity where pid = %s", (pid,)).fetchone()[0] == "idle"
 
 
+@pytest.mark.direct
 def test_driver_without_pipeline_mode_runs_each_call_in_a_transaction_of_its_own(driver, admin, monkeypatch):
     """A libpq older than 14 has no pipeline mode: each call then runs in BEGIN ... COMMIT on the pool's
     autocommit connection, with the same guarantees."""
@@ -188,6 +203,7 @@ def test_driver_without_pipeline_mode_runs_each_call_in_a_transaction_of_its_own
     assert pooled_tenant_sqlstate(call) == "AM001"
 
 
+@pytest.mark.direct
 def test_driver_checks_out_a_quiet_connection_without_a_round_trip_and_replaces_an_ended_one(driver, admin):
     call = driver(max_size=1)
     pid = call.resolve(call.mem.run(Sql("select pg_backend_pid() as marker_of_the_last_call", fetch="scalar")))
