@@ -1,9 +1,8 @@
 """The browser-test toolkit of the inspector (``agentmem inspect``): a live server and a real browser.
 
-Used by tests/test_inspect.py, and by any page added to the inspector (the chat page): import the
-fixtures into the test module::
-
-    from inspect_browser import browser, inspector, page  # noqa: F401 (pytest fixtures)
+Used by tests/test_inspect.py, and by any page added to the inspector (the chat page). conftest.py
+imports the fixtures, once: a session fixture imported into two test modules is two fixtures, and the
+second would start Playwright inside the first one's event loop::
 
     def test_x(app_url, inspector, page):
         server = inspector()                    # create_app(app_url) under uvicorn on a free port

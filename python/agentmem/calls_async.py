@@ -76,6 +76,10 @@ class AsyncCalls:
         """The tenant grants of this login (scope tenant, prefix, or all with tenant_id None)."""
         return await self.run(rows(TenantGrant, "select * from agentmem.my_tenants()"), conn)
 
+    async def tenant_must_be_local(self, *, conn: Conn = None) -> bool:
+        """Whether the DBA requires this login to set its tenant for one transaction only (as this client does)."""
+        return await self.run(value(bool, "select agentmem.tenant_must_be_local()"), conn)
+
     # -- conversation memory ------------------------------------------------------------------
 
     async def start_conversation(self, user_id: str, title: str | None = None, metadata: dict | None = None, *,

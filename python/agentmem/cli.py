@@ -23,7 +23,7 @@ DEV_COMMANDS = {
     "psql": "psql on a migrated database as an application login with a tenant set "
             "(default: the dev server, started if needed, database agentmem)",
     "docs": "write the API reference (docs/api.md) from a migrated database's catalogue",
-    "demo": "a short narrated tour through the real API",
+    "demo": "a short narrated tour through the real API (--web: the same as a chat page)",
 }
 
 
