@@ -154,7 +154,28 @@ def main() -> None:
         assert resp.status_code == 200
         export_ms = float(re.search(r"dur=([0-9.]+)", resp.headers["server-timing"]).group(1))
         export_lines = resp.text.count("\n")
+    # the searches' own SQL, without the page: what the database takes for the same calls
+    from agentmem.lexical import lexical_embedding
+    query = np.asarray(lexical_embedding(word, 384), dtype=np.float32)
+    bare = []
+    for label, sql, params in [
+            ("search_messages by meaning, the 20,000-message user",
+             "select * from agentmem.search_messages(user_id => 'whale', query_embedding => %s, k => 10)", (query,)),
+            ("search_messages hybrid, the 20,000-message user",
+             "select * from agentmem.search_messages(user_id => 'whale', query_embedding => %s, query_text => %s, "
+             "k => 10)", (query, word)),
+            ("search_messages hybrid, a user of 1,000 messages",
+             "select * from agentmem.search_messages(user_id => 'user-001', query_embedding => %s, query_text => %s, "
+             "k => 10)", (query, word))]:
+        times = []
+        for i in range(args.rounds + 1):
+            t = time.perf_counter()
+            app.execute(sql, params).fetchall()
+            if i:
+                times.append((time.perf_counter() - t) * 1000)
+        bare.append((label, statistics.median(times), percentile(times, 95)))
     server.should_exit = True
+    over = [r for r in rows if r[3] > TARGET_MS]
     worst = max(r[3] for r in rows)
     table = "\n".join(f"| {label} | `{path}` | {p50:.1f} | {p95:.1f} | {wall:.1f} |" for label, path, p50, p95, wall
                       in rows)
@@ -173,12 +194,26 @@ page of 50 rows. Each page was requested {args.rounds} times after a warm-up: se
 `Server-Timing` header (request in to response start: the database calls, the query embedding with the
 offline lexical embedder, the template), wall is the HTTP client's.
 
-**Target: 200 ms of server time per page. Worst p95 here: {worst:.1f} ms ({'met' if worst <= TARGET_MS
-else 'NOT met'}).**
+**Target: 200 ms of server time per page. Worst p95 here: {worst:.1f} ms; {len(rows) - len(over)} of
+{len(rows)} pages within it{': not ' + ', '.join(r[0] for r in over) if over else ''}.**
 
 | page | path | server p50 (ms) | server p95 (ms) | wall p50 (ms) |
 |---|---|---:|---:|---:|
 {table}
+
+The same searches' SQL alone (one `agentmem.search_messages` call as the application login, psql's view):
+
+| call | p50 (ms) | p95 (ms) |
+|---|---:|---:|
+{chr(10).join(f"| {label} | {p50:.1f} | {p95:.1f} |" for label, p50, p95 in bare)}
+
+The pages over the target are those searching by meaning a user past
+`agentmem.exact_search_max_rows` (6,000 rows) on the model's shared HNSW index, the tenant having no
+index of its own: most of their time is that one `search_messages` call (the page also runs
+`recall_facts`, and the machine is noisy: compare the rows of one run), while the same page for a user
+of 1,000 messages answers in tens of milliseconds. The documented remedy is the DBA's (`agentmem.tenants_needing_index`,
+`agentmem.apply_index_upkeep`; docs/tuning.md); building them for this tenant took over 15 minutes on
+this shared machine, so this run measures the tenant as loaded.
 
 Not a page but measured for scale: the export download of a user of 1,000 messages and 50 facts
 (`POST /export`, {export_lines:,} JSON lines) took {export_ms:.0f} ms of server time.

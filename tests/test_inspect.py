@@ -401,3 +401,10 @@ def test_agentmem_inspect_listens_on_loopback_and_prints_a_url_with_a_one_time_t
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def test_a_dba_login_sees_the_background_jobs_of_agentmem_health(admin_url, inspector, page):
+    server = inspector(admin_url)
+    page.login(server, "/overview", tenant="acme")
+    assert page.locator("#health-note").count() == 0
+    assert "embedding_queue" in page.inner_text("#health")

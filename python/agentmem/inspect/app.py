@@ -71,6 +71,7 @@ class Inspector:
     default_tenant: str | None = None
     nav: list[tuple[str, str]] = field(default_factory=list)
     env: Environment | None = None
+    may_read_health: bool | None = None     # whether the login may read agentmem.health (asked once)
     _embedders: dict[str, Callable[[list[str]], Sequence[Any]]] = field(default_factory=dict)
     _models: dict[str, dict] = field(default_factory=dict)
     _defaults: dict[str, tuple[str, float]] = field(default_factory=dict)
@@ -261,7 +262,7 @@ class ServerTiming:
             return
         started = time.perf_counter()
 
-        async def timed(message: dict) -> None:
+        async def timed(message: Any) -> None:
             if message["type"] == "http.response.start":
                 ms = (time.perf_counter() - started) * 1000
                 message = {**message, "headers": [*message.get("headers", []),

@@ -21,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import secrets
-from typing import Any, Iterable
+from typing import Any, Iterable, MutableMapping
 from urllib.parse import urlencode
 
 from markupsafe import Markup, escape
@@ -139,7 +139,7 @@ class AuthMiddleware:
                 await _refuse("a request from another site")(scope, receive, send)
                 return
 
-        async def send_with_headers(message: dict) -> None:
+        async def send_with_headers(message: MutableMapping[str, Any]) -> None:
             if message["type"] == "http.response.start":
                 headers = list(message.get("headers", []))
                 headers += [

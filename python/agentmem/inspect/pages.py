@@ -95,12 +95,15 @@ def home(request: Request) -> Response:
 def overview(request: Request) -> Response:
     mem, tenant = memory_for(request)
     summary = mem.tenant_overview()    # set_tenant first: AM041 (403) for a tenant this login holds no grant of
-    health: list[dict] | None
-    try:
-        with mem.pool.connection() as conn:
-            health = Admin(conn).health()   # agentmem.health: the DBA's view, across tenants
-    except (InsufficientPrivilege, psycopg.errors.InsufficientPrivilege):
-        health = None
+    health: list[dict] | None = None
+    insp = inspector_of(request)
+    if insp.may_read_health is not False:   # asked once: an application login may not read it
+        try:
+            with mem.pool.connection() as conn:
+                health = Admin(conn).health()   # agentmem.health: the DBA's view, across tenants
+            insp.may_read_health = True
+        except (InsufficientPrivilege, psycopg.errors.InsufficientPrivilege):
+            insp.may_read_health = False
     users = mem.list_users(page_size=10)
     return render(request, "overview.html", title=f"Tenant {tenant}", o=summary, health=health, users=users)
 
@@ -223,7 +226,7 @@ def search(request: Request) -> Response:
             stored = bool(mem.list_conversations(user_id, page_size=1) or mem.list_facts(user_id, page_size=1))
     return render(request, "search.html", title=f"Search {user_id}", user=user_id, q=q, mode=mode, k=k,
                   since=_local(since), until=_local(until), as_of=_local(as_of), messages=messages, facts=facts_found,
-                  stored=stored, branch=_branch, model=model)
+                  stored=stored, branch=_branch, model=model, embedder=inspector_of(request).embedder_kind)
 
 
 def chart(rows: list) -> dict | None:
