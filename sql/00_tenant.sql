@@ -187,6 +187,7 @@ as $$
 declare
     v_tenant text := pg_catalog.current_setting('agentmem.tenant_id', true);
     v_bound boolean := false;
+    v_checked boolean := false;
 begin
     if v_tenant is null or v_tenant = '' then
         raise exception 'no agentmem tenant is set'
@@ -219,6 +220,17 @@ begin
         -- each job's own tenant before they touch its row: the worker's login
         -- is bound to no tenant, and may set none through the API.
         v_bound := current_user = 'agentmem_queue';
+        -- Checked already in this call of an agentmem function: every security
+        -- definer function agentmem_owner owns resets agentmem.tenant_checked
+        -- on entry (its SET clause, sql/90_grants.sql), and restores it on
+        -- exit; no statement of the session runs in between, so what a session
+        -- puts there itself is never read here (current_user is the session's
+        -- own role outside those functions).
+        if not v_bound and current_user = 'agentmem_owner'
+            and pg_catalog.current_setting('agentmem.tenant_checked', true) = v_tenant then
+            v_bound := true;
+            v_checked := true;
+        end if;
         if not v_bound and agentmem.tenant_binding_mode() = 'role' and current_user = 'agentmem_owner' then
             v_bound := exists (
                 select from agentmem.tenant_grants as g
@@ -249,6 +261,11 @@ begin
                 else 'Set the tenant the verified token''s claim names; a DBA grants the gateway''s login its tenants '
                 || '(agentmem.grant_tenant).'
             end;
+    end if;
+    -- For the rest of this call of the function (see above): the following
+    -- statements' row-level security reads the tenant without the grant lookup.
+    if agentmem.tenant_binding_mode() <> 'none' and not v_checked and current_user = 'agentmem_owner' then
+        perform pg_catalog.set_config('agentmem.tenant_checked', v_tenant, true);
     end if;
     -- On Citus (loaded when its setting exists, and created in this database),
     -- once per transaction and tenant. Only a role that can reach the helper

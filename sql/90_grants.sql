@@ -213,3 +213,27 @@ begin
     revoke create on schema agentmem from agentmem_owner, agentmem_queue;
 end
 $ownership$;
+
+-- Every security definer function agentmem_owner owns resets
+-- agentmem.tenant_checked on entry (and restores it on exit): within one call
+-- of such a function, agentmem.current_tenant() checks the tenant's binding
+-- once and trusts the mark it leaves there for the call's later statements;
+-- a value the session set itself is never seen inside one. Re-applied on every
+-- install: create or replace drops a function's SET clauses.
+do $tenant_checked$
+declare
+    v_fn regprocedure;
+begin
+    for v_fn in
+        select p.oid::regprocedure
+        from pg_catalog.pg_proc as p
+        where
+            p.prosecdef
+            and p.proowner = 'agentmem_owner'::regrole
+            and not coalesce('agentmem.tenant_checked=' = any(p.proconfig), false)
+        order by 1
+    loop
+        execute pg_catalog.format('alter function %s set agentmem.tenant_checked = %L', v_fn, '');
+    end loop;
+end
+$tenant_checked$;
