@@ -1,22 +1,25 @@
-"""Where one store_message spends its time, statement by statement, beside another checkout (--other).
+"""Where one store_message spends its time, statement by statement, beside other checkouts (--other).
 
+    git archive main | tar -x -C /tmp/main          # the checkout this branch started from
     git archive 980f3a0 | tar -x -C /tmp/before     # main before the embedding queue, tenant binding, time columns
-    .venv/bin/python bench/probes/probe_write_path.py --other /tmp/before --out bench/results/write_path.md
+    .venv/bin/python bench/probes/probe_write_path.py --other /tmp/main --other /tmp/before \
+        --out bench/results/write_path.md
 
-Two databases on the bench server, one migrated from this checkout's migrations/ and sql/, the other from
---other's, each loaded by its own checkout's bulk loader with the same 10,000 messages over 100 tenants
-(384-d clustered unit vectors, the model's shared HNSW index built), then vacuumed. The application login
-(this checkout: granted every tenant under the default binding mode role; a checkout without binding lets
-any login act as any tenant) appends one message at a time to one conversation of tenant t1.
+One database per checkout on the bench server, each migrated from that checkout's migrations/ and sql/
+and loaded by its own checkout's bulk loader with the same 10,000 messages over 100 tenants (384-d
+clustered unit vectors, the model's shared HNSW index built), then vacuumed. The application login
+(granted every tenant where the checkout binds tenants to logins, as a new installation does; a checkout
+without binding lets any login act as any tenant) appends one message at a time to one conversation of
+tenant t1.
 
 1. The whole call: --calls store_message calls in one DO block (no round trip in the figure), 9 rounds,
-   the two databases in turn; the median round's microseconds per call. This checkout also runs under
+   the databases in turn; the median round's microseconds per call. This checkout also runs under
    binding mode none in the same rounds (set_tenant_binding between rounds), which isolates the binding.
 2. Statement by statement: a second login of each database runs with auto_explain (log_min_duration 0,
    log_nested_statements, reported as NOTICEs) and track_functions = all, for --explain calls. Every
    statement the executor runs is timed (its inclusive time: a statement's time holds the functions and
    policies it runs, e.g. the row-level security sub-select's current_tenant()), and pg_stat_user_functions
-   gives each function's self time. Both instruments add their own overhead, the same on both sides.
+   gives each function's self time. Both instruments add their own overhead, the same on every side.
 """
 
 from __future__ import annotations
@@ -174,7 +177,8 @@ def by_statement(s: dict, calls: int) -> tuple[list[tuple[str, float, float]], l
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--other", type=Path, required=True, help="the other checkout (its migrations/ and sql/)")
+    parser.add_argument("--other", type=Path, action="append", required=True,
+                        help="another checkout (its migrations/ and sql/); may be given twice or more")
     parser.add_argument("--out", required=True)
     parser.add_argument("--calls", type=int, default=300, help="store_message calls per round of the whole-call loop")
     parser.add_argument("--explain", type=int, default=200, help="calls timed statement by statement")
@@ -183,31 +187,33 @@ def main() -> None:
     server_url = start_server(args.port)
     started, load = time.perf_counter(), os.getloadavg()[0]
     sides: dict[str, dict] = {}
-    for side, name, root in (("this", "agentmem_probe_write_this", ROOT),
-                             ("other", "agentmem_probe_write_other", args.other)):
+    others = {f"other {i + 1} ({root.name})": root for i, root in enumerate(args.other)}
+    for n, (side, root) in enumerate((("this", ROOT), *others.items())):
+        name = f"agentmem_probe_write_{n}"
         admin_url, urls, cid = database(server_url, name, root)
         sides[side] = {"admin": admin_url, "urls": urls, "cid": cid}
         print(side, "loaded", flush=True)
     sides["this, binding none"] = dict(sides["this"], mode="none")
     whole = whole_call(sides, args.calls)
     print("whole call µs", whole, flush=True)
-    detail = {side: by_statement(sides[side], args.explain) for side in ("this", "other")}
+    base = list(others)[-1]
+    detail = {side: by_statement(sides[side], args.explain) for side in ("this", *others)}
 
     today = datetime.date.today().isoformat()
     lines = [
         "## Where one store_message spends its time", "",
         f"{today}, 2 cores shared with other work (load average {load:.1f} at the start, "
         f"{os.getloadavg()[0]:.1f} at the end), embedded PostgreSQL + pgvector. Command: `{command()}` "
-        f"({(time.perf_counter() - started) / 60:.1f} min). This checkout against `{args.other}`.", "",
+        f"({(time.perf_counter() - started) / 60:.1f} min). This checkout against "
+        + ", ".join(f"{side}: `{root}`" for side, root in others.items()) + ".", "",
         "Two databases on one server, the same 10,000 messages over 100 tenants in each (384-d, the shared HNSW "
         "index built), one message at a time appended to one conversation by the application login (this "
         "checkout: binding mode role, the login granted every tenant).", "",
         f"### The whole call ({args.calls} calls in a DO block, 9 rounds in turn, the median round)", "",
-        "| database | µs per store_message | vs other |", "|---|---:|---:|",
-        *(f"| {side} | {us:.0f} | {us / whole['other']:.2f}× |" for side, us in whole.items()), "",
+        f"| database | µs per store_message | vs {base} |", "|---|---:|---:|",
+        *(f"| {side} | {us:.0f} | {us / whole[base]:.2f}× |" for side, us in whole.items()), "",
     ]
-    for side in ("this", "other"):
-        statements, functions = detail[side]
+    for side, (statements, functions) in detail.items():
         lines += [f"### Statement by statement: {side} ({args.explain} calls, auto_explain, inclusive µs)", "",
                   "| statement (in the order they finish; a statement's time holds what runs inside it) | "
                   "per call | µs each |", "|---|---:|---:|",
