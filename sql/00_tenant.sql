@@ -103,6 +103,25 @@ agentmem.tenant_binding, as constant functions the planner folds.';
 
 select agentmem_private.generate_tenant_binding();
 
+-- Whether current_tenant() may trust its mark of a checked tenant: false here,
+-- regenerated at the end of every install (sql/90_grants.sql) from whether
+-- every security definer function agentmem_owner owns resets the mark.
+create or replace function agentmem_private.tenant_mark_trusted()
+returns boolean
+language sql
+immutable
+parallel safe
+security invoker
+set search_path from current
+as $$
+    select false
+$$;
+
+comment on function agentmem_private.tenant_mark_trusted() is
+'Internal: whether agentmem.current_tenant() trusts agentmem.tenant_checked, its mark of a tenant checked in
+this call of an API function: true once every security definer function agentmem_owner owns resets the
+mark on entry (a SET clause sql/90_grants.sql puts on each), a constant regenerated at every install.';
+
 create or replace function agentmem.may_act_as(tenant_id text)
 returns boolean
 language plpgsql
@@ -226,10 +245,15 @@ begin
         -- exit; no statement of the session runs in between, so what a session
         -- puts there itself is never read here (current_user is the session's
         -- own role outside those functions).
-        if not v_bound and current_user = 'agentmem_owner'
-            and pg_catalog.current_setting('agentmem.tenant_checked', true) = v_tenant then
-            v_bound := true;
-            v_checked := true;
+        -- (An installation where not every one of them carries the reset never
+        -- trusts the mark: agentmem_private.tenant_mark_trusted(), read only
+        -- as agentmem_owner, which alone may call it.)
+        if not v_bound and current_user = 'agentmem_owner' then
+            if agentmem_private.tenant_mark_trusted()
+                and pg_catalog.current_setting('agentmem.tenant_checked', true) = v_tenant then
+                v_bound := true;
+                v_checked := true;
+            end if;
         end if;
         if not v_bound and agentmem.tenant_binding_mode() = 'role' and current_user = 'agentmem_owner' then
             v_bound := exists (
@@ -265,7 +289,9 @@ begin
     -- For the rest of this call of the function (see above): the following
     -- statements' row-level security reads the tenant without the grant lookup.
     if agentmem.tenant_binding_mode() <> 'none' and not v_checked and current_user = 'agentmem_owner' then
-        perform pg_catalog.set_config('agentmem.tenant_checked', v_tenant, true);
+        if agentmem_private.tenant_mark_trusted() then
+            perform pg_catalog.set_config('agentmem.tenant_checked', v_tenant, true);
+        end if;
     end if;
     -- On Citus (loaded when its setting exists, and created in this database),
     -- once per transaction and tenant. Only a role that can reach the helper

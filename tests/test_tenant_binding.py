@@ -174,6 +174,7 @@ def test_every_function_that_runs_as_agentmem_owner_resets_the_mark(admin):
         "and p.proowner = 'agentmem_owner'::regrole "
         "and not coalesce('agentmem.tenant_checked=' = any(p.proconfig), false)").fetchall()
     assert definer > 20 and missing == []
+    assert admin.execute("select agentmem_private.tenant_mark_trusted()").fetchone() == (True,)
 
 
 def test_a_call_looks_up_the_logins_grants_once(admin, server, dbname, roles):
