@@ -279,7 +279,7 @@ def report(results: list[dict], args, elapsed: float) -> str:
         f"user per tenant; synthetic clustered unit vectors of {DIM} dimensions (the all-minilm model), the same "
         "vectors in both systems. Bulk data loaded with COPY into each system's tables with its HNSW index "
         "rebuilt afterwards (both: pgvector defaults, cosine), then `vacuum (analyze)` of both systems' tables. "
-        "Store throughput: the two systems take turns by chunks of 250 messages; searches: each query runs on "
+        "Store throughput: the systems take turns by chunks of 250 messages, which goes first turning; searches: each query runs on "
         "both systems back to back, alternating which goes first. Searches go through each system's Python API "
         "(agentmem: `Memory.search_messages`, set_tenant and the call in one round trip, one transaction, under RLS; LangGraph: "
         "`PostgresStore.search` on the namespace (tenant, user), embedding function = a dict lookup). "
