@@ -206,7 +206,7 @@ def main() -> None:
         f"{os.getloadavg()[0]:.1f} at the end), embedded PostgreSQL + pgvector. Command: `{command()}` "
         f"({(time.perf_counter() - started) / 60:.1f} min). This checkout against "
         + ", ".join(f"{side}: `{root}`" for side, root in others.items()) + ".", "",
-        "Two databases on one server, the same 10,000 messages over 100 tenants in each (384-d, the shared HNSW "
+        "One database per checkout on one server, the same 10,000 messages over 100 tenants in each (384-d, the shared HNSW "
         "index built), one message at a time appended to one conversation by the application login (this "
         "checkout: binding mode role, the login granted every tenant).", "",
         f"### The whole call ({args.calls} calls in a DO block, 9 rounds in turn, the median round)", "",
