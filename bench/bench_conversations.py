@@ -68,8 +68,10 @@ class Dataset:
         return f"t{t:04d}"
 
 
-def fresh_database(server_url: str) -> tuple[str, str]:
-    return _fresh_database(server_url, DBNAME, app_role=APP_ROLE)
+def fresh_database(server_url: str, root: Path | None = None) -> tuple[str, str]:
+    if root is None:
+        return _fresh_database(server_url, DBNAME, app_role=APP_ROLE)
+    return _fresh_database(server_url, DBNAME + "_other", app_role=APP_ROLE, root=root)
 
 
 def load_agentmem(admin: psycopg.Connection, ds: Dataset) -> dict:
@@ -138,48 +140,60 @@ def turns(n: int, first, second):
     return (first, second) if n % 2 == 0 else (second, first)
 
 
-def bench_store(ds: Dataset, mem: Memory, lg_store, sample: int, lookup: dict) -> dict:
+def rotated(n: int, items: list) -> list:
+    """items in an order that turns with n: each goes first, second, ... in turn."""
+    k = n % len(items)
+    return items[k:] + items[:k]
+
+
+def bench_store(ds: Dataset, mems: dict[str, Memory], lg_store, sample: int, lookup: dict) -> dict:
+    """Messages per second of each agentmem (mems: this checkout's, and --other's when given) and of
+    PostgresStore, one message per call and in batches of 250, taking turns by chunks of 250."""
     from langgraph.store.base import PutOp
     rng = np.random.default_rng(99)
     vecs = clustered(sample, rng, ds.centres)
     texts = [f"throughput message {i}" for i in range(sample)]
     for t, v in zip(texts, vecs):
         lookup[t] = v
-    m = mem.for_tenant("tput")
-    cid = m.start_conversation("user")
+    writers = {}
+    for system, mem in mems.items():
+        m = mem.for_tenant("tput")
+        writers[system] = (m, m.start_conversation("user"))
     half = sample // 2
-    spent = {key: 0.0 for key in (("agentmem", "one per call"), ("agentmem", "batches of 250"),
-                                  ("langgraph", "one per call"), ("langgraph", "batches of 250"))}
+    systems = [*mems, "langgraph"]
+    spent = {(system, mode): 0.0 for system in systems for mode in ("one per call", "batches of 250")}
 
     def timed(key, fn):
         t0 = time.perf_counter()
         fn()
         spent[key] += time.perf_counter() - t0
 
-    # The two systems take turns by chunks of 250 messages (which one first
-    # alternates), so that neither gets a quieter machine or a warmer cache.
-    for n, i in enumerate(range(0, half, 250)):
-        chunk = range(i, min(i + 250, half))
-
-        def am_one(chunk=chunk):
+    def one(system, chunk):
+        if system == "langgraph":
+            for j in chunk:
+                lg_store.put(("tput", "user"), f"k{j}", {"text": texts[j]})
+        else:
+            m, cid = writers[system]
             for j in chunk:
                 m.store_message(cid, "user", texts[j], vecs[j], model=MODEL)
 
-        def lg_one(chunk=chunk):
-            for j in chunk:
-                lg_store.put(("tput", "user"), f"k{j}", {"text": texts[j]})
-        for key, fn in turns(n, (("agentmem", "one per call"), am_one), (("langgraph", "one per call"), lg_one)):
-            timed(key, fn)
-    for n, i in enumerate(range(half, sample, 250)):
-        j = slice(i, min(i + 250, sample))
-
-        def am_batch(j=j):
+    def batch(system, j):
+        if system == "langgraph":
+            lg_store.batch([PutOp(("tput", "user"), f"k{x}", {"text": texts[x]}) for x in range(j.start, j.stop)])
+        else:
+            m, cid = writers[system]
             m.store_messages(cid, ["user"] * len(texts[j]), texts[j], list(vecs[j]), model=MODEL)
 
-        def lg_batch(j=j):
-            lg_store.batch([PutOp(("tput", "user"), f"k{x}", {"text": texts[x]}) for x in range(j.start, j.stop)])
-        for key, fn in turns(n, (("agentmem", "batches of 250"), am_batch), (("langgraph", "batches of 250"), lg_batch)):
-            timed(key, fn)
+    # The systems take turns by chunks of 250 messages (which one first turns),
+    # so that none gets a quieter machine or a warmer cache.
+    for n, i in enumerate(range(0, half, 250)):
+        chunk = range(i, min(i + 250, half))
+        for system in rotated(n, systems):
+            timed((system, "one per call"), lambda system=system: one(system, chunk))
+    for n, i in enumerate(range(half, sample, 250)):
+        j = slice(i, min(i + 250, sample))
+        for system in rotated(n, systems):
+            timed((system, "batches of 250"), lambda system=system: batch(system, j))
     return {key: (half if key[1] == "one per call" else sample - half) / s for key, s in spent.items()}
 
 
@@ -207,12 +221,19 @@ def bench_cache(app_url: str) -> dict:
         stub.stop()
 
 
-def run_size(server_url: str, n: int, sample: int, queries_per_class: int) -> dict:
+def run_size(server_url: str, n: int, sample: int, queries_per_class: int, other: Path | None = None) -> dict:
     from langgraph.store.postgres import PostgresStore
     print(f"--- {n:,} messages", flush=True)
     ds = Dataset(n)
     admin_url, app_url = fresh_database(server_url)
     lookup: dict = {}
+    mems: dict[str, Memory] = {}
+    if other is not None:  # the same data in a database migrated from the other checkout, for its store rates
+        other_admin_url, other_app_url = fresh_database(server_url, other)
+        with connect(other_admin_url) as other_admin:
+            other_admin.execute("set maintenance_work_mem = '512MB'")
+            load_agentmem(other_admin, ds)
+        mems[f"agentmem ({other.name})"] = Memory.connect(other_app_url, tenant="t0000", max_size=2)
 
     def embed(texts):
         return [lookup[t].tolist() for t in texts]
@@ -229,7 +250,9 @@ def run_size(server_url: str, n: int, sample: int, queries_per_class: int) -> di
         print("langgraph loaded", result["load_langgraph"], flush=True)
         result["own_indexes"] = create_tenant_indexes(admin, MODEL)
         print("tenant indexes", result["own_indexes"], flush=True)
-        result["store"] = bench_store(ds, mem, lg, sample, lookup)
+        result["store"] = bench_store(ds, {"agentmem": mem, **mems}, lg, sample, lookup)
+        for m in mems.values():
+            m.close()
         print("store", result["store"], flush=True)
         counts = np.bincount(ds.tenant, minlength=TENANTS)
         small = [int(t) for t in ds.rng.choice(np.arange(1, TENANTS), queries_per_class)]
@@ -256,7 +279,7 @@ def report(results: list[dict], args, elapsed: float) -> str:
         f"user per tenant; synthetic clustered unit vectors of {DIM} dimensions (the all-minilm model), the same "
         "vectors in both systems. Bulk data loaded with COPY into each system's tables with its HNSW index "
         "rebuilt afterwards (both: pgvector defaults, cosine), then `vacuum (analyze)` of both systems' tables. "
-        "Store throughput: the two systems take turns by chunks of 250 messages; searches: each query runs on "
+        "Store throughput: the systems take turns by chunks of 250 messages, which goes first turning; searches: each query runs on "
         "both systems back to back, alternating which goes first. Searches go through each system's Python API "
         "(agentmem: `Memory.search_messages`, set_tenant and the call in one round trip, one transaction, under RLS; LangGraph: "
         "`PostgresStore.search` on the namespace (tenant, user), embedding function = a dict lookup). "
@@ -272,11 +295,19 @@ def report(results: list[dict], args, elapsed: float) -> str:
                   f"{r['load_langgraph']['index_s']:.1f} s. The DBA's step, agentmem's own indexes for the "
                   "tenants `agentmem.tenants_needing_index` lists (`agentmem.create_tenant_index`): "
                   + (", ".join(f"{t} {secs:.1f} s" for t, secs in r["own_indexes"]) or "none listed") + ".", "",
-                  "| store throughput (messages/s, with embedding) | agentmem | PostgresStore | ratio |",
-                  "|---|---:|---:|---:|"]
+                  ]
+        others = sorted({system for system, _ in r["store"]} - {"agentmem", "langgraph"})
+        lines += ["| store throughput (messages/s, with embedding) | agentmem | PostgresStore | ratio |"
+                  + "".join(f" {o} | its ratio |" for o in others),
+                  "|---|---:|---:|---:|" + "---:|---:|" * len(others)]
         for mode in ("one per call", "batches of 250"):
             a, b = r["store"][("agentmem", mode)], r["store"][("langgraph", mode)]
-            lines.append(f"| {mode} | {a:,.0f} | {b:,.0f} | {a / b:.2f}× |")
+            lines.append(f"| {mode} | {a:,.0f} | {b:,.0f} | {a / b:.2f}× |"
+                         + "".join(f" {r['store'][(o, mode)]:,.0f} | {r['store'][(o, mode)] / b:.2f}× |"
+                                   for o in others))
+        if others:
+            lines += ["", f"{', '.join(others)}: the same data in a database migrated from that checkout "
+                          "(`--other`), written by this checkout's driver in the same turns.", ""]
         lines += ["", "| search, k=10 | agentmem p50 / p95 ms | recall@10 | short | "
                       "PostgresStore p50 / p95 ms | recall@10 | short | p95 ratio |",
                   "|---|---:|---:|---:|---:|---:|---:|---:|"]
@@ -304,6 +335,9 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="10k messages only")
     parser.add_argument("--database-url", help="a server to use (default: an embedded one on --port)")
     parser.add_argument("--port", type=int, default=55452)
+    parser.add_argument("--other", type=Path, help="another checkout whose store rates run in the same turns")
+    parser.add_argument("--store-sample", type=int, default=1000,
+                        help="messages stored by each system at 10,000 (half one per call, half in batches)")
     args = parser.parse_args()
     try:
         import langgraph.store.postgres  # noqa: F401
@@ -312,9 +346,9 @@ def main() -> int:
                          "pip install 'pg-agentmem[bench]' (or pip install langgraph-checkpoint-postgres)")
     server_url = args.database_url or start_server(args.port)
     started = time.perf_counter()
-    results = [run_size(server_url, 10_000, 1_000, 100)]
+    results = [run_size(server_url, 10_000, args.store_sample, 100, args.other)]
     if not args.quick:
-        results.append(run_size(server_url, 100_000, 2_000, 100))
+        results.append(run_size(server_url, 100_000, 2 * args.store_sample, 100, args.other))
     write_report(args.out, report(results, args, time.perf_counter() - started))
     return 0
 

@@ -56,13 +56,15 @@ def probe_start(doc: str | None, dbname: str) -> tuple[argparse.Namespace, str, 
     return args, admin_url, app_url, started
 
 
-def fresh_database(server_url: str, dbname: str, *, app_role: str | None = APP_ROLE) -> tuple[str, str | None]:
-    """Drop and create `dbname`, migrate it, make `app_role` an application login. Returns (admin, app) URLs."""
+def fresh_database(server_url: str, dbname: str, *, app_role: str | None = APP_ROLE,
+                   root: Path = ROOT) -> tuple[str, str | None]:
+    """Drop and create `dbname`, migrate it (from the checkout `root`: its migrations/ and sql/), make
+    `app_role` an application login. Returns (admin, app) URLs."""
     with psycopg.connect(server_url, autocommit=True) as conn:
         conn.execute(f"drop database if exists {dbname} with (force)")
         conn.execute(f"create database {dbname}")
     admin_url = server_url.rsplit("/", 1)[0] + "/" + dbname
-    Migrator(admin_url, Source.load(ROOT)).migrate()
+    Migrator(admin_url, Source.load(root)).migrate()
     if app_role is None:
         return admin_url, None
     with connect(admin_url) as conn:

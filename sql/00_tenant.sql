@@ -103,6 +103,25 @@ agentmem.tenant_binding, as constant functions the planner folds.';
 
 select agentmem_private.generate_tenant_binding();
 
+-- Whether current_tenant() may trust its mark of a checked tenant: false here,
+-- regenerated at the end of every install (sql/90_grants.sql) from whether
+-- every security definer function agentmem_owner owns resets the mark.
+create or replace function agentmem_private.tenant_mark_trusted()
+returns boolean
+language sql
+immutable
+parallel safe
+security invoker
+set search_path from current
+as $$
+    select false
+$$;
+
+comment on function agentmem_private.tenant_mark_trusted() is
+'Internal: whether agentmem.current_tenant() trusts agentmem.tenant_checked, its mark of a tenant checked in
+this call of an API function: true once every security definer function agentmem_owner owns resets the
+mark on entry (a SET clause sql/90_grants.sql puts on each), a constant regenerated at every install.';
+
 create or replace function agentmem.may_act_as(tenant_id text)
 returns boolean
 language plpgsql
@@ -187,6 +206,7 @@ as $$
 declare
     v_tenant text := pg_catalog.current_setting('agentmem.tenant_id', true);
     v_bound boolean := false;
+    v_checked boolean := false;
 begin
     if v_tenant is null or v_tenant = '' then
         raise exception 'no agentmem tenant is set'
@@ -219,6 +239,22 @@ begin
         -- each job's own tenant before they touch its row: the worker's login
         -- is bound to no tenant, and may set none through the API.
         v_bound := current_user = 'agentmem_queue';
+        -- Checked already in this call of an agentmem function: every security
+        -- definer function agentmem_owner owns resets agentmem.tenant_checked
+        -- on entry (its SET clause, sql/90_grants.sql), and restores it on
+        -- exit; no statement of the session runs in between, so what a session
+        -- puts there itself is never read here (current_user is the session's
+        -- own role outside those functions).
+        -- (An installation where not every one of them carries the reset never
+        -- trusts the mark: agentmem_private.tenant_mark_trusted(), read only
+        -- as agentmem_owner, which alone may call it.)
+        if not v_bound and current_user = 'agentmem_owner' then
+            if agentmem_private.tenant_mark_trusted()
+                and pg_catalog.current_setting('agentmem.tenant_checked', true) = v_tenant then
+                v_bound := true;
+                v_checked := true;
+            end if;
+        end if;
         if not v_bound and agentmem.tenant_binding_mode() = 'role' and current_user = 'agentmem_owner' then
             v_bound := exists (
                 select from agentmem.tenant_grants as g
@@ -249,6 +285,13 @@ begin
                 else 'Set the tenant the verified token''s claim names; a DBA grants the gateway''s login its tenants '
                 || '(agentmem.grant_tenant).'
             end;
+    end if;
+    -- For the rest of this call of the function (see above): the following
+    -- statements' row-level security reads the tenant without the grant lookup.
+    if agentmem.tenant_binding_mode() <> 'none' and not v_checked and current_user = 'agentmem_owner' then
+        if agentmem_private.tenant_mark_trusted() then
+            perform pg_catalog.set_config('agentmem.tenant_checked', v_tenant, true);
+        end if;
     end if;
     -- On Citus (loaded when its setting exists, and created in this database),
     -- once per transaction and tenant. Only a role that can reach the helper

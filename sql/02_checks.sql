@@ -76,6 +76,8 @@ immutable
 security invoker
 set search_path from current
 as $$
+declare
+    v_text text;
 begin
     if p_metadata is null then
         return '{}'::jsonb;
@@ -84,11 +86,18 @@ begin
         raise exception '% must be a JSON object, not %', p_what, jsonb_typeof(p_metadata)
         using errcode = 'AM020', hint = 'Pass e.g. ''{"source": "import"}''::jsonb.';
     end if;
-    if length(p_metadata::text) > 100000 then
-        raise exception '% is too large: % characters, the limit is 100000', p_what, length(p_metadata::text)
+    v_text := p_metadata::text;
+    if length(v_text) > 100000 then
+        raise exception '% is too large: % characters, the limit is 100000', p_what, length(v_text)
         using errcode = 'AM021', hint = 'Keep large payloads outside agentmem and store a reference.';
     end if;
-    -- Depth: a walk that never goes below level 33, so at most 100,000
+    -- Depth: each level opens with a { or a [, so a text holding at most 32
+    -- of them (inside strings too: counted, never missed) is at most 32 deep,
+    -- and the walk below is skipped (what nearly every message's metadata is).
+    if length(v_text) - length(pg_catalog.translate(v_text, '{[', '')) <= 32 then
+        return p_metadata;
+    end if;
+    -- Otherwise a walk that never goes below level 33, so at most 100,000
     -- characters times 33 levels are read whatever the input.
     if exists (
         with recursive walk (v, depth) as (

@@ -56,17 +56,22 @@ comment on function agentmem_private.embedding_retry_delay(int) is
 
 create or replace function agentmem_private.embedding_job_models(p_tenant text, p_model text, p_has_vector boolean)
 returns text[]
-language sql
+language plpgsql
 stable
 security invoker
 set search_path from current
 as $$
-    select array(
+begin
+    -- PL/pgSQL, not SQL: every write calls it, and the statement's plan is
+    -- kept for the session (a SQL function with a SET clause is planned at
+    -- every call before PostgreSQL 18).
+    return array(
         select p_model where not p_has_vector
         union
         select r.model from agentmem.reembeddings as r
         where r.tenant_id = p_tenant and r.from_model = p_model and r.model <> p_model
-    )
+    );
+end
 $$;
 
 comment on function agentmem_private.embedding_job_models(text, text, boolean) is

@@ -262,11 +262,13 @@ begin
     end if;
     -- Element i of each array is the i-th that unnest reads only when every
     -- array is one-dimensional and starts at 1.
-    perform agentmem_private.check_array('roles', store_messages.roles, v_max);
-    perform agentmem_private.check_array('contents', store_messages.contents, v_max);
-    perform agentmem_private.check_array('embeddings', store_messages.embeddings, v_max);
-    perform agentmem_private.check_array('metadata', store_messages.metadata, v_max);
-    perform agentmem_private.check_array('occurred_at', store_messages.occurred_at, v_max);
+    -- One statement for the five (left to right: the first bad array raises).
+    perform
+        agentmem_private.check_array('roles', store_messages.roles, v_max),
+        agentmem_private.check_array('contents', store_messages.contents, v_max),
+        agentmem_private.check_array('embeddings', store_messages.embeddings, v_max),
+        agentmem_private.check_array('metadata', store_messages.metadata, v_max),
+        agentmem_private.check_array('occurred_at', store_messages.occurred_at, v_max);
     if v_n not between 1 and v_max or array_ndims(store_messages.roles) <> 1 then
         raise exception 'a batch holds 1 to % messages, got %', v_max, v_n
         using errcode = 'AM020', hint = 'Split a larger import into several calls.';
@@ -303,16 +305,22 @@ begin
             detail = pg_catalog.format('%s messages.', v_n),
             hint = 'Split the batch into several calls (docs/limits.md).';
     end if;
-    v_dim := (agentmem.get_model(v_model)).dimension;
+    -- The model's dimension; get_model raises AM011 for an unknown model.
+    select m.dimension into v_dim from agentmem.models as m where m.model = v_model;
+    if not found then
+        v_dim := (agentmem.get_model(v_model)).dimension;
+    end if;
     for i in 1..v_n loop
         v_what := case when v_n = 1 then '' else pg_catalog.format('message %s: ', i) end;
-        perform agentmem_private.check_role(v_what, store_messages.roles[i]);
-        perform agentmem_private.check_text(v_what || 'content', store_messages.contents[i], 100000);
-        -- No vector: the message is queued for the workers (below).
-        if store_messages.embeddings[i] is not null then
-            perform agentmem_private.check_embedding_of(v_model, v_dim, store_messages.embeddings[i]);
-        end if;
-        perform agentmem_private.check_metadata(v_what || 'metadata', store_messages.metadata[i]);
+        -- One statement for the four, in this order. No vector: the message
+        -- is queued for the workers (below).
+        perform
+            agentmem_private.check_role(v_what, store_messages.roles[i]),
+            agentmem_private.check_text(v_what || 'content', store_messages.contents[i], 100000),
+            case when store_messages.embeddings[i] is not null then
+                agentmem_private.check_embedding_of(v_model, v_dim, store_messages.embeddings[i])
+            end,
+            agentmem_private.check_metadata(v_what || 'metadata', store_messages.metadata[i]);
         if store_messages.occurred_at is not null then
             perform agentmem_private.check_occurred_at(v_what, store_messages.occurred_at[i]);
             if i > 1 and store_messages.occurred_at[i] < store_messages.occurred_at[i - 1] then
@@ -366,54 +374,81 @@ begin
         v_times := store_messages.occurred_at;
     end if;
 
-    -- One multi-row insert per table for each piece of at most 100 messages
-    -- and about 1,000,000 characters of contents and metadata (a statement of
-    -- about 1 MB: the parser, the plan and an error's context each hold a
-    -- copy of it), the values written into it as quoted literals (%L), each cast to its
-    -- column's type: Citus routes a VALUES list whose rows all carry the
-    -- tenant's id to the tenant's shard as one statement. Not insert ... select from unnest, which Citus runs through
-    -- COPY, refused under row-level security; not array parameters subscripted
-    -- per row ($2[i]), which Citus copies whole for every reference (a batch
-    -- of 100 took 2.5 s).
-    v_ids := array(select gen_random_uuid() from generate_series(1, v_n));
-    v_from := 1;
-    while v_from <= v_n loop
-        v_to := v_from;
-        v_piece := v_lens[v_from];
-        while v_to < v_n and v_to - v_from < 99 and v_piece + v_lens[v_to + 1] <= 1000000 loop
-            v_to := v_to + 1;
-            v_piece := v_piece + v_lens[v_to];
-        end loop;
-        execute 'insert into agentmem.messages '
-            || '(tenant_id, message_id, conversation_id, user_id, message_index, role, content, metadata, occurred_at) '
-            || 'values '
-            || (
-                select string_agg(pg_catalog.format(
-                    '(%L, %L::uuid, %L::uuid, %L, %s, %L, %L, %L::jsonb, %L::timestamptz)',
-                    v_tenant, v_ids[g.i], v_conversation_id, v_user, v_first + g.i - 1,
-                    store_messages.roles[g.i], store_messages.contents[g.i],
-                    coalesce(store_messages.metadata[g.i], '{}'::jsonb), v_times[g.i]
-                ), ', ' order by g.i)
-                from generate_series(v_from, v_to) as g (i)
+    if v_n = 1 then
+        v_queued := case when store_messages.embeddings[1] is null then array[1] else '{}'::int[] end;
+    else
+        v_queued := array(select g.i from generate_series(1, v_n) as g (i) where store_messages.embeddings[g.i] is null);
+    end if;
+
+    if v_n = 1 then
+        -- One message (store_message, an agent's every turn): two static
+        -- statements, their plans cached for the session, the vector passed
+        -- as it came (no text round trip); a one-row VALUES with the tenant's
+        -- id routes to its shard on Citus as cache_store's insert does.
+        v_ids := array[gen_random_uuid()];
+        insert into agentmem.messages as m (
+            tenant_id, message_id, conversation_id, user_id, message_index, role, content, metadata, occurred_at
+        ) values (
+            v_tenant, v_ids[1], v_conversation_id, v_user, v_first, store_messages.roles[1],
+            store_messages.contents[1], coalesce(store_messages.metadata[1], '{}'::jsonb), v_times[1]
+        );
+        if store_messages.embeddings[1] is not null then
+            insert into agentmem.message_embeddings as e (
+                tenant_id, message_id, model, user_id, conversation_id, embedding, occurred_at
+            ) values (
+                v_tenant, v_ids[1], v_model, v_user, v_conversation_id, store_messages.embeddings[1], v_times[1]
             );
-        if exists (select from generate_series(v_from, v_to) as g (i) where store_messages.embeddings[g.i] is not null) then
-            execute 'insert into agentmem.message_embeddings '
-                || '(tenant_id, message_id, model, user_id, conversation_id, embedding, occurred_at) values '
+        end if;
+    else
+        -- One multi-row insert per table for each piece of at most 100 messages
+        -- and about 1,000,000 characters of contents and metadata (a statement of
+        -- about 1 MB: the parser, the plan and an error's context each hold a
+        -- copy of it), the values written into it as quoted literals (%L), each cast to its
+        -- column's type: Citus routes a VALUES list whose rows all carry the
+        -- tenant's id to the tenant's shard as one statement. Not insert ... select from unnest, which Citus runs through
+        -- COPY, refused under row-level security; not array parameters subscripted
+        -- per row ($2[i]), which Citus copies whole for every reference (a batch
+        -- of 100 took 2.5 s).
+        v_ids := array(select gen_random_uuid() from generate_series(1, v_n));
+        v_from := 1;
+        while v_from <= v_n loop
+            v_to := v_from;
+            v_piece := v_lens[v_from];
+            while v_to < v_n and v_to - v_from < 99 and v_piece + v_lens[v_to + 1] <= 1000000 loop
+                v_to := v_to + 1;
+                v_piece := v_piece + v_lens[v_to];
+            end loop;
+            execute 'insert into agentmem.messages '
+                || '(tenant_id, message_id, conversation_id, user_id, message_index, role, content, metadata, occurred_at) '
+                || 'values '
                 || (
                     select string_agg(pg_catalog.format(
-                        '(%L, %L::uuid, %L, %L, %L::uuid, %L::vector, %L::timestamptz)',
-                        v_tenant, v_ids[g.i], v_model, v_user, v_conversation_id, store_messages.embeddings[g.i],
-                        v_times[g.i]
+                        '(%L, %L::uuid, %L::uuid, %L, %s, %L, %L, %L::jsonb, %L::timestamptz)',
+                        v_tenant, v_ids[g.i], v_conversation_id, v_user, v_first + g.i - 1,
+                        store_messages.roles[g.i], store_messages.contents[g.i],
+                        coalesce(store_messages.metadata[g.i], '{}'::jsonb), v_times[g.i]
                     ), ', ' order by g.i)
                     from generate_series(v_from, v_to) as g (i)
-                    where store_messages.embeddings[g.i] is not null
                 );
-        end if;
-        v_from := v_to + 1;
-    end loop;
+            if cardinality(v_queued) = 0
+                or exists (select from generate_series(v_from, v_to) as g (i) where store_messages.embeddings[g.i] is not null) then
+                execute 'insert into agentmem.message_embeddings '
+                    || '(tenant_id, message_id, model, user_id, conversation_id, embedding, occurred_at) values '
+                    || (
+                        select string_agg(pg_catalog.format(
+                            '(%L, %L::uuid, %L, %L, %L::uuid, %L::vector, %L::timestamptz)',
+                            v_tenant, v_ids[g.i], v_model, v_user, v_conversation_id, store_messages.embeddings[g.i],
+                            v_times[g.i]
+                        ), ', ' order by g.i)
+                        from generate_series(v_from, v_to) as g (i)
+                        where store_messages.embeddings[g.i] is not null
+                    );
+            end if;
+            v_from := v_to + 1;
+        end loop;
+    end if;
     -- Embedding jobs, in this transaction: for the messages without a vector,
     -- and for every model the tenant is being re-embedded into.
-    v_queued := array(select g.i from generate_series(1, v_n) as g (i) where store_messages.embeddings[g.i] is null);
     v_jobs := agentmem_private.embedding_job_models(v_tenant, v_model, cardinality(v_queued) = 0);
     if cardinality(v_jobs) > 0 then
         if cardinality(v_queued) > 0 then
@@ -425,6 +460,12 @@ begin
         perform agentmem_private.enqueue_embedding_jobs(
             v_tenant, 'message', v_ids, store_messages.contents, array(select x from unnest(v_jobs) as x where x <> v_model)
         );
+    end if;
+    if v_n = 1 then
+        message_id := v_ids[1];
+        message_index := v_first;
+        return next;
+        return;
     end if;
     return query
     select v_ids[g.i], v_first + g.i - 1 from generate_series(1, v_n) as g (i)
@@ -457,11 +498,15 @@ create or replace function agentmem.store_message(
     metadata jsonb default '{}',
     occurred_at timestamptz default null
 ) returns table (message_id uuid, message_index int)
-language sql
+language plpgsql
 volatile
 security definer
 set search_path from current
 as $$
+begin
+    -- PL/pgSQL, not SQL: the statement's plan is kept for the session
+    -- (PostgreSQL before 18 plans a SQL function's body at every call).
+    return query
     select s.message_id, s.message_index
     from agentmem.store_messages(
         conversation_id => store_message.conversation_id,
@@ -471,7 +516,8 @@ as $$
         model => store_message.model,
         metadata => array[store_message.metadata],
         occurred_at => case when store_message.occurred_at is not null then array[store_message.occurred_at] end
-    ) as s
+    ) as s;
+end
 $$;
 
 comment on function agentmem.store_message(anycompatible, text, text, vector, text, jsonb, timestamptz) is

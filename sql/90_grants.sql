@@ -213,3 +213,56 @@ begin
     revoke create on schema agentmem from agentmem_owner, agentmem_queue;
 end
 $ownership$;
+
+-- Every security definer function agentmem_owner owns resets
+-- agentmem.tenant_checked on entry (and restores it on exit): within one call
+-- of such a function, agentmem.current_tenant() checks the tenant's binding
+-- once and trusts the mark it leaves there for the call's later statements;
+-- a value the session set itself is never seen inside one. Re-applied on every
+-- install: create or replace drops a function's SET clauses. A DBA who is not
+-- a superuser may put that setting in a SET clause only once a superuser
+-- granted it (PostgreSQL refuses a placeholder setting otherwise): until then
+-- the mark is not trusted (agentmem_private.tenant_mark_trusted() is false)
+-- and every statement looks the grants up, and the install warns.
+do $tenant_checked$
+declare
+    v_fn regprocedure;
+    v_missing bigint;
+begin
+    for v_fn in
+        select p.oid::regprocedure
+        from pg_catalog.pg_proc as p
+        where
+            p.prosecdef
+            and p.proowner = 'agentmem_owner'::regrole
+            and not coalesce('agentmem.tenant_checked=' = any(p.proconfig), false)
+        order by 1
+    loop
+        begin
+            execute pg_catalog.format('alter function %s set agentmem.tenant_checked = %L', v_fn, '');
+        exception when insufficient_privilege then
+            exit;
+        end;
+    end loop;
+    select count(*) into v_missing
+    from pg_catalog.pg_proc as p
+    where
+        p.prosecdef
+        and p.proowner = 'agentmem_owner'::regrole
+        and not coalesce('agentmem.tenant_checked=' = any(p.proconfig), false);
+    execute pg_catalog.format($f$
+        create or replace function agentmem_private.tenant_mark_trusted()
+        returns boolean language sql immutable parallel safe security invoker
+        set search_path from current
+        as %L
+    $f$, pg_catalog.format('select %L::pg_catalog.bool', v_missing = 0));
+    if v_missing > 0 then
+        raise warning 'the tenant binding is checked at every statement of a call, not once per call'
+        using
+            detail = pg_catalog.format('Role %s may not put the setting agentmem.tenant_checked in the SET clause '
+                || 'of %s of agentmem''s functions.', current_user, v_missing),
+            hint = pg_catalog.format('Ask a superuser to run "grant set on parameter agentmem.tenant_checked to %I;", '
+                || 'then install again.', current_user);
+    end if;
+end
+$tenant_checked$;

@@ -691,6 +691,24 @@ def test_round_trips_of_cached_answer_recall_and_search_messages(app_url, stub, 
         assert trips() == (1, ["set_tenant", "search_messages"])
 
 
+def test_remember_costs_one_round_trip_beyond_the_embedding(app_url, stub, tmp_path):
+    """remember: the embedding (the cache's lookup; on a miss the model, then the cache's store), then one
+    round trip that stores the message, as store_message with a vector takes alone."""
+    emb = OllamaEmbedder("all-minilm", host=stub.host)
+    with Memory.connect(app_url, tenant="acme", max_size=1, embedder=emb) as mem:
+        cid = mem.start_conversation("alice")
+        trips = RoundTrips(mem, tmp_path)
+        first = mem.remember(cid, "user", "my API key is in the vault")      # cold embedding cache
+        assert trips() == (3, ["set_tenant", "embedding_cache_lookup", "set_tenant", "embedding_cache_store",
+                               "set_tenant", "store_message"])
+        second = mem.remember(cid, "user", "my API key is in the vault")     # warm
+        assert trips() == (2, ["set_tenant", "embedding_cache_lookup", "set_tenant", "store_message"])
+        assert (first.message_index, second.message_index) == (0, 1)
+        assert stub.embedded_texts == ["my API key is in the vault"]
+        mem.store_message(cid, "user", "no embedding to make", [0.1] * 384, model="all-minilm")
+        assert trips() == (1, ["set_tenant", "store_message"])
+
+
 def test_a_client_opened_without_a_check_reads_the_prefixes_at_first_use(app_url, stub, tmp_path):
     emb = OllamaEmbedder("nomic-embed-text", host=stub.host)
     with Memory.connect(app_url, tenant="acme", max_size=1, embedder=emb, check=False) as mem:

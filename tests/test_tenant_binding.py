@@ -128,6 +128,74 @@ def test_a_revoked_grant_takes_effect_at_the_next_transaction(admin, server, dbn
                             (cid,)).fetchone() == (0,)
 
 
+def test_a_mark_of_a_checked_tenant_the_session_sets_itself_is_never_trusted(admin, server, dbname, roles):
+    """current_tenant() marks the tenant it checked in agentmem.tenant_checked for the rest of one call of an
+    API function, which resets the mark on entry: a session that sets the mark itself (for the session, for
+    its transaction) still acts as its granted tenant only, by every route, and no mark outlives a call."""
+    app = roles("tb_app")
+    admin.execute("select agentmem.grant_tenant(role_name => %s, tenant_id => 'tenant-a')", (app,))
+    b_conversation = seed_tenant(admin, "tenant-b")
+    with login(server, dbname, app) as conn:
+        conn.execute("select agentmem.set_tenant(tenant_id => 'tenant-a')")
+        a_conversation = conn.execute("select agentmem.start_conversation(user_id => 'u1')").fetchone()[0]
+        add_message(conn, a_conversation)
+        assert conn.execute("select current_setting('agentmem.tenant_checked', true)").fetchone()[0] in (None, "")
+        for mark in ("select set_config('agentmem.tenant_checked', 'tenant-b', false)",
+                     "set agentmem.tenant_checked = 'tenant-b'"):
+            conn.execute(mark)
+            conn.execute("set agentmem.tenant_id = 'tenant-b'")
+            assert sqlstate_of(conn, "select agentmem.current_tenant()") == "AM041"
+            assert sqlstate_of(conn, "select * from agentmem.recent_messages(conversation_id => %s)",
+                               (b_conversation,)) == "AM041"
+            assert sqlstate_of(conn, "select agentmem.start_conversation(user_id => 'u1')") == "AM041"
+            with pytest.raises(psycopg.Error) as info:
+                add_message(conn, b_conversation, "forged")
+            assert info.value.sqlstate == "AM041"
+        with conn.transaction():
+            conn.execute("set local agentmem.tenant_checked = 'tenant-b'")
+            conn.execute("set local agentmem.tenant_id = 'tenant-b'")
+            assert refused(conn, "select * from agentmem.recent_messages(conversation_id => %s)",
+                           (b_conversation,)) == "AM041"
+        # the granted tenant, with the forged mark still set: works, and the mark is the session's again after
+        conn.execute("set agentmem.tenant_id = 'tenant-a'")
+        add_message(conn, a_conversation, "second")
+        assert conn.execute("select current_setting('agentmem.tenant_checked', true)").fetchone() == ("tenant-b",)
+    assert count(admin, "messages", "tenant_id = 'tenant-b'") == 1
+    assert count(admin, "messages", "tenant_id = 'tenant-a'") == 2
+
+
+def test_every_function_that_runs_as_agentmem_owner_resets_the_mark(admin):
+    """The mark is trusted only where current_user is agentmem_owner, which only its security definer functions
+    make it; each resets the mark on entry (sql/90_grants.sql re-applies it after every install)."""
+    definer = admin.execute("select count(*) from pg_proc where prosecdef and proowner = 'agentmem_owner'::regrole"
+                            ).fetchone()[0]
+    missing = admin.execute(
+        "select p.oid::regprocedure::text from pg_proc as p where p.prosecdef "
+        "and p.proowner = 'agentmem_owner'::regrole "
+        "and not coalesce('agentmem.tenant_checked=' = any(p.proconfig), false)").fetchall()
+    assert definer > 20 and missing == []
+    assert admin.execute("select agentmem_private.tenant_mark_trusted()").fetchone() == (True,)
+
+
+def test_a_call_looks_up_the_logins_grants_once(admin, server, dbname, roles):
+    """store_message reads the tenant in every statement's row-level security; the login's grants are looked
+    up once per call, whatever the number of statements (they were looked up in each)."""
+    app = roles("tb_app")
+    admin.execute("select agentmem.grant_tenant(role_name => %s, tenant_id => 'tenant-a')", (app,))
+    reads = ("select coalesce(sum(seq_scan + idx_scan), 0) from pg_stat_xact_user_tables "
+             "where relid = 'agentmem.tenant_grants'::regclass")
+    with login(server, dbname, app) as conn:
+        conn.execute("select agentmem.set_tenant(tenant_id => 'tenant-a')")
+        cid = conn.execute("select agentmem.start_conversation(user_id => 'u1')").fetchone()[0]
+        add_message(conn, cid)
+        with conn.transaction():
+            before = conn.execute(reads).fetchone()[0]
+            add_message(conn, cid, "counted")
+            assert conn.execute(reads).fetchone()[0] - before == 1
+            conn.execute("select * from agentmem.recent_messages(conversation_id => %s)", (cid,))
+            assert conn.execute(reads).fetchone()[0] - before == 2
+
+
 def test_prefix_and_all_tenant_grants_and_the_list(admin, server, dbname, roles):
     regional = roles("tb_eu")
     service = roles("tb_svc")
