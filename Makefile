@@ -35,7 +35,7 @@ $(VENV)/.installed: python/pyproject.toml python/dev/pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	@# the distribution is pg-agentmem (PyPI's agentmem is another project): drop a venv's older install
 	-@$(BIN)/pip uninstall -q -y agentmem >/dev/null 2>&1
-	$(BIN)/pip install -q hatchling -e './python[dev,plot]' -e ./python/dev
+	$(BIN)/pip install -q hatchling -e './python[dev,plot,mcp]' -e ./python/dev
 	touch $@
 
 venv: $(VENV)/.installed

@@ -16,22 +16,8 @@ import pytest
 import agentmem
 from agentmem_dev import devserver
 from agentmem.client import Memory
-from agentmem.migrate import Migrator, Source
-from helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture
-def own_server(tmp_path):
-    """A dedicated embedded server (durable: started without fast=True), migrated."""
-    data = tmp_path / "pg"
-    url = devserver.start(data, port=free_port())
-    try:
-        Migrator(url, Source.load(ROOT)).migrate()
-        yield data, url
-    finally:
-        devserver.stop(data)
 
 
 def test_connection_loss_is_one_exception_and_the_client_recovers(own_server):

@@ -30,8 +30,8 @@ from psycopg.types.json import Jsonb
 
 from .params import as_vector, as_vectors, aware
 from .rows import (AccessReceipt, CacheLookup, CacheStore, ContextItem, ConversationSummary, Fact, FactUpsert,
-                   FactVersion, ListedFact, Message, MessageHit, Receipt, ReportRow, RetentionPolicy, SampledHit,
-                   StoredMessage, TopicShift, WindowMessage)
+                   FactVersion, ListedFact, MemoryStatus, Message, MessageHit, Receipt, ReportRow, RetentionPolicy,
+                   SampledHit, StoredMessage, TopicShift, WindowMessage)
 from .statement import Conn, Embedding, Sql, cached_embeddings, lines, nothing, one, rows, value
 
 R = TypeVar("R")
@@ -290,6 +290,18 @@ class AsyncCalls:
                          page_size: int = 100, *, conn: Conn = None) -> list[ListedFact]:
         return await self.run(rows(ListedFact, "select * from agentmem.list_facts(user_id => %s, include_superseded => %s, "
                                    "after => %s, page_size => %s)", user_id, include_superseded, after, page_size), conn)
+
+    async def memory_status(self, user_id: str, *, conn: Conn = None) -> MemoryStatus:
+        """What the user holds: counts, the embedding jobs waiting, the first and last message's time."""
+        return await self.run(one(MemoryStatus, "select * from agentmem.memory_status(user_id => %s)", user_id), conn)
+
+    async def require_user_item(self, user_id: str, *, conversation_id: uuid.UUID | str | None = None,
+                                message_id: uuid.UUID | str | None = None, fact_id: uuid.UUID | str | None = None,
+                                conn: Conn = None) -> bool:
+        """True when the one id given is the user's item (NotFound otherwise, another user's alike)."""
+        return await self.run(value(bool, "select agentmem.require_user_item(user_id => %s, conversation_id => %s, "
+                                    "message_id => %s, fact_id => %s)",
+                                    user_id, conversation_id, message_id, fact_id), conn)
 
     async def delete_message(self, message_id: uuid.UUID | str, *, conn: Conn = None) -> AccessReceipt:
         return await self.run(one(AccessReceipt, "select * from agentmem.delete_message(message_id => %s)", message_id), conn)
