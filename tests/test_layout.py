@@ -32,7 +32,7 @@ DRIVER = {"test_driver.py", "test_driver_faults.py", "test_embed.py", "test_turn
 # Tests of the package as a whole: installing, upgrading, attacking, documenting and running it.
 WHOLE = {"test_cli.py", "test_compose.py", "test_dba_install.py", "test_demo.py", "test_distribute.py",
          "test_docs.py", "test_examples.py", "test_first_hour.py", "test_hostile.py", "test_layout.py",
-         "test_migrate.py", "test_package.py", "test_security_probes.py"}
+         "test_mcp.py", "test_migrate.py", "test_package.py", "test_security_probes.py"}
 
 
 def sql_files() -> dict[str, list[str]]:

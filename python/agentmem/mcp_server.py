@@ -656,7 +656,12 @@ async def _binding_mode(memory: AsyncMemory) -> str:
 
 
 def main(args: argparse.Namespace, database_url: str) -> int:
+    import logging
+
     import anyio
+    # psycopg warns on stderr when a refused pipeline ends ("error ignored terminating"): the refusal
+    # is the tool's error (or the one line of a refused start), said once.
+    logging.getLogger("psycopg").setLevel(logging.ERROR)
     try:
         settings = settings_from(args, database_url)
         anyio.run(serve, settings)
