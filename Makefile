@@ -81,7 +81,7 @@ test-citus: venv citus
 # sqlfluff on the SQL; mypy on what a type checker sees of the clients (tests/typecheck_clients.py).
 lint: venv
 	$(BIN)/sqlfluff lint sql migrations
-	MYPYPATH=python $(BIN)/mypy --follow-imports=silent tests/typecheck_clients.py
+	MYPYPATH=python $(BIN)/mypy --follow-imports=silent tests/typecheck_clients.py python/agentmem/mcp_server.py
 
 migrate: venv
 	$(BIN)/agentmem migrate --database-url "$(DB_URL)"
@@ -104,7 +104,7 @@ docs: venv
 
 # The peers and the real model (torch 2.13.0 is the CPU build on disk); BENCH_ARGS=--quick for less.
 bench: venv
-	$(BIN)/pip install -q -e './python[dev,bench]'
+	$(BIN)/pip install -q -e './python[dev,bench,mcp]'
 	$(PY) bench/run.py $(BENCH_ARGS)
 
 clean:
