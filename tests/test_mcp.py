@@ -71,9 +71,19 @@ def run(fn, *args):
 # -- stdio ---------------------------------------------------------------------------------------
 
 def test_stdio_tools_store_find_and_forget_in_the_login_s_scope(app_url, admin, server, dbname, stub):
+    # another tenant's and another user's memory, which no call of alice's on acme may reach
+    admin.execute("select agentmem.set_tenant(tenant_id => 'globex')")
+    other = admin.execute("select agentmem.start_conversation(user_id => 'alice')").fetchone()[0]
+    other_msg = admin.execute("select message_id from agentmem.store_message(conversation_id => %s, role => 'user', "
+                              "content => 'refund secret of globex', embedding => null)", (other,)).fetchone()[0]
+    admin.execute("select agentmem.set_tenant(tenant_id => 'acme')")
+    bob = admin.execute("select agentmem.start_conversation(user_id => 'bob')").fetchone()[0]
+    admin.execute("select agentmem.store_message(conversation_id => %s, role => 'user', "
+                  "content => 'refund secret of bob', embedding => null)", (bob,))
+
     async def body():
         async with stdio_session(app_url, "--tenant", "acme", "--user", "alice", "--embedder", "ollama",
-                                 "--ollama-host", stub.host, "--no-embed-writes") as s:
+                                 "--ollama-host", stub.host, "--no-embed-writes", "--allow-forget-user") as s:
             tools = {t.name: t for t in (await s.list_tools()).tools}
             assert set(tools) == WRITING | READING
             for tool in tools.values():  # no tool takes a tenant or a user
@@ -138,37 +148,24 @@ def test_stdio_tools_store_find_and_forget_in_the_login_s_scope(app_url, admin, 
             assert "7731" not in json.dumps(after) and after["found"]["user_has_memory"] is True
             fact = await call(s, "forget", fact_id=now["facts"][0]["fact_id"])
             assert fact["forgot"] == "fact"
-            assert code_of(await call(s, "forget", whole_user=True)) == "AM041"   # not allowed on this server
             assert code_of(await call(s, "forget", message_id=hits[0]["message_id"])) == "AM030"
 
-    run(body)
-    assert count(admin, "messages") == 1 and count(admin, "facts") == 0
-
-
-def test_identity_decides_the_scope_ids_of_another_user_or_tenant_are_not_found(app_url, admin):
-    admin.execute("select agentmem.set_tenant(tenant_id => 'globex')")
-    other = admin.execute("select agentmem.start_conversation(user_id => 'alice')").fetchone()[0]
-    other_msg = admin.execute("select message_id from agentmem.store_message(conversation_id => %s, role => 'user', "
-                              "content => 'globex secret', embedding => null)", (other,)).fetchone()[0]
-    admin.execute("select agentmem.set_tenant(tenant_id => 'acme')")
-    bob = admin.execute("select agentmem.start_conversation(user_id => 'bob')").fetchone()[0]
-    admin.execute("select agentmem.store_message(conversation_id => %s, role => 'user', content => 'bob secret', "
-                  "embedding => null)", (bob,))
-    before = count(admin, "messages")
-
-    async def body():
-        async with stdio_session(app_url, "--tenant", "acme", "--user", "alice", "--allow-forget-user") as s:
-            assert (await call(s, "recall", query="secret"))["found"]["note"] == "no memory at all"
+            # ids of another user of the tenant, or of another tenant: not found, alike
             for cid in (other, bob):
                 assert code_of(await call(s, "remember", text="x", conversation_id=str(cid))) == "AM030"
                 assert code_of(await call(s, "recent", conversation_id=str(cid))) == "AM030"
+                assert code_of(await call(s, "recall", query="x", conversation_id=str(cid))) == "AM030"
             assert code_of(await call(s, "forget", message_id=str(other_msg))) == "AM030"
-            assert code_of(await call(s, "recall", query="secret", conversation_id=str(bob))) == "AM030"
+            assert all("secret" not in m["content"] for m in (await call(s, "recall", query="refund secret"))["messages"])
+
+            # the whole user, on a server that allows it: alice only
             erased = await call(s, "forget", whole_user=True)
-            assert erased["forgot"] == "user" and (erased["scope"]["tenant"], erased["scope"]["user"]) == ("acme", "alice")
+            assert erased["forgot"] == "user"
+            assert (erased["scope"]["tenant"], erased["scope"]["user"]) == ("acme", "alice")
+            assert (await call(s, "recall", query="refund"))["found"]["note"] == "no memory at all"
 
     run(body)
-    assert count(admin, "messages") == before
+    assert count(admin, "messages") == 2 and count(admin, "facts") == 0   # bob's and globex's
 
 
 def test_hostile_arguments_are_tool_errors_that_store_nothing(app_url, admin):
@@ -200,6 +197,7 @@ def test_hostile_arguments_are_tool_errors_that_store_nothing(app_url, admin):
             assert code_of(await call(s, "remember_fact", subject="s" * 300, fact="f")) == "AM021"
             assert code_of(await call(s, "list_memories", after="not a cursor")) == "AM020"
             assert code_of(await call(s, "forget", message_id="1", fact_id="2")) == "AM020"
+            assert code_of(await call(s, "forget", whole_user=True)) == "AM041"   # not without --allow-forget-user
             # a wrong type is refused by the SDK's own argument check, still a tool error
             assert (await s.call_tool("recall", {"query": {"$gt": ""}})).is_error
             # the server is alive, and nothing of the above was stored
@@ -208,6 +206,40 @@ def test_hostile_arguments_are_tool_errors_that_store_nothing(app_url, admin):
 
     run(body)
     assert count(admin, "messages") == 1
+
+
+def test_json_too_deep_to_parse_is_dropped_and_the_server_goes_on(app_url):
+    """100,000 levels of JSON in a tool call, sent raw over the pipe (no client would serialise it): the SDK's
+    parser refuses the message (no reply, as it has no id it could read), and the next call is answered."""
+    import select
+    proc = subprocess.Popen([sys.executable, *server_args(app_url, "--tenant", "acme", "--user", "alice")],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+
+    def send(text: str) -> None:
+        proc.stdin.write(text + "\n")
+        proc.stdin.flush()
+
+    def reply(timeout: float) -> dict | None:
+        ready, _, _ = select.select([proc.stdout], [], [], timeout)
+        return json.loads(proc.stdout.readline()) if ready else None
+
+    try:
+        send(json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "0"}}}))
+        assert reply(60)["id"] == 1
+        send(json.dumps({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        depth = 100_000
+        send('{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"remember","arguments":'
+             '{"text":"deep","metadata":' + '{"d":' * depth + "1" + "}" * depth + "}}}")
+        send(json.dumps({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                         "params": {"name": "memory_status", "arguments": {}}}))
+        answer = reply(60)
+        assert answer is not None and answer["id"] == 3 and not answer["result"].get("isError")
+        assert answer["result"]["structuredContent"]["messages"] == 0
+        assert proc.poll() is None
+    finally:
+        proc.stdin.close()
+        proc.wait(20)
 
 
 def test_read_only_registers_no_writing_tool_and_refuses_a_write(app_url, admin):

@@ -624,8 +624,11 @@ def settings_from(args: argparse.Namespace, database_url: str) -> Settings:
 
 async def serve(settings: Settings) -> None:
     try:
+        # Without the embedder here: connect would read its prefixes behind a tenant (set_tenant), and
+        # under HTTP no tenant is known yet; the first call that embeds reads them, as its own identity.
         memory = await AsyncMemory.connect(settings.database_url, tenant=settings.tenant or "-",
-                                           embedder=settings.embedder, max_size=settings.pool_size)
+                                           max_size=settings.pool_size)
+        memory.embedder = settings.embedder
     except AgentmemError as exc:
         raise Refused(f"cannot use the database: {str(exc).splitlines()[0]}") from exc
     except psycopg.Error as exc:
