@@ -208,12 +208,7 @@ def main(argv: list[str] | None = None) -> int:
                                lease_seconds=args.lease, embedder=args.embedder, host=args.ollama_host,
                                poll=args.poll)
         elif args.command == "mcp":
-            try:
-                from . import mcp_server
-            except ModuleNotFoundError as exc:
-                print(f"agentmem mcp: needs the extra mcp ({exc.name} is missing): pip install 'pg-agentmem[mcp]'",
-                      file=sys.stderr)
-                return 2
+            from . import mcp_server
             return mcp_server.main(args, database_url(args))
         elif args.command == "export":
             from .transfer import export

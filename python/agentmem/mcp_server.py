@@ -30,7 +30,14 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Literal, Optional
 
 import psycopg
-from pydantic import BaseModel, Field
+
+try:
+    from pydantic import BaseModel, Field
+except ModuleNotFoundError:  # without the extra mcp the module still imports; main() says what to install
+    BaseModel = object  # type: ignore[misc,assignment]
+
+    def Field(default: Any = None, **_: Any) -> Any:  # type: ignore[no-redef]  # noqa: N802
+        return default
 
 from .client_async import AsyncMemory
 from .statement import Sql
@@ -623,16 +630,12 @@ def settings_from(args: argparse.Namespace, database_url: str) -> Settings:
 
 
 async def serve(settings: Settings) -> None:
-    try:
-        # Without the embedder here: connect would read its prefixes behind a tenant (set_tenant), and
-        # under HTTP no tenant is known yet; the first call that embeds reads them, as its own identity.
-        memory = await AsyncMemory.connect(settings.database_url, tenant=settings.tenant or "-",
-                                           max_size=settings.pool_size)
-        memory.embedder = settings.embedder
-    except AgentmemError as exc:
-        raise Refused(f"cannot use the database: {str(exc).splitlines()[0]}") from exc
-    except psycopg.Error as exc:
-        raise Refused(f"cannot connect to the database: {str(exc).splitlines()[0] if str(exc) else exc}") from exc
+    # Without the embedder here: connect would read its prefixes behind a tenant (set_tenant), and
+    # under HTTP no tenant is known yet; the first call that embeds reads them, as its own identity.
+    # A database that cannot be reached raises through to the command: one line, exit 2.
+    memory = await AsyncMemory.connect(settings.database_url, tenant=settings.tenant or "-",
+                                       max_size=settings.pool_size)
+    memory.embedder = settings.embedder
     try:
         settings.binding_mode = await _binding_mode(memory)
         if settings.http is None:
@@ -670,7 +673,13 @@ async def _binding_mode(memory: AsyncMemory) -> str:
 
 
 def main(args: argparse.Namespace, database_url: str) -> int:
+    import importlib.util
     import logging
+    missing = [m for m in ("mcp", "jwt", "pydantic") if importlib.util.find_spec(m) is None]
+    if missing:
+        print(f"agentmem mcp: needs the extra mcp ({', '.join(missing)} missing): pip install 'pg-agentmem[mcp]'",
+              file=sys.stderr)
+        return 2
 
     import anyio
     # psycopg warns on stderr when a refused pipeline ends ("error ignored terminating"): the refusal
