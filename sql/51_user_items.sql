@@ -593,7 +593,7 @@ end
 $$;
 
 comment on function agentmem.require_user_item(text, anycompatible, anycompatible, anycompatible) is
-'True when the conversation, message or fact (exactly one of conversation_id, message_id, fact_id) is one of user_id''s in the current tenant; AM030 otherwise (another user''s item and a missing one alike, so the error tells nothing of other users).
+'True when the one item named (conversation_id, message_id or fact_id) is user_id''s in the current tenant, else AM030, for another user''s item and a missing one alike (the error tells nothing of other users).
 For a door serving one user (the MCP server): called first in the transaction of a call that takes
 an id (store_message, short_term_context, delete_message, delete_fact), it confines that call to the
 user''s own items. AM020 for an id that is not a UUID, none or more than one id, or a bad user_id.
