@@ -243,12 +243,16 @@ def test_json_too_deep_to_parse_is_dropped_and_the_server_goes_on(app_url):
 
 
 def test_read_only_registers_no_writing_tool_and_refuses_a_write(app_url, admin):
+    # and on stdio under the jwt binding mode: the login's own claim for its --tenant (docs/mcp.md)
+    admin.execute("select agentmem.set_tenant_binding(mode => 'jwt')")
+
     async def body():
         async with stdio_session(app_url, "--tenant", "acme", "--user", "alice", "--read-only") as s:
             assert {t.name for t in (await s.list_tools()).tools} == READING
             refused = await s.call_tool("remember", {"text": "written anyway"})
             assert refused.is_error
-            assert (await call(s, "memory_status"))["read_only"] is True
+            status = await call(s, "memory_status")
+            assert status["read_only"] is True and status["binding_mode"] == "jwt"
 
     run(body)
     assert count(admin, "messages") == 0
