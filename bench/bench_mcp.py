@@ -96,6 +96,36 @@ async def measure(app_url: str, queries: list[str], embedder_host: str | None) -
     return {"tool": t, "driver": d, "ping": p50_p95(ping_ms), "added": t[0] - d[0], "n": len(queries)}
 
 
+async def in_process(app_url: str, queries: list[str]) -> dict:
+    """The tool's own work without the pipe: the SDK's MCPServer.call_tool in this process (argument
+    validation, the tool, the structured result) against the driver's call, in turn."""
+    from agentmem import mcp_server
+    from agentmem.client import AsyncMemory
+    mem = await AsyncMemory.connect(app_url, tenant="bench", max_size=2)
+    server = mcp_server.build(mcp_server.Settings(database_url=app_url, tenant="bench", user="u1"), mem)
+    tool_ms, driver_ms = [], []
+
+    async def by_tool(q: str) -> None:
+        result = await server.call_tool("recall", {"query": q, "k": 5, "radius": 1})
+        assert not result.is_error, result
+
+    async def by_driver(q: str) -> None:
+        await mem.search_with_context("u1", None, k=5, radius=1, query_text=q)
+
+    for q in queries[:20]:
+        await by_tool(q)
+        await by_driver(q)
+    for i, q in enumerate(queries):
+        for fn, out in ((by_tool, tool_ms), (by_driver, driver_ms)) if i % 2 == 0 else \
+                ((by_driver, driver_ms), (by_tool, tool_ms)):
+            t0 = time.perf_counter()
+            await fn(q)
+            out.append((time.perf_counter() - t0) * 1000)
+    await mem.close()
+    t, d = p50_p95(tool_ms), p50_p95(driver_ms)
+    return {"tool": t, "driver": d, "added": t[0] - d[0]}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", required=True)
@@ -118,6 +148,7 @@ def main() -> int:
     try:
         words = asyncio.run(measure(app_url, queries, None))
         hybrid = asyncio.run(measure(app_url, queries, stub.host))
+        inproc = asyncio.run(in_process(app_url, queries))
     finally:
         stub.stop()
     minutes = (time.perf_counter() - started) / 60
@@ -141,6 +172,11 @@ as the tool runs it, `AsyncMemory.search_with_context(...)` (one round trip); in
 | mode | driver p50 / p95 ms | MCP tool p50 / p95 ms | MCP adds (p50) | MCP ping p50 / p95 ms | within 5 ms |
 |---|---:|---:|---:|---:|---|
 {rows}
+
+Without the pipe (words, the tool called in the benchmark's process through the SDK's `MCPServer.call_tool`:
+the argument validation, the tool and its structured result, no transport): driver {inproc['driver'][0]:.2f} /
+{inproc['driver'][1]:.2f} ms, tool {inproc['tool'][0]:.2f} / {inproc['tool'][1]:.2f} ms, the layer adds
+{inproc['added']:+.2f} ms at p50.
 
 What the tool adds is the MCP layer: JSON-RPC over the pipe both ways, the SDK validating the arguments and
 the structured result against their schemas, and the result's JSON (each hit with its window). The search

@@ -304,7 +304,8 @@ def http_server(app_url, admin, tmp_path):
     secret.write_text(SECRET)
     port = free_port()
     proc = subprocess.Popen([sys.executable, *server_args(app_url, "--http", f"127.0.0.1:{port}",
-                                                          "--jwt-secret-file", str(secret))],
+                                                          "--jwt-secret-file", str(secret),
+                                                          "--allowed-host", "mcp.example.test")],
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     import httpx
     wait_until(lambda: proc.poll() is not None or _answers(httpx, port), timeout=60, what="the HTTP server")
@@ -334,9 +335,11 @@ async def http_session(url: str, bearer: str | None):
         yield session
 
 
-def status_of(url: str, bearer: str | None) -> int:
+def status_of(url: str, bearer: str | None, host: str | None = None) -> int:
     import httpx
     headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    if host is not None:
+        headers["Host"] = host
     if bearer is not None:
         headers["Authorization"] = f"Bearer {bearer}"
     body = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
@@ -394,6 +397,9 @@ def test_http_tokens_decide_tenant_and_user_interleaved_and_bad_tokens_are_refus
     for name, bearer in refused.items():
         assert status_of(http_server, bearer) == 401, name
     assert status_of(http_server, good) == 200   # the server is alive
+    # loopback, the SDK's guard against DNS rebinding: the Host a gateway forwards only when allowed
+    assert status_of(http_server, good, host="mcp.example.test") == 200
+    assert status_of(http_server, good, host="rebound.example.test") != 200
     assert count(admin, "messages") == 9
 
 

@@ -208,6 +208,7 @@ class Settings:
     user_claim: str = "sub"
     binding_mode: str = "role"
     pool_size: int = 10
+    allowed_hosts: list[str] = field(default_factory=list)
 
 
 def claim_at(claims: dict, path: str) -> Any:
@@ -597,7 +598,7 @@ def settings_from(args: argparse.Namespace, database_url: str) -> Settings:
     s = Settings(database_url=database_url, tenant=args.tenant, user=args.user, read_only=args.read_only,
                  allow_forget_user=args.allow_forget_user, embed_writes=not args.no_embed_writes,
                  jwt_audience=args.jwt_audience, jwt_issuer=args.jwt_issuer, tenant_claim=args.tenant_claim,
-                 user_claim=args.user_claim, pool_size=args.pool_size)
+                 user_claim=args.user_claim, pool_size=args.pool_size, allowed_hosts=args.allowed_host or [])
     if args.embedder == "ollama":
         from .embed import OllamaEmbedder
         s.embedder = OllamaEmbedder(model=args.model, host=args.ollama_host)
@@ -657,7 +658,17 @@ async def serve(settings: Settings) -> None:
             await server.run_stdio_async()
         else:
             host, port = settings.http
-            await server.run_streamable_http_async(host=host, port=port, stateless_http=True)
+            security = None
+            if settings.allowed_hosts:
+                # The SDK guards a loopback server against DNS rebinding (Host must be a loopback name);
+                # behind a gateway the Host it forwards is the public name, allowed here.
+                from mcp.server.transport_security import TransportSecuritySettings
+                hosts = ["127.0.0.1:*", "localhost:*", "[::1]:*", *settings.allowed_hosts]
+                security = TransportSecuritySettings(
+                    enable_dns_rebinding_protection=True, allowed_hosts=hosts,
+                    allowed_origins=[f"{scheme}://{h}" for h in hosts for scheme in ("http", "https")])
+            await server.run_streamable_http_async(host=host, port=port, stateless_http=True,
+                                                   transport_security=security)
     finally:
         await memory.close()
 
