@@ -277,7 +277,7 @@ def test_a_database_restart_fails_the_calls_during_it_and_the_next_one_works(own
     port = int(url.rsplit(":", 1)[1].split("/")[0])
 
     async def body():
-        async with stdio_session(url, "--tenant", "acme", "--user", "alice") as s:
+        async with stdio_session(url, "--tenant", "acme", "--user", "alice", "--db-timeout", "2") as s:
             assert "conversation_id" in await call(s, "remember", text="before the restart")
             devserver.stop(data)
             during = await call(s, "recall", query="restart")

@@ -71,6 +71,8 @@ def mcp_arguments(p: argparse.ArgumentParser) -> None:
                         "jwt_claim)")
     p.add_argument("--user-claim", default="sub", help="the claim naming the user (default sub)")
     p.add_argument("--pool-size", type=int, default=10, help="database connections at most (default 10)")
+    p.add_argument("--db-timeout", type=float, default=10.0,
+                   help="seconds a call waits for a database connection before its tool error (default 10)")
     p.add_argument("--allowed-host", action="append", metavar="HOST[:PORT]",
                    help="HTTP: a Host header to accept besides loopback names (the name a gateway forwards; "
                         "repeatable; e.g. mcp.example.com or mcp.example.com:*)")

@@ -208,6 +208,7 @@ class Settings:
     user_claim: str = "sub"
     binding_mode: str = "role"
     pool_size: int = 10
+    db_timeout: float = 10.0
     allowed_hosts: list[str] = field(default_factory=list)
 
 
@@ -598,7 +599,8 @@ def settings_from(args: argparse.Namespace, database_url: str) -> Settings:
     s = Settings(database_url=database_url, tenant=args.tenant, user=args.user, read_only=args.read_only,
                  allow_forget_user=args.allow_forget_user, embed_writes=not args.no_embed_writes,
                  jwt_audience=args.jwt_audience, jwt_issuer=args.jwt_issuer, tenant_claim=args.tenant_claim,
-                 user_claim=args.user_claim, pool_size=args.pool_size, allowed_hosts=args.allowed_host or [])
+                 user_claim=args.user_claim, pool_size=args.pool_size, db_timeout=args.db_timeout,
+                 allowed_hosts=args.allowed_host or [])
     if args.embedder == "ollama":
         from .embed import OllamaEmbedder
         s.embedder = OllamaEmbedder(model=args.model, host=args.ollama_host)
@@ -635,7 +637,7 @@ async def serve(settings: Settings) -> None:
     # under HTTP no tenant is known yet; the first call that embeds reads them, as its own identity.
     # A database that cannot be reached raises through to the command: one line, exit 2.
     memory = await AsyncMemory.connect(settings.database_url, tenant=settings.tenant or "-",
-                                       max_size=settings.pool_size)
+                                       max_size=settings.pool_size, timeout=settings.db_timeout)
     memory.embedder = settings.embedder
     try:
         settings.binding_mode = await _binding_mode(memory)
