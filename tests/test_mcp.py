@@ -246,13 +246,26 @@ def test_read_only_registers_no_writing_tool_and_refuses_a_write(app_url, admin)
     # and on stdio under the jwt binding mode: the login's own claim for its --tenant (docs/mcp.md)
     admin.execute("select agentmem.set_tenant_binding(mode => 'jwt')")
 
+    # started as docs/mcp.md's desktop configuration says (its args, the URL from its env), plus --read-only
+    import re
+    from pathlib import Path
+    doc = (Path(__file__).resolve().parents[1] / "docs" / "mcp.md").read_text()
+    config = json.loads(re.search(r"```json\n(.*?)```", doc, re.S).group(1))["mcpServers"]["agentmem"]
+    assert config["command"].endswith("/agentmem") and config["args"][0] == "mcp"
+    assert "AGENTMEM_DATABASE_URL" in config["env"]
+    params = StdioServerParameters(command=sys.executable, args=["-m", "agentmem.cli", *config["args"], "--read-only"],
+                                   env={"AGENTMEM_DATABASE_URL": app_url})
+
     async def body():
-        async with stdio_session(app_url, "--tenant", "acme", "--user", "alice", "--read-only") as s:
-            assert {t.name for t in (await s.list_tools()).tools} == READING
-            refused = await s.call_tool("remember", {"text": "written anyway"})
-            assert refused.is_error
-            status = await call(s, "memory_status")
-            assert status["read_only"] is True and status["binding_mode"] == "jwt"
+        with open(os.devnull, "w") as errlog:
+            async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as s:
+                await s.initialize()
+                assert {t.name for t in (await s.list_tools()).tools} == READING
+                refused = await s.call_tool("remember", {"text": "written anyway"})
+                assert refused.is_error
+                status = await call(s, "memory_status")
+                assert status["read_only"] is True and status["binding_mode"] == "jwt"
+                assert (status["scope"]["tenant"], status["scope"]["user"]) == ("acme", "alice")
 
     run(body)
     assert count(admin, "messages") == 0
