@@ -40,7 +40,7 @@ $(VENV)/.installed: python/pyproject.toml python/dev/pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	@# the distribution is pg-agentmem (PyPI's agentmem is another project): drop a venv's older install
 	-@$(BIN)/pip uninstall -q -y agentmem >/dev/null 2>&1
-	$(BIN)/pip install -q hatchling -e './python[dev,plot,inspect,browser]' -e ./python/dev
+	$(BIN)/pip install -q hatchling -e './python[dev,plot,inspect,browser,mcp]' -e ./python/dev
 	touch $@
 
 venv: $(VENV)/.installed
@@ -121,7 +121,7 @@ test-citus: venv citus
 # the turn and the embedders, which reach the clients through their typed seams (TurnBase[M], Embedder).
 lint: venv
 	$(BIN)/sqlfluff lint sql migrations
-	MYPYPATH=python $(BIN)/mypy --follow-imports=silent tests/typecheck_clients.py \
+	MYPYPATH=python $(BIN)/mypy --follow-imports=silent tests/typecheck_clients.py python/agentmem/mcp_server.py \
 	  python/agentmem/turn_async.py python/agentmem/turn_sync.py python/agentmem/turn_parts.py python/agentmem/embed.py python/agentmem/lexical.py
 
 migrate: venv
@@ -145,7 +145,7 @@ docs: venv
 
 # The peers and the real model (torch 2.13.0 is the CPU build on disk); BENCH_ARGS=--quick for less.
 bench: venv
-	$(BIN)/pip install -q -e './python[dev,bench]'
+	$(BIN)/pip install -q -e './python[dev,bench,mcp]'
 	$(PY) bench/run.py $(BENCH_ARGS)
 
 clean:

@@ -34,6 +34,7 @@ NAMES = [
     (r"async for ", "for "),
     (r"await ", ""),
     (r"AsyncCalls", "Calls"),
+    (r"AsyncStatements", "Statements"),
     (r"AsyncMemory", "Memory"),
     (r"AsyncTurn", "Turn"),
     (r"AsyncConnectionPool", "ConnectionPool"),

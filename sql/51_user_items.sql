@@ -819,3 +819,125 @@ meanwhile is newer than the cursor. Expired entries are listed until sweep_cache
 them (expires_at in the past). page_size: 1 to 1,000 (AM020); AM020 for an after that is not a cursor.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
 Called by: the application (agentmem_app).';
+
+-- A door serving one user (the MCP server, a web page): what the user holds, and whether an item
+-- named by id is that user's, so that a door acts on its own user's items only.
+
+create or replace function agentmem.memory_status(user_id text)
+returns table (
+    tenant_id text,
+    conversations bigint,
+    messages bigint,
+    facts bigint,
+    embeddings_pending bigint,
+    embeddings_failed bigint,
+    oldest_pending timestamptz,
+    first_message_at timestamptz,
+    last_message_at timestamptz
+)
+language plpgsql
+stable
+security definer
+set search_path from current
+as $$
+declare
+    v_tenant text := agentmem.current_tenant();
+begin
+    perform agentmem_private.check_user_id(memory_status.user_id);
+    return query
+    with jobs as (
+        select j.state, j.enqueued_at
+        from agentmem.embedding_jobs as j
+        inner join agentmem.messages as m
+            on m.tenant_id = j.tenant_id and m.message_id = j.message_id
+        where j.tenant_id = v_tenant and m.tenant_id = v_tenant and m.user_id = memory_status.user_id
+        union all
+        select j.state, j.enqueued_at
+        from agentmem.embedding_jobs as j
+        inner join agentmem.facts as f
+            on f.tenant_id = j.tenant_id and f.fact_id = j.fact_id
+        where j.tenant_id = v_tenant and f.tenant_id = v_tenant and f.user_id = memory_status.user_id
+    )
+    select
+        v_tenant,
+        (select count(*) from agentmem.conversations as c
+            where c.tenant_id = v_tenant and c.user_id = memory_status.user_id),
+        m.n,
+        (select count(*) from agentmem.facts as f
+            where f.tenant_id = v_tenant and f.user_id = memory_status.user_id),
+        (select count(*) from jobs where jobs.state <> 'failed'),
+        (select count(*) from jobs where jobs.state = 'failed'),
+        (select min(jobs.enqueued_at) from jobs where jobs.state <> 'failed'),
+        m.first_at,
+        m.last_at
+    from (
+        select count(*) as n, min(mm.occurred_at) as first_at, max(mm.occurred_at) as last_at
+        from agentmem.messages as mm
+        where mm.tenant_id = v_tenant and mm.user_id = memory_status.user_id
+    ) as m;
+end
+$$;
+
+comment on function agentmem.memory_status(text) is
+'What one user of the current tenant holds (tenant_id: the tenant it counted in): conversations, messages and facts (current ones), the embedding jobs of the user''s messages and facts still waiting (pending or running) or parked as failed, the oldest waiting job''s time, and the time of the first and last message.
+A user with nothing stored gets one row of zeros (so "no memory at all" can be told from a search that
+matched nothing). Counts the user''s rows through the (tenant_id, user_id) indexes: milliseconds for
+10,000s of messages. AM020 for a blank user_id or one over 256 characters.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';
+
+create or replace function agentmem.require_user_item(
+    user_id text,
+    conversation_id anycompatible default null::uuid,
+    message_id anycompatible default null::uuid,
+    fact_id anycompatible default null::uuid
+) returns boolean
+language plpgsql
+stable
+security definer
+set search_path from current
+as $$
+declare
+    v_tenant text := agentmem.current_tenant();
+    v_conversation uuid := agentmem_private.uuid_arg('conversation_id', require_user_item.conversation_id);
+    v_message uuid := agentmem_private.uuid_arg('message_id', require_user_item.message_id);
+    v_fact uuid := agentmem_private.uuid_arg('fact_id', require_user_item.fact_id);
+    v_what text;
+begin
+    perform agentmem_private.check_user_id(require_user_item.user_id);
+    if (v_conversation is not null)::int + (v_message is not null)::int + (v_fact is not null)::int <> 1 then
+        raise exception 'pass exactly one of conversation_id, message_id and fact_id'
+        using errcode = 'AM020', hint = 'e.g. require_user_item(user_id => ''alice'', message_id => ''...'').';
+    end if;
+    if v_conversation is not null and exists (
+        select from agentmem.conversations as c
+        where c.tenant_id = v_tenant and c.conversation_id = v_conversation and c.user_id = require_user_item.user_id
+    ) or v_message is not null and exists (
+        select from agentmem.messages as m
+        where m.tenant_id = v_tenant and m.message_id = v_message and m.user_id = require_user_item.user_id
+    ) or v_fact is not null and exists (
+        select from agentmem.facts as f
+        where f.tenant_id = v_tenant and f.fact_id = v_fact and f.user_id = require_user_item.user_id
+    ) then
+        return true;
+    end if;
+    v_what := case
+        when v_conversation is not null then 'conversation ' || v_conversation
+        when v_message is not null then 'message ' || v_message
+        else 'fact ' || v_fact
+    end;
+    raise exception '% not found for this user', v_what
+    using
+        errcode = 'AM030',
+        detail = 'It does not exist in the current tenant, or belongs to another user.',
+        hint = 'Pass an id a listing or a search returned for this user.';
+end
+$$;
+
+comment on function agentmem.require_user_item(text, anycompatible, anycompatible, anycompatible) is
+'True when the one item named (conversation_id, message_id or fact_id) is user_id''s in the current tenant, else AM030, for another user''s item and a missing one alike (the error tells nothing of other users).
+For a door serving one user (the MCP server): called first in the transaction of a call that takes
+an id (store_message, short_term_context, delete_message, delete_fact), it confines that call to the
+user''s own items. AM020 for an id that is not a UUID, none or more than one id, or a bad user_id.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';

@@ -25,6 +25,7 @@ the migrations put there (see ``citus_database``).
 from __future__ import annotations
 
 import os
+import uuid
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -333,6 +334,40 @@ def driver(request, app_url, dbname):
         d.resolve(d.mem.close())
     if loop is not None:
         loop.close()
+
+
+@pytest.fixture
+def roles(server, admin):
+    """Make login roles (cluster-wide, so unique names); dropped at the end of the test."""
+    made: list[str] = []
+
+    def make(prefix: str = "tb", *, app: bool = True, login: bool = True) -> str:
+        name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+        admin.execute(f"create role {name} {'login' if login else 'nologin'}")
+        made.append(name)
+        if app:
+            admin.execute("select agentmem.grant_app_role(role_name => %s)", (name,))
+        return name
+
+    yield make
+    with psycopg.connect(server.url, autocommit=True) as conn:
+        for name in reversed(made):
+            conn.execute(f"drop role if exists {name}")
+
+
+@pytest.fixture
+def own_server(tmp_path):
+    """A dedicated embedded server (durable: started without fast=True), migrated."""
+    data = tmp_path / "pg"
+    from agentmem_dev import devserver
+    from agentmem.migrate import Migrator, Source
+    from helpers import free_port
+    url = devserver.start(data, port=free_port())
+    try:
+        Migrator(url, Source.load(ROOT)).migrate()
+        yield data, url
+    finally:
+        devserver.stop(data)
 
 
 @pytest.fixture(scope="session")

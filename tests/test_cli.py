@@ -16,6 +16,7 @@ COMMANDS = [
     ["docs"],
     ["cache-report", "--tenant", "acme", "--cost-uncached", "1", "--cost-wrong", "1"],
     ["demo"],
+    ["mcp", "--tenant", "acme", "--user", "alice"],
 ]
 
 

@@ -723,3 +723,35 @@ def test_a_client_opened_without_a_check_reads_the_prefixes_at_first_use(app_url
     with Memory.connect(app_url, tenant="acme", embedder=OllamaEmbedder("not-registered", host=stub.host)) as mem:
         with pytest.raises(agentmem.UnknownModel):
             mem.cached_answer("How do I rotate an API key?")
+
+
+def test_claims_are_set_per_transaction_for_the_jwt_binding(driver, admin):
+    """for_tenant(tenant, claims=...): request.jwt.claims in each call's transaction, which the jwt mode checks."""
+    admin.execute("select agentmem.set_tenant_binding(mode => 'jwt')")
+    call = driver(tenant="acme")
+    with pytest.raises(agentmem.InsufficientPrivilege):
+        call("memory_status", "alice")                      # no claims: the jwt mode refuses the tenant
+    bound = call.for_tenant("acme")
+    bound.mem = call.mem.for_tenant("acme", claims={"tenant_id": "acme", "sub": "alice"})
+    assert bound("memory_status", "alice").messages == 0
+    wrong = call.for_tenant("acme")
+    wrong.mem = call.mem.for_tenant("acme", claims={"tenant_id": "globex"})
+    with pytest.raises(agentmem.InsufficientPrivilege):
+        wrong("memory_status", "alice")
+    assert bound("memory_status", "alice").tenant_id == "acme"   # the claims lasted one transaction each
+
+
+def test_statements_run_together_in_one_transaction(driver):
+    call = driver(tenant="acme")
+    cid = call("start_conversation", "alice")
+    q = call.mem.statements()
+    stmts = [call.resolve(q.require_user_item("alice", conversation_id=cid)),
+             call.resolve(q.store_message(cid, "user", "together", None))]
+    ok, stored = call("run_together", stmts)
+    assert ok is True and stored.message_index == 0
+    refused = [call.resolve(q.require_user_item("bob", conversation_id=cid)),
+               call.resolve(q.store_message(cid, "user", "not stored", None))]
+    with pytest.raises(agentmem.NotFound):
+        call("run_together", refused)
+    assert [m.content for m in call("recent_messages", cid)] == ["together"]
+    assert call("memory_status", "alice").messages == 1

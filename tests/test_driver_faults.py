@@ -16,22 +16,8 @@ import pytest
 import agentmem
 from agentmem_dev import devserver
 from agentmem.client import Memory
-from agentmem.migrate import Migrator, Source
-from helpers import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture
-def own_server(tmp_path):
-    """A dedicated embedded server (durable: started without fast=True), migrated."""
-    data = tmp_path / "pg"
-    url = devserver.start(data, port=free_port())
-    try:
-        Migrator(url, Source.load(ROOT)).migrate()
-        yield data, url
-    finally:
-        devserver.stop(data)
 
 
 def test_connection_loss_is_one_exception_and_the_client_recovers(own_server):
@@ -85,8 +71,11 @@ def deep(depth: int) -> dict:
     lambda m, cid: m.start_conversation("alice", metadata={"x": float("nan")}),
     lambda m, cid: m.recent_messages(cid, n=2**31),
     lambda m, cid: m.search_messages("alice", [0.1] * 384, k=2**31, model="all-minilm"),
+    lambda m, cid: m.store_message(cid, "user", "a\x00b", None),
+    lambda m, cid: m.start_conversation("alice", metadata={"k": ["a\x00"]}),
+    lambda m, cid: m.start_conversation("alice", metadata={"\x00": 1}),
 ], ids=["str", "dict", "2d-array", "nested-list", "non-number", "set-metadata", "set-inside-metadata",
-        "deep-metadata", "nan-metadata", "n-2**31", "k-2**31"])
+        "deep-metadata", "nan-metadata", "n-2**31", "k-2**31", "nul-text", "nul-metadata", "nul-key"])
 def test_caller_type_errors_raise_invalid_argument(app_url, call):
     with Memory.connect(app_url, tenant="acme") as mem:
         cid = mem.start_conversation("alice")

@@ -44,6 +44,7 @@ WHOLE = {
     "test_inspect.py",
     "test_inspect_chat.py",
     "test_layout.py",
+    "test_mcp.py",
     "test_migrate.py",
     "test_package.py",
     "test_pooling.py",

@@ -4,7 +4,6 @@ path no caller can write, and the defects the security probes found, each at the
 from __future__ import annotations
 
 import json
-import uuid
 
 import psycopg
 import pytest
@@ -17,25 +16,6 @@ def add_message(conn, cid, content: str = "hello"):
     embedding = "[" + ",".join(f"{x:.6f}" for x in vec(content)) + "]"
     return conn.execute("select * from agentmem.store_message(conversation_id => %s, role => 'user', "
                         "content => %s, embedding => %s::vector)", (cid, content, embedding))
-
-
-@pytest.fixture
-def roles(server, admin):
-    """Make login roles (cluster-wide, so unique names); dropped at the end of the test."""
-    made: list[str] = []
-
-    def make(prefix: str = "tb", *, app: bool = True, login: bool = True) -> str:
-        name = f"{prefix}_{uuid.uuid4().hex[:8]}"
-        admin.execute(f"create role {name} {'login' if login else 'nologin'}")
-        made.append(name)
-        if app:
-            admin.execute("select agentmem.grant_app_role(role_name => %s)", (name,))
-        return name
-
-    yield make
-    with psycopg.connect(server.url, autocommit=True) as conn:
-        for name in reversed(made):
-            conn.execute(f"drop role if exists {name}")
 
 
 def refused(conn, query, params=None) -> str:

@@ -247,6 +247,8 @@ NEW_CALLS = [
     "select agentmem.delete_fact(fact_id => gen_random_uuid())",
     "select * from agentmem.export_user(user_id => 'u1')",
     "select agentmem.import_user(lines => array['{}'])",
+    "select * from agentmem.memory_status(user_id => 'u1')",
+    "select agentmem.require_user_item(user_id => 'u1', message_id => gen_random_uuid())",
 ]
 
 
@@ -393,3 +395,41 @@ def test_list_cache_entries_pages_newest_first_with_sources_ttl_version_and_verd
     assert rest == [(first, ["doc-1", "doc-2"], "30 days")]
     assert sqlstate_of(app, "select * from agentmem.list_cache_entries(after => 'x')") == "AM020"
     assert sqlstate_of(app, "select * from agentmem.list_cache_entries(page_size => 1001)") == "AM020"
+
+
+
+def test_memory_status_counts_one_user_and_tells_no_memory_from_some(app, admin, connect, app_url):
+    empty = app.execute("select * from agentmem.memory_status(user_id => 'u1')").fetchone()
+    assert empty[0] == "acme" and empty[1:7] == (0, 0, 0, 0, 0, None)
+    cid = app.execute("select agentmem.start_conversation(user_id => 'u1')").fetchone()[0]
+    for text in ("one", "two"):
+        app.execute("select agentmem.store_message(conversation_id => %s, role => 'user', content => %s, "
+                    "embedding => null)", (cid, text))
+    upsert(app, "u1", "city", "lives in Porto")
+    other = app.execute("select agentmem.start_conversation(user_id => 'u2')").fetchone()[0]
+    app.execute("select agentmem.store_message(conversation_id => %s, role => 'user', content => 'x', "
+                "embedding => null)", (other,))
+    connect(app_url, tenant="globex").execute("select agentmem.start_conversation(user_id => 'u1')")
+    row = app.execute("select conversations, messages, facts, embeddings_pending, embeddings_failed, "
+                      "oldest_pending is not null, first_message_at <= last_message_at "
+                      "from agentmem.memory_status(user_id => 'u1')").fetchone()
+    assert row == (1, 2, 1, 2, 0, True, True)
+    assert sqlstate_of(app, "select * from agentmem.memory_status(user_id => ' ')") == "AM020"
+
+
+def test_require_user_item_admits_the_user_s_own_items_only(app, connect, app_url):
+    cid = app.execute("select agentmem.start_conversation(user_id => 'u1')").fetchone()[0]
+    mid = app.execute("select message_id from agentmem.store_message(conversation_id => %s, role => 'user', "
+                      "content => 'mine', embedding => null)", (cid,)).fetchone()[0]
+    fid = upsert(app, "u1", "city", "lives in Porto")[0]
+    ok = "select agentmem.require_user_item(user_id => %s, conversation_id => %s, message_id => %s, fact_id => %s)"
+    for args in ((cid, None, None), (None, mid, None), (None, None, fid), (str(cid), None, None)):
+        assert app.execute(ok, ("u1", *args)).fetchone() == (True,)
+    # another user's, another tenant's, a missing one: all AM030, alike
+    for user, conn in (("u2", app), ("u1", connect(app_url, tenant="globex"))):
+        for args in ((cid, None, None), (None, mid, None), (None, None, fid)):
+            assert sqlstate_of(conn, ok, (user, *args)) == "AM030", (user, args)
+    assert sqlstate_of(app, ok, ("u1", None, None, None)) == "AM020"          # none
+    assert sqlstate_of(app, ok, ("u1", cid, mid, None)) == "AM020"            # two
+    assert sqlstate_of(app, ok, ("u1", "not-a-uuid", None, None)) == "AM020"  # not a UUID
+    assert sqlstate_of(app, ok, ("", cid, None, None)) == "AM020"             # no user

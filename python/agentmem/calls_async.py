@@ -30,9 +30,9 @@ from psycopg.types.json import Jsonb
 
 from .params import as_vector, as_vectors, aware
 from .rows import (AccessReceipt, CacheEntry, CacheLookup, CacheStore, ContextItem, ConversationSummary, Fact,
-                   FactUpsert, FactVersion, ListedFact, ListedMessage, LoggedReceipt, Message, MessageHit, Receipt,
-                   ReportRow, RetentionPolicy, SampledHit, StoredMessage, TenantGrant, TenantOverview, TopicShift,
-                   UserSummary, WindowMessage)
+                   FactUpsert, FactVersion, ListedFact, ListedMessage, LoggedReceipt, MemoryStatus, Message, MessageHit,
+                   Receipt, ReportRow, RetentionPolicy, SampledHit, StoredMessage, TenantGrant, TenantOverview,
+                   TopicShift, UserSummary, WindowMessage)
 from .statement import Conn, Embedding, Sql, cached_embeddings, lines, nothing, one, rows, value
 
 R = TypeVar("R")
@@ -322,6 +322,18 @@ class AsyncCalls:
 
     async def tenant_overview(self, *, conn: Conn = None) -> TenantOverview:
         return await self.run(one(TenantOverview, "select * from agentmem.tenant_overview()"), conn)
+
+    async def memory_status(self, user_id: str, *, conn: Conn = None) -> MemoryStatus:
+        """What the user holds: counts, the embedding jobs waiting, the first and last message's time."""
+        return await self.run(one(MemoryStatus, "select * from agentmem.memory_status(user_id => %s)", user_id), conn)
+
+    async def require_user_item(self, user_id: str, *, conversation_id: uuid.UUID | str | None = None,
+                                message_id: uuid.UUID | str | None = None, fact_id: uuid.UUID | str | None = None,
+                                conn: Conn = None) -> bool:
+        """True when the one id given is the user's item (NotFound otherwise, another user's alike)."""
+        return await self.run(value(bool, "select agentmem.require_user_item(user_id => %s, conversation_id => %s, "
+                                    "message_id => %s, fact_id => %s)",
+                                    user_id, conversation_id, message_id, fact_id), conn)
 
     async def delete_message(self, message_id: uuid.UUID | str, *, conn: Conn = None) -> AccessReceipt:
         return await self.run(one(AccessReceipt, "select * from agentmem.delete_message(message_id => %s)", message_id), conn)

@@ -15,9 +15,9 @@ from psycopg.types.json import Jsonb
 
 from .params import as_vector, as_vectors, aware
 from .rows import (AccessReceipt, CacheEntry, CacheLookup, CacheStore, ContextItem, ConversationSummary, Fact,
-                   FactUpsert, FactVersion, ListedFact, ListedMessage, LoggedReceipt, Message, MessageHit, Receipt,
-                   ReportRow, RetentionPolicy, SampledHit, StoredMessage, TenantGrant, TenantOverview, TopicShift,
-                   UserSummary, WindowMessage)
+                   FactUpsert, FactVersion, ListedFact, ListedMessage, LoggedReceipt, MemoryStatus, Message, MessageHit,
+                   Receipt, ReportRow, RetentionPolicy, SampledHit, StoredMessage, TenantGrant, TenantOverview,
+                   TopicShift, UserSummary, WindowMessage)
 from .statement import Conn, Embedding, Sql, cached_embeddings, lines, nothing, one, rows, value
 
 R = TypeVar("R")
@@ -307,6 +307,18 @@ class Calls:
 
     def tenant_overview(self, *, conn: Conn = None) -> TenantOverview:
         return self.run(one(TenantOverview, "select * from agentmem.tenant_overview()"), conn)
+
+    def memory_status(self, user_id: str, *, conn: Conn = None) -> MemoryStatus:
+        """What the user holds: counts, the embedding jobs waiting, the first and last message's time."""
+        return self.run(one(MemoryStatus, "select * from agentmem.memory_status(user_id => %s)", user_id), conn)
+
+    def require_user_item(self, user_id: str, *, conversation_id: uuid.UUID | str | None = None,
+                          message_id: uuid.UUID | str | None = None, fact_id: uuid.UUID | str | None = None,
+                          conn: Conn = None) -> bool:
+        """True when the one id given is the user's item (NotFound otherwise, another user's alike)."""
+        return self.run(value(bool, "select agentmem.require_user_item(user_id => %s, conversation_id => %s, "
+                              "message_id => %s, fact_id => %s)",
+                              user_id, conversation_id, message_id, fact_id), conn)
 
     def delete_message(self, message_id: uuid.UUID | str, *, conn: Conn = None) -> AccessReceipt:
         return self.run(one(AccessReceipt, "select * from agentmem.delete_message(message_id => %s)", message_id), conn)

@@ -45,6 +45,39 @@ def database_url(args: argparse.Namespace) -> str:
     return url
 
 
+def mcp_arguments(p: argparse.ArgumentParser) -> None:
+    """The options of agentmem mcp (python/agentmem/mcp_server.py; docs/mcp.md)."""
+    p.add_argument("--database-url", help="libpq URL of the login the server acts as; default "
+                   "$AGENTMEM_DATABASE_URL or $DATABASE_URL")
+    p.add_argument("--tenant", help="stdio: the tenant (the login must hold a grant of it)")
+    p.add_argument("--user", help="stdio: the user whose memory the tools read and write")
+    p.add_argument("--http", metavar="HOST:PORT", help="serve streamable HTTP (path /mcp) instead of stdio; "
+                   "every request needs a bearer JWT")
+    p.add_argument("--read-only", action="store_true", help="register only the reading tools")
+    p.add_argument("--allow-forget-user", action="store_true", help="let forget erase the whole user")
+    p.add_argument("--embedder", choices=["none", "ollama"], default="none",
+                   help="none (default): words only for queries, the worker embeds what is stored; "
+                        "ollama: embed queries and writes with --model at OLLAMA_HOST")
+    p.add_argument("--model", default="nomic-embed-text", help="the embedder's model (registered in agentmem.models)")
+    p.add_argument("--ollama-host", help="default $OLLAMA_HOST, else 127.0.0.1:11434")
+    p.add_argument("--no-embed-writes", action="store_true",
+                   help="with an embedder: embed queries only, leave what is stored to the worker")
+    p.add_argument("--jwt-secret-file", help="HTTP: a file holding the HS256 secret (or $AGENTMEM_MCP_JWT_SECRET)")
+    p.add_argument("--jwt-public-key-file", help="HTTP: a PEM public key (RS256, ES256, EdDSA, ...)")
+    p.add_argument("--jwt-audience", help="HTTP: the aud claim tokens must carry")
+    p.add_argument("--jwt-issuer", help="HTTP: the iss claim tokens must carry")
+    p.add_argument("--tenant-claim", default="tenant_id",
+                   help="the claim naming the tenant, a dotted path (default tenant_id; the installation's "
+                        "jwt_claim)")
+    p.add_argument("--user-claim", default="sub", help="the claim naming the user (default sub)")
+    p.add_argument("--pool-size", type=int, default=10, help="database connections at most (default 10)")
+    p.add_argument("--db-timeout", type=float, default=10.0,
+                   help="seconds a call waits for a database connection before its tool error (default 10)")
+    p.add_argument("--allowed-host", action="append", metavar="HOST[:PORT]",
+                   help="HTTP: a Host header to accept besides loopback names (the name a gateway forwards; "
+                        "repeatable; e.g. mcp.example.com or mcp.example.com:*)")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     dev = _dev_commands()
@@ -106,6 +139,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--ollama-host", help="the Ollama server (default: OLLAMA_HOST, else 127.0.0.1:11434)")
     p.add_argument("--poll", type=float, default=30.0,
                    help="idle: seconds between claims without a NOTIFY (retries whose backoff ended; default 30)")
+    p = sub.add_parser("mcp", help="serve a user's memory as MCP tools: stdio (default) or streamable HTTP "
+                       "with JWTs [pip install 'pg-agentmem[mcp]']")
+    mcp_arguments(p)
     p = sub.add_parser("export", help="write a user's (or, for a DBA, a whole tenant's) memory as JSON Lines")
     p.add_argument("--database-url")
     p.add_argument("--tenant", required=True)
@@ -198,6 +234,9 @@ def main(argv: list[str] | None = None) -> int:
                 return 2
             return serve(database_url(args), tenant=args.tenant, host=args.host, port=args.port,
                          embedder=args.embedder, ollama_host=args.ollama_host)
+        elif args.command == "mcp":
+            from . import mcp_server
+            return mcp_server.main(args, database_url(args))
         elif args.command == "export":
             from .transfer import export
             if args.output:

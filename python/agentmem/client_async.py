@@ -11,6 +11,11 @@ next. One round trip per call (bench/results/driver_overhead.md). If set_tenant 
 not run. Pass ``conn=`` to run a call inside a transaction of your own (a savepoint is used). With
 a libpq older than 14 (no pipeline mode) each call runs in a transaction of its own instead.
 
+``claims`` (a dict): a verified token's claims, set as ``request.jwt.claims`` for the transaction
+(``set_config(..., true)``) before the tenant, as PostgREST does, so that an installation in the
+``jwt`` binding mode checks the tenant against them (docs/security.md). ``statements()`` gives the
+calls as unrun statements for ``run_together`` (several calls in one transaction, one round trip).
+
 The DBA's operations belong to no tenant: see ``admin.Admin``.
 """
 
@@ -24,12 +29,13 @@ from typing import Any, AsyncIterator, Sequence, TypeVar
 
 import psycopg
 from pgvector.psycopg import register_vector_async
+from psycopg.types.json import Jsonb
 from psycopg_pool import AsyncConnectionPool
 
 from . import connections
 from ._extraction import DEFAULT_CHAT_MODEL, FactExtractionError, chat_messages, parse_facts, reply_content, turn_time
 from .calls_async import AsyncCalls
-from .connections import PROBE, SET_TENANT, connection_kwargs, forget_prepared, has_input, require_installed
+from .connections import PROBE, SET_CLAIMS, SET_TENANT, connection_kwargs, forget_prepared, has_input, require_installed
 from .embed import (CACHE_BATCH, Embedder, aembed_prefixed, embed_as_given, merge_cached, misses_of, prefixes_texts,
                     require_embedder)
 from .errors import InvalidTenant, UnknownModel, translate
@@ -50,20 +56,37 @@ async def acheck_idle(conn: psycopg.AsyncConnection) -> None:
         await AsyncConnectionPool.check_connection(conn)
 
 
+class AsyncStatements(AsyncCalls):
+    """The calls of a client, each returning its statement unrun (AsyncMemory.statements)."""
+
+    def __init__(self, embedder: Any = None):
+        self.embedder = embedder
+
+    async def run(self, stmt: Sql[R], conn: Any = None) -> Any:
+        return stmt
+
+
 class AsyncMemory(AsyncCalls):
     """asyncio tenant-bound client: each method runs its call(s) and returns the value."""
 
-    def __init__(self, pool: Any, *, tenant: str, embedder: Embedder | None = None):
+    def __init__(self, pool: Any, *, tenant: str, embedder: Embedder | None = None, claims: dict | None = None):
         if not tenant:
             raise InvalidTenant("a client needs a tenant: Memory(pool, tenant='...')")
         self.pool: AsyncConnectionPool = pool
         self.tenant = tenant
         self.embedder: Embedder | None = embedder
+        self.claims = claims
         self._registered: weakref.WeakSet = weakref.WeakSet()
 
-    def for_tenant(self, tenant: str) -> AsyncMemory:
-        """The same client (same pool and embedder) working on another tenant."""
-        return type(self)(self.pool, tenant=tenant, embedder=self.embedder)
+    def for_tenant(self, tenant: str, *, claims: dict | None = None) -> AsyncMemory:
+        """The same client (same pool and embedder) working on another tenant, with a verified token's
+        claims set for each of its transactions when given (request.jwt.claims)."""
+        return type(self)(self.pool, tenant=tenant, embedder=self.embedder, claims=claims)
+
+    def statements(self) -> AsyncCalls:
+        """The calls as statements, not run: ``await mem.statements().store_message(...)`` is the
+        ``Sql`` that ``run_together`` runs in one transaction with others."""
+        return AsyncStatements(self.embedder)
 
     @classmethod
     async def connect(cls, conninfo: str, *, tenant: str, embedder: Embedder | None = None, min_size: int = 1,
@@ -143,6 +166,8 @@ class AsyncMemory(AsyncCalls):
                     cursors = [c.cursor(row_factory=stmt.row_factory()) for stmt in stmts]
                     try:
                         async with c.pipeline():
+                            if self.claims is not None:
+                                await c.execute(SET_CLAIMS, (Jsonb(self.claims),))
                             await c.execute(SET_TENANT, (self.tenant,))
                             for cur, stmt in zip(cursors, stmts):
                                 await cur.execute(stmt.query, stmt.params)
@@ -152,6 +177,8 @@ class AsyncMemory(AsyncCalls):
                     found = [await cur.fetchall() for cur in cursors]
             else:
                 async with self._transaction(conn) as c:
+                    if self.claims is not None:
+                        await c.execute(SET_CLAIMS, (Jsonb(self.claims),))
                     await c.execute(SET_TENANT, (self.tenant,))
                     found = []
                     for stmt in stmts:

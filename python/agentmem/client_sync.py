@@ -14,12 +14,13 @@ from typing import Any, Iterator, Sequence, TypeVar
 
 import psycopg
 from pgvector.psycopg import register_vector
+from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from . import connections
 from ._extraction import DEFAULT_CHAT_MODEL, FactExtractionError, chat_messages, parse_facts, reply_content, turn_time
 from .calls_sync import Calls
-from .connections import PROBE, SET_TENANT, connection_kwargs, forget_prepared, has_input, require_installed
+from .connections import PROBE, SET_CLAIMS, SET_TENANT, connection_kwargs, forget_prepared, has_input, require_installed
 from .embed import (CACHE_BATCH, Embedder, embed_prefixed, embed_as_given, merge_cached, misses_of, prefixes_texts,
                     require_embedder)
 from .errors import InvalidTenant, UnknownModel, translate
@@ -40,20 +41,37 @@ def check_idle(conn: psycopg.Connection) -> None:
         ConnectionPool.check_connection(conn)
 
 
+class Statements(Calls):
+    """The calls of a client, each returning its statement unrun (Memory.statements)."""
+
+    def __init__(self, embedder: Any = None):
+        self.embedder = embedder
+
+    def run(self, stmt: Sql[R], conn: Any = None) -> Any:
+        return stmt
+
+
 class Memory(Calls):
     """asyncio tenant-bound client: each method runs its call(s) and returns the value."""
 
-    def __init__(self, pool: Any, *, tenant: str, embedder: Embedder | None = None):
+    def __init__(self, pool: Any, *, tenant: str, embedder: Embedder | None = None, claims: dict | None = None):
         if not tenant:
             raise InvalidTenant("a client needs a tenant: Memory(pool, tenant='...')")
         self.pool: ConnectionPool = pool
         self.tenant = tenant
         self.embedder: Embedder | None = embedder
+        self.claims = claims
         self._registered: weakref.WeakSet = weakref.WeakSet()
 
-    def for_tenant(self, tenant: str) -> Memory:
-        """The same client (same pool and embedder) working on another tenant."""
-        return type(self)(self.pool, tenant=tenant, embedder=self.embedder)
+    def for_tenant(self, tenant: str, *, claims: dict | None = None) -> Memory:
+        """The same client (same pool and embedder) working on another tenant, with a verified token's
+        claims set for each of its transactions when given (request.jwt.claims)."""
+        return type(self)(self.pool, tenant=tenant, embedder=self.embedder, claims=claims)
+
+    def statements(self) -> Calls:
+        """The calls as statements, not run: ``mem.statements().store_message(...)`` is the
+        ``Sql`` that ``run_together`` runs in one transaction with others."""
+        return Statements(self.embedder)
 
     @classmethod
     def connect(cls, conninfo: str, *, tenant: str, embedder: Embedder | None = None, min_size: int = 1,
@@ -133,6 +151,8 @@ class Memory(Calls):
                     cursors = [c.cursor(row_factory=stmt.row_factory()) for stmt in stmts]
                     try:
                         with c.pipeline():
+                            if self.claims is not None:
+                                c.execute(SET_CLAIMS, (Jsonb(self.claims),))
                             c.execute(SET_TENANT, (self.tenant,))
                             for cur, stmt in zip(cursors, stmts):
                                 cur.execute(stmt.query, stmt.params)
@@ -142,6 +162,8 @@ class Memory(Calls):
                     found = [cur.fetchall() for cur in cursors]
             else:
                 with self._transaction(conn) as c:
+                    if self.claims is not None:
+                        c.execute(SET_CLAIMS, (Jsonb(self.claims),))
                     c.execute(SET_TENANT, (self.tenant,))
                     found = []
                     for stmt in stmts:

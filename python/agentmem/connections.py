@@ -12,6 +12,8 @@ import psycopg
 from .errors import PrerequisiteMissing
 
 SET_TENANT = "select agentmem.set_tenant(tenant_id => %s, local => true)"
+# A verified token's claims for the transaction, as PostgREST sets them (the jwt binding mode reads them).
+SET_CLAIMS = "select pg_catalog.set_config('request.jwt.claims', %s::text, true)"
 # Pipeline mode needs libpq 14 or newer (psycopg[binary] bundles one); without it, BEGIN ... COMMIT.
 PIPELINE = psycopg.Pipeline.is_supported()
 # Memory.connect(check=True): the server answers, and this database has agentmem.

@@ -63,10 +63,17 @@ def _check_json(value) -> None:
             if isinstance(item, dict):
                 if not all(isinstance(k, str) for k in item):
                     raise InvalidArgument("metadata keys must be strings", sqlstate="AM020")
+                if any("\x00" in k for k in item):
+                    raise InvalidArgument("metadata holds a NUL character (U+0000), which PostgreSQL's jsonb cannot",
+                                          sqlstate="AM020")
                 children = item.values()
             else:
                 children = item
             stack.extend((child, depth + 1) for child in children)
+        elif isinstance(item, str):
+            if "\x00" in item:
+                raise InvalidArgument("metadata holds a NUL character (U+0000), which PostgreSQL's jsonb cannot",
+                                      sqlstate="AM020")
         elif isinstance(item, float):
             if item != item or item in (float("inf"), float("-inf")):
                 raise InvalidArgument("metadata holds NaN or an infinity, which JSON cannot", sqlstate="AM020")
@@ -79,7 +86,9 @@ def check_params(params) -> None:
     """Caller type errors as InvalidArgument before anything is sent (called by every run).
 
     Integers outside PostgreSQL's int (every integer argument of the API is one; a larger
-    Python int would be sent as bigint and match no function), and JSON that is not JSON.
+    Python int would be sent as bigint and match no function), texts holding NUL (U+0000), which
+    PostgreSQL's text cannot hold (psycopg would refuse them with a DataError that has no SQLSTATE),
+    and JSON that is not JSON.
     """
     values = params.values() if isinstance(params, dict) else (params or ())
     for value in values:
@@ -87,6 +96,10 @@ def check_params(params) -> None:
         for item in items:
             if isinstance(item, bool):
                 continue
+            if isinstance(item, str) and "\x00" in item:
+                raise InvalidArgument("a text argument holds a NUL character (U+0000), which PostgreSQL's text cannot",
+                                      sqlstate="AM020", hint="Remove the NUL characters, or store the bytes "
+                                      "encoded (base64) if they matter.")
             if isinstance(item, int) and not INT_MIN <= item <= INT_MAX:
                 raise InvalidArgument(f"integer argument {item} is outside -2**31 .. 2**31-1",
                                       sqlstate="AM020")

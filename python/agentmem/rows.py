@@ -201,6 +201,21 @@ class ListedFact:
 
 
 @dataclass(frozen=True)
+class MemoryStatus:
+    """What one user holds (agentmem.memory_status): all zeros for a user with nothing stored."""
+
+    tenant_id: str
+    conversations: int
+    messages: int
+    facts: int
+    embeddings_pending: int       # jobs of the user's rows waiting or running
+    embeddings_failed: int        # parked after the retry limit
+    oldest_pending: dt.datetime | None
+    first_message_at: dt.datetime | None
+    last_message_at: dt.datetime | None
+
+
+@dataclass(frozen=True)
 class AccessReceipt:
     """What an export, import, single-item deletion or correction did: kind, the database role, rows per
     table, when. No content, no identifier of the user or item."""
