@@ -36,8 +36,8 @@ begin
             errcode = 'AM020',
             hint = 'Pass the text itself; NULL, empty and blank (whitespace only) texts are refused.';
     end if;
-    if length(p_value) > p_max then
-        raise exception '% is too large: % characters, the limit is %', p_what, length(p_value), p_max
+    if pg_catalog.length(p_value) > p_max then
+        raise exception '% is too large: % characters, the limit is %', p_what, pg_catalog.length(p_value), p_max
         using
             errcode = 'AM021',
             hint = 'Split the text or store a shorter version of it.';
@@ -56,7 +56,7 @@ security invoker
 set search_path from current
 as $$
 begin
-    if length(p_user_id) > 256 or agentmem_private.is_blank(p_user_id) then
+    if pg_catalog.length(p_user_id) > 256 or agentmem_private.is_blank(p_user_id) then
         raise exception 'user_id must be a text of 1 to 256 characters, not blank'
         using
             errcode = 'AM020',
@@ -80,12 +80,12 @@ begin
     if p_metadata is null then
         return '{}'::jsonb;
     end if;
-    if jsonb_typeof(p_metadata) <> 'object' then
-        raise exception '% must be a JSON object, not %', p_what, jsonb_typeof(p_metadata)
+    if pg_catalog.jsonb_typeof(p_metadata) <> 'object' then
+        raise exception '% must be a JSON object, not %', p_what, pg_catalog.jsonb_typeof(p_metadata)
         using errcode = 'AM020', hint = 'Pass e.g. ''{"source": "import"}''::jsonb.';
     end if;
-    if length(p_metadata::text) > 100000 then
-        raise exception '% is too large: % characters, the limit is 100000', p_what, length(p_metadata::text)
+    if pg_catalog.length(p_metadata::text) > 100000 then
+        raise exception '% is too large: % characters, the limit is 100000', p_what, pg_catalog.length(p_metadata::text)
         using errcode = 'AM021', hint = 'Keep large payloads outside agentmem and store a reference.';
     end if;
     -- Depth: a walk that never goes below level 33, so at most 100,000
@@ -97,11 +97,11 @@ begin
             select c.v, w.depth + 1
             from walk as w
             cross join lateral (
-                select e.value as v from jsonb_each(case when jsonb_typeof(w.v) = 'object' then w.v end) as e
+                select e.value as v from pg_catalog.jsonb_each(case when pg_catalog.jsonb_typeof(w.v) = 'object' then w.v end) as e
                 union all
-                select a.value from jsonb_array_elements(case when jsonb_typeof(w.v) = 'array' then w.v end) as a
+                select a.value from pg_catalog.jsonb_array_elements(case when pg_catalog.jsonb_typeof(w.v) = 'array' then w.v end) as a
             ) as c
-            where w.depth <= 32 and jsonb_typeof(c.v) in ('object', 'array')
+            where w.depth <= 32 and pg_catalog.jsonb_typeof(c.v) in ('object', 'array')
         )
 
         select from walk where walk.depth > 32
@@ -130,18 +130,18 @@ begin
     end if;
     -- An empty array has no dimension; any other must be one-dimensional and
     -- start at 1, so that element i is the i-th one read by unnest.
-    if cardinality(p_value) > 0 and (array_ndims(p_value) <> 1 or array_lower(p_value, 1) <> 1) then
+    if pg_catalog.cardinality(p_value) > 0 and (pg_catalog.array_ndims(p_value) <> 1 or pg_catalog.array_lower(p_value, 1) <> 1) then
         raise exception '% must be a one-dimensional array starting at index 1', p_what
         using
             errcode = 'AM020',
-            detail = pg_catalog.format('Got %s dimension(s), bounds %s.', array_ndims(p_value), array_dims(p_value)),
+            detail = pg_catalog.format('Got %s dimension(s), bounds %s.', pg_catalog.array_ndims(p_value), pg_catalog.array_dims(p_value)),
             hint = 'Pass a plain array such as ARRAY[...] or ''{...}''.';
     end if;
-    if cardinality(p_value) > p_max then
-        raise exception '% holds % elements; the limit is %', p_what, cardinality(p_value), p_max
+    if pg_catalog.cardinality(p_value) > p_max then
+        raise exception '% holds % elements; the limit is %', p_what, pg_catalog.cardinality(p_value), p_max
         using errcode = 'AM020', hint = 'Split the call into several.';
     end if;
-    return cardinality(p_value);
+    return pg_catalog.cardinality(p_value);
 end
 $$;
 
@@ -211,7 +211,7 @@ begin
     begin
         return p_value::text::uuid;
     exception when invalid_text_representation then
-        raise exception '% is not a UUID: %', p_what, quote_literal(left(p_value::text, 100))
+        raise exception '% is not a UUID: %', p_what, pg_catalog.quote_literal(pg_catalog.left(p_value::text, 100))
         using
             errcode = 'AM020',
             detail = pg_catalog.format('The value is of type %s.', pg_catalog.pg_typeof(p_value)),

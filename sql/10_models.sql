@@ -7,8 +7,8 @@ immutable
 security invoker
 set search_path from current
 as $$
-    select left(p_table || '_' || regexp_replace(lower(p_model), '[^a-z0-9]+', '_', 'g'), 50)
-        || '_' || left(md5(p_model), 6) || '_hnsw'
+    select pg_catalog.left(p_table || '_' || pg_catalog.regexp_replace(pg_catalog.lower(p_model), '[^a-z0-9]+', '_', 'g'), 50)
+        || '_' || pg_catalog.left(pg_catalog.md5(p_model), 6) || '_hnsw'
 $$;
 
 comment on function agentmem_private.model_index_name(text, text) is
@@ -43,7 +43,7 @@ begin
             )
         order by c.relname
     loop
-        if to_regclass(pg_catalog.format('agentmem.%I', agentmem_private.model_index_name(v_table, p_model))) is null then
+        if pg_catalog.to_regclass(pg_catalog.format('agentmem.%I', agentmem_private.model_index_name(v_table, p_model))) is null then
             execute pg_catalog.format(
                 'create index %I on agentmem.%I using hnsw ((embedding::vector(%s)) vector_cosine_ops) '
                 'where model = %L',
@@ -86,7 +86,7 @@ begin
             errcode = 'AM020',
             detail = 'pgvector''s HNSW index on type vector supports up to 2,000 dimensions.';
     end if;
-    if length(document_prefix) > 1000 or length(query_prefix) > 1000 then
+    if pg_catalog.length(document_prefix) > 1000 or pg_catalog.length(query_prefix) > 1000 then
         raise exception 'document_prefix and query_prefix are limited to 1000 characters'
         using errcode = 'AM021', hint = 'A prefix is a short instruction such as ''search_document: ''.';
     end if;
@@ -129,10 +129,10 @@ declare
 begin
     select * into v_row from agentmem.models as m where m.model = get_model.model;
     if not found then
-        raise exception 'unknown embedding model: %', coalesce(left(model, 100), 'NULL')
+        raise exception 'unknown embedding model: %', coalesce(pg_catalog.left(model, 100), 'NULL')
         using
             errcode = 'AM011',
-            detail = 'Registered models: ' || (select string_agg(m.model, ', ' order by m.model) from agentmem.models as m),
+            detail = 'Registered models: ' || (select pg_catalog.string_agg(m.model, ', ' order by m.model) from agentmem.models as m),
             hint = 'A DBA registers it with agentmem.register_model(model => ..., dimension => ...).';
     end if;
     return v_row;

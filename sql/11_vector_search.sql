@@ -183,7 +183,7 @@ security invoker
 set search_path from current
 as $$
     -- model names cannot contain '|', so tenant|model is unambiguous
-    select p_table || '_t' || left(md5(p_tenant || '|' || p_model), 16) || '_hnsw'
+    select p_table || '_t' || pg_catalog.left(pg_catalog.md5(p_tenant || '|' || p_model), 16) || '_hnsw'
 $$;
 
 comment on function agentmem_private.tenant_index_name(text, text, text) is
@@ -401,11 +401,11 @@ begin
             $branch$
     %5$s exact_scan.table_name = %1$L then
         if exact_scan.count_limit is not null then
-            select count(*) into exact_scan.candidates
+            select pg_catalog.count(*) into exact_scan.candidates
             from (select from agentmem.%1$I as e where %3$s limit exact_scan.count_limit) as s;
         end if;
         if exact_scan.k is not null and coalesce(exact_scan.candidates <= exact_scan.scan_max, true) then
-            select array_agg(h.id order by h.distance), array_agg(h.distance order by h.distance)
+            select pg_catalog.array_agg(h.id order by h.distance), pg_catalog.array_agg(h.distance order by h.distance)
             into exact_scan.ids, exact_scan.distances
             from (
                 select e.%2$I as id, %4$s as distance from agentmem.%1$I as e
@@ -545,9 +545,9 @@ begin
         end;
     -- a cached answer serves while unexpired and not withdrawn by a review (review_hit)
     v_row_check := case when vector_search.table_name = 'cache_entries'
-            then ' and e.expires_at > now() and e.withdrawn_at is null' else '' end
+            then ' and e.expires_at > pg_catalog.now() and e.withdrawn_at is null' else '' end
         || case when vector_search.question_max_bytes is not null
-            then pg_catalog.format(' and octet_length(e.question) <= %s', vector_search.question_max_bytes) else ''
+            then pg_catalog.format(' and pg_catalog.octet_length(e.question) <= %s', vector_search.question_max_bytes) else ''
         end
         -- Facts: a version (current or replaced) true in [since, until),
         -- written by agentmem_private.fact_window_check.
@@ -605,7 +605,7 @@ begin
         end if;
     end if;
     if v_scanned then
-        return query select u.id, u.distance from unnest(v_ids, v_distances) as u (id, distance);
+        return query select u.id, u.distance from rows from (pg_catalog.unnest(v_ids), pg_catalog.unnest(v_distances)) as u (id, distance);
         return;
     end if;
     v_where := agentmem_private.vector_search_scope(
@@ -620,7 +620,7 @@ begin
     ) || v_narrowing;
     if not v_static then
         execute pg_catalog.format(
-            'select count(*) from (select from agentmem.%I as e where %s limit %s) as s',
+            'select pg_catalog.count(*) from (select from agentmem.%I as e where %s limit %s) as s',
             vector_search.table_name, v_where, v_count_limit
         )
         into v_rows;
@@ -684,7 +684,7 @@ begin
         loop
             perform pg_catalog.set_config('hnsw.ef_search', v_ef::text, true);
             execute pg_catalog.format(
-                'select (array_agg(h.id order by h.distance))[1:$2], (array_agg(h.distance order by h.distance))[1:$2] '
+                'select (pg_catalog.array_agg(h.id order by h.distance))[1:$2], (pg_catalog.array_agg(h.distance order by h.distance))[1:$2] '
                 'from (select e.%1$I as id, %2$s as distance from agentmem.%3$I as e '
                 '      where %4$s%5$s order by %6$s limit $2 + 20) as h',
                 v_id,
@@ -698,7 +698,7 @@ begin
             into v_ids, v_distances
             using vector_search.query_embedding, vector_search.k;
             exit when v_path = 'exact index';
-            exit when coalesce(cardinality(v_distances), 0) >= vector_search.k
+            exit when coalesce(pg_catalog.cardinality(v_distances), 0) >= vector_search.k
                 and v_distances[vector_search.k] <= agentmem_private.escalate_distance();
             if v_exact_index then
                 v_path := 'exact index';
@@ -708,7 +708,7 @@ begin
             end if;
         end loop;
     end if;
-    if v_rows <= v_exact_max or coalesce(cardinality(v_ids), 0) < vector_search.k then
+    if v_rows <= v_exact_max or coalesce(pg_catalog.cardinality(v_ids), 0) < vector_search.k then
         -- Few candidates (or an index scan that gave up at hnsw.max_scan_tuples):
         -- an exact scan, through the table's B-tree on the tenant.
         if v_static then
@@ -721,7 +721,7 @@ begin
             v_distances := v_scan.distances;
         else
             execute pg_catalog.format(
-                'select array_agg(h.id order by h.distance), array_agg(h.distance order by h.distance) '
+                'select pg_catalog.array_agg(h.id order by h.distance), pg_catalog.array_agg(h.distance order by h.distance) '
                 'from (select e.%1$I as id, %2$s as distance from agentmem.%3$I as e '
                 '      where %4$s%5$s order by %2$s limit $2) as h',
                 v_id, agentmem_private.vector_distance(path => 'exact scan', dimension => vector_search.dimension),
@@ -731,7 +731,7 @@ begin
             using vector_search.query_embedding, vector_search.k;
         end if;
     end if;
-    return query select u.id, u.distance from unnest(v_ids, v_distances) as u (id, distance);
+    return query select u.id, u.distance from rows from (pg_catalog.unnest(v_ids), pg_catalog.unnest(v_distances)) as u (id, distance);
 end
 $$;
 

@@ -46,7 +46,7 @@ security invoker
 set search_path from current
 as $$
 begin
-    if p_tenant is null or p_tenant = '' or length(p_tenant) > 128 then
+    if p_tenant is null or p_tenant = '' or pg_catalog.length(p_tenant) > 128 then
         raise exception 'tenant_id must be a non-empty text of at most 128 characters'
         using errcode = 'AM002', hint = 'Pass the id of the tenant the index is for.';
     end if;
@@ -55,7 +55,7 @@ begin
         using
             errcode = 'AM020',
             detail = 'Tables with embeddings: '
-            || (select string_agg(t, ', ') from agentmem_private.embedding_tables() as t),
+            || (select pg_catalog.string_agg(t, ', ') from agentmem_private.embedding_tables() as t),
             hint = 'message_embeddings (search_messages), facts (recall_facts) or cache_entries (cache_lookup).';
     end if;
     return (agentmem.get_model(p_model)).dimension;
@@ -202,7 +202,7 @@ begin
         order by pg_catalog.random() limit 32
     loop
         execute pg_catalog.format(
-            'select (array_agg(h.distance order by h.distance))[$2 + 1] '
+            'select (pg_catalog.array_agg(h.distance order by h.distance))[$2 + 1] '
             'from (select %1$s as distance from agentmem.message_embeddings as e '
             '      where e.tenant_id = %2$L and e.model = %3$L order by %1$s limit $2 + 21) as h',
             agentmem_private.vector_distance(path => 'own index', dimension => v_dim), measure_tenant_index.tenant_id, v_model
@@ -272,7 +272,7 @@ begin
     v_caller_tenant := pg_catalog.current_setting('agentmem.tenant_id', true);
     perform agentmem.set_tenant(tenant_id => create_tenant_index.tenant_id, local => true);
     v_name := agentmem_private.tenant_index_name(create_tenant_index.table_name, create_tenant_index.tenant_id, v_model);
-    if to_regclass(pg_catalog.format('agentmem.%I', v_name)) is not null
+    if pg_catalog.to_regclass(pg_catalog.format('agentmem.%I', v_name)) is not null
         and not agentmem_private.has_tenant_index(create_tenant_index.table_name, create_tenant_index.tenant_id, v_model) then
         -- left invalid by a failed concurrent build, or built by an earlier version on another expression
         execute pg_catalog.format('drop index agentmem.%I', v_name);
@@ -283,11 +283,11 @@ begin
     );
     if create_tenant_index.table_name = 'message_embeddings' then
         v_exact := agentmem_private.exact_index_name(create_tenant_index.table_name, create_tenant_index.tenant_id, v_model);
-        if to_regclass(pg_catalog.format('agentmem.%I', v_exact)) is not null
+        if pg_catalog.to_regclass(pg_catalog.format('agentmem.%I', v_exact)) is not null
             and not agentmem_private.has_exact_index(create_tenant_index.table_name, create_tenant_index.tenant_id, v_model) then
             execute pg_catalog.format('drop index agentmem.%I', v_exact);
         end if;
-        select count(*) into v_rows from (
+        select pg_catalog.count(*) into v_rows from (
             select from agentmem.message_embeddings as e
             where e.tenant_id = create_tenant_index.tenant_id and e.model = v_model
             limit agentmem_private.exact_index_max_rows(v_dim) + 1
@@ -339,7 +339,7 @@ begin
         agentmem_private.tenant_index_name(drop_tenant_index.table_name, drop_tenant_index.tenant_id, v_model),
         agentmem_private.exact_index_name(drop_tenant_index.table_name, drop_tenant_index.tenant_id, v_model)
     ] loop
-        if to_regclass(pg_catalog.format('agentmem.%I', v_name)) is not null then
+        if pg_catalog.to_regclass(pg_catalog.format('agentmem.%I', v_name)) is not null then
             execute pg_catalog.format('drop index agentmem.%I', v_name);
             v_dropped := true;
         end if;
@@ -376,7 +376,7 @@ begin
         'message_embeddings'::text,
         e.tenant_id,
         e.model,
-        count(*)
+        pg_catalog.count(*)
     from agentmem.message_embeddings as e
     group by e.tenant_id, e.model
     union all
@@ -384,7 +384,7 @@ begin
         'facts',
         f.tenant_id,
         f.model,
-        count(*)
+        pg_catalog.count(*)
     from agentmem.facts as f
     group by f.tenant_id, f.model
     union all
@@ -392,7 +392,7 @@ begin
         'cache_entries',
         c.tenant_id,
         c.model,
-        count(*)
+        pg_catalog.count(*)
     from agentmem.cache_entries as c
     group by c.tenant_id, c.model;
 end
@@ -557,7 +557,7 @@ begin
         if v_counted is distinct from array[table_name, tenant_id, model] then
             perform agentmem.set_tenant(tenant_id => tenant_id, local => true);
             execute pg_catalog.format(
-                'select count(*) from agentmem.%I as e where e.tenant_id = $1 and e.model = $2', table_name
+                'select pg_catalog.count(*) from agentmem.%I as e where e.tenant_id = $1 and e.model = $2', table_name
             )
             into tenant_rows
             using tenant_id, model;

@@ -17,16 +17,16 @@ begin
         raise exception 'texts must hold 1 to 10000 texts, got %', v_n
         using errcode = 'AM020', hint = 'Split a larger batch into several calls.';
     end if;
-    if array_position(p_texts, null) is not null then
-        raise exception 'texts[%] is NULL', array_position(p_texts, null)
+    if pg_catalog.array_position(p_texts, null) is not null then
+        raise exception 'texts[%] is NULL', pg_catalog.array_position(p_texts, null)
         using errcode = 'AM020';
     end if;
     select u.ord into v_big
-    from unnest(p_texts) with ordinality as u (txt, ord)
-    where octet_length(u.txt) > 4194304
+    from pg_catalog.unnest(p_texts) with ordinality as u (txt, ord)
+    where pg_catalog.octet_length(u.txt) > 4194304
     limit 1;
     if v_big is not null then
-        raise exception 'texts[%] is % bytes; the limit is 4 MiB', v_big, octet_length(p_texts[v_big])
+        raise exception 'texts[%] is % bytes; the limit is 4 MiB', v_big, pg_catalog.octet_length(p_texts[v_big])
         using errcode = 'AM021', hint = 'No embedding model reads texts that long; embed a shorter text.';
     end if;
     return v_n;
@@ -66,8 +66,8 @@ begin
             where c.tenant_id = v_tenant and c.model = v_model and c.text_sha256 = t.sha
         )
     from (
-        select u.ord, sha256(convert_to(u.txt, 'UTF8')) as sha
-        from unnest(embedding_cache_lookup.texts) with ordinality as u (txt, ord)
+        select u.ord, pg_catalog.sha256(pg_catalog.convert_to(u.txt, 'UTF8')) as sha
+        from pg_catalog.unnest(embedding_cache_lookup.texts) with ordinality as u (txt, ord)
     ) as t
     order by t.ord;
 end
@@ -103,7 +103,7 @@ declare
 begin
     if agentmem_private.check_array('embeddings', embedding_cache_store.embeddings, 10000) <> v_n then
         raise exception 'texts and embeddings must be arrays of the same length (% and %)',
-            v_n, coalesce(cardinality(embedding_cache_store.embeddings), 0)
+            v_n, coalesce(pg_catalog.cardinality(embedding_cache_store.embeddings), 0)
         using errcode = 'AM020';
     end if;
     v_dim := (agentmem.get_model(v_model)).dimension;
@@ -115,11 +115,11 @@ begin
     for v_from in 1..v_n by 1000 loop
         execute 'insert into agentmem.embedding_cache as c (tenant_id, model, text_sha256, cached_vector) values '
             || (
-                select string_agg(pg_catalog.format(
+                select pg_catalog.string_agg(pg_catalog.format(
                     '(%L, %L, %L::bytea, %L::vector)', v_tenant, v_model,
-                    sha256(convert_to(embedding_cache_store.texts[g.i], 'UTF8')), embedding_cache_store.embeddings[g.i]
+                    pg_catalog.sha256(pg_catalog.convert_to(embedding_cache_store.texts[g.i], 'UTF8')), embedding_cache_store.embeddings[g.i]
                 ), ', ' order by g.i)
-                from generate_series(v_from, least(v_from + 999, v_n)) as g (i)
+                from pg_catalog.generate_series(v_from, least(v_from + 999, v_n)) as g (i)
             )
             || ' on conflict on constraint embedding_cache_pkey do nothing';
         get diagnostics v_new = row_count;

@@ -45,7 +45,7 @@ set search_path from current
 as $$
     select least(
         coalesce(nullif(pg_catalog.current_setting('agentmem.embedding_retry_base', true), '')::interval, interval '10 seconds')
-        * power(2, greatest(p_attempts - 1, 0))::int,
+        * pg_catalog.power(2, greatest(p_attempts - 1, 0))::int,
         interval '1 hour'
     )
 $$;
@@ -90,7 +90,7 @@ declare
     v_model text;
     v_n int := 0;
 begin
-    if coalesce(cardinality(p_models), 0) = 0 or coalesce(cardinality(p_ids), 0) = 0 then
+    if coalesce(pg_catalog.cardinality(p_models), 0) = 0 or coalesce(pg_catalog.cardinality(p_ids), 0) = 0 then
         return 0;
     end if;
     foreach v_model in array p_models loop
@@ -102,18 +102,18 @@ begin
             execute 'insert into agentmem.embedding_jobs as j (tenant_id, model, '
                 || pg_catalog.quote_ident(p_kind || '_id') || ', content, payload) values '
                 || (
-                    select string_agg(pg_catalog.format(
+                    select pg_catalog.string_agg(pg_catalog.format(
                         '(%L, %L, %L::uuid, %L, %L::jsonb)', p_tenant, v_model, p_ids[g.i], p_contents[g.i],
                         case when v_model = p_models[1] then p_payload end
                     ), ', ' order by g.i)
-                    from generate_series(v_from, least(v_from + 99, cardinality(p_ids))) as g (i)
+                    from pg_catalog.generate_series(v_from, least(v_from + 99, pg_catalog.cardinality(p_ids))) as g (i)
                 )
                 || ' on conflict on constraint embedding_jobs_row_model_key do update set'
                 || ' content = excluded.content, payload = coalesce(excluded.payload, j.payload),'
                 || ' state = ''pending'', attempts = 0, run_after = excluded.run_after, lease_until = null,'
                 || ' lease_token = null, last_error = null';
         end loop;
-        v_n := v_n + cardinality(p_ids);
+        v_n := v_n + pg_catalog.cardinality(p_ids);
         perform pg_catalog.pg_notify('agentmem_embedding_jobs', v_model);
     end loop;
     return v_n;
@@ -180,7 +180,7 @@ as $$
 #variable_conflict use_column
 declare
     v_model text := claim_embedding_jobs.model;
-    v_token uuid := gen_random_uuid();
+    v_token uuid := pg_catalog.gen_random_uuid();
     v_left int := claim_embedding_jobs.batch_size;
     v_max int := agentmem_private.embedding_max_attempts();
     v_tenant text;
@@ -205,12 +205,12 @@ begin
     set state = 'failed', lease_token = null, lease_until = null,
         -- (immutable expressions only: Citus runs no stable function on a column in an UPDATE)
         last_error = 'the lease expired ' || j.attempts::text || ' times (the worker died or hung mid-batch)'
-    where j.state = 'running' and j.lease_until < now() and j.attempts >= v_max
+    where j.state = 'running' and j.lease_until < pg_catalog.now() and j.attempts >= v_max
         and (v_model is null or j.model = v_model);
     if v_model is null then
         select j.model into v_model
         from agentmem.embedding_jobs as j
-        where (j.state = 'pending' and j.run_after <= now()) or (j.state = 'running' and j.lease_until < now())
+        where (j.state = 'pending' and j.run_after <= pg_catalog.now()) or (j.state = 'running' and j.lease_until < pg_catalog.now())
         order by j.run_after
         limit 1;
         if v_model is null then
@@ -225,9 +225,9 @@ begin
     for v_tenant in
         select j.tenant_id from agentmem.embedding_jobs as j
         where j.model = v_model
-            and ((j.state = 'pending' and j.run_after <= now()) or (j.state = 'running' and j.lease_until < now()))
+            and ((j.state = 'pending' and j.run_after <= pg_catalog.now()) or (j.state = 'running' and j.lease_until < pg_catalog.now()))
         group by j.tenant_id
-        order by min(j.run_after), j.tenant_id
+        order by pg_catalog.min(j.run_after), j.tenant_id
         limit claim_embedding_jobs.batch_size
     loop
         perform agentmem_private.set_job_tenant(v_tenant);
@@ -235,7 +235,7 @@ begin
         with picked as (
             select j.tenant_id, j.job_id from agentmem.embedding_jobs as j
             where j.tenant_id = v_tenant and j.model = v_model
-                and ((j.state = 'pending' and j.run_after <= now()) or (j.state = 'running' and j.lease_until < now()))
+                and ((j.state = 'pending' and j.run_after <= pg_catalog.now()) or (j.state = 'running' and j.lease_until < pg_catalog.now()))
             order by j.run_after, j.job_id
             limit v_left
             for update skip locked
@@ -244,7 +244,7 @@ begin
         claimed as (
             update agentmem.embedding_jobs as j
             set state = 'running', lease_token = v_token, attempts = j.attempts + 1,
-                lease_until = now() + claim_embedding_jobs.lease
+                lease_until = pg_catalog.now() + claim_embedding_jobs.lease
             from picked as p
             where j.tenant_id = p.tenant_id and j.job_id = p.job_id
             returning
@@ -256,7 +256,7 @@ begin
         select c.tenant_id, c.job_id, c.model, v_prefix.dimension, c.input, ec.cached_vector, v_token
         from claimed as c
         left join agentmem.embedding_cache as ec
-            on ec.tenant_id = v_tenant and ec.model = v_model and ec.text_sha256 = sha256(convert_to(c.input, 'UTF8'));
+            on ec.tenant_id = v_tenant and ec.model = v_model and ec.text_sha256 = pg_catalog.sha256(pg_catalog.convert_to(c.input, 'UTF8'));
         get diagnostics v_got = row_count;
         v_left := v_left - v_got;
         exit when v_left <= 0;
@@ -290,12 +290,12 @@ declare
     v_state text := case when p_job.attempts >= agentmem_private.embedding_max_attempts() then 'failed' else 'pending' end;
 begin
     update agentmem.embedding_jobs as j
-    set state = v_state, lease_token = null, lease_until = null, last_error = left(p_error, 2000),
-        run_after = now() + agentmem_private.embedding_retry_delay(p_job.attempts)
+    set state = v_state, lease_token = null, lease_until = null, last_error = pg_catalog.left(p_error, 2000),
+        run_after = pg_catalog.now() + agentmem_private.embedding_retry_delay(p_job.attempts)
     where j.tenant_id = p_job.tenant_id and j.job_id = p_job.job_id;
     if v_state = 'failed' then
         insert into agentmem.embedding_job_counts as c (tenant_id, model, minute, failed)
-        values (p_job.tenant_id, p_job.model, date_trunc('minute', now()), 1)
+        values (p_job.tenant_id, p_job.model, pg_catalog.date_trunc('minute', pg_catalog.now()), 1)
         on conflict on constraint embedding_job_counts_pkey do update set failed = c.failed + 1;
     end if;
     return case when v_state = 'failed' then 'failed' else 'retry' end;
@@ -335,7 +335,7 @@ begin
             v_fact.tenant_id, v_fact.user_id, v_fact.subject, v_fact.fact, p_job.model, p_embedding,
             v_fact.source_message_ids, v_fact.created_at, v_fact.updated_at, v_fact.valid_from, v_fact.valid_to
         )
-        on conflict (tenant_id, user_id, lower(subject), model) do update
+        on conflict (tenant_id, user_id, pg_catalog.lower(subject), model) do update
             set subject = excluded.subject, fact = excluded.fact, embedding = excluded.embedding,
             source_message_ids = excluded.source_message_ids, updated_at = excluded.updated_at,
             valid_from = excluded.valid_from, valid_to = excluded.valid_to;
@@ -368,10 +368,10 @@ begin
         where f.tenant_id = p_job.tenant_id and f.fact_id = p_job.fact_id;
     end if;
     -- Values computed first: Citus takes no subquery in an INSERT ... VALUES.
-    v_prev_sources := array(select jsonb_array_elements_text(p_job.payload -> 'prev_sources'))::uuid [];
+    v_prev_sources := array(select pg_catalog.jsonb_array_elements_text(p_job.payload -> 'prev_sources'))::uuid [];
     v_prev_to := least(coalesce((p_job.payload ->> 'prev_valid_to')::timestamptz, v_fact.valid_from), v_fact.valid_from);
-    v_prev_recorded := coalesce((p_job.payload ->> 'prev_recorded_at')::timestamptz, now());
-    v_new_sources := array(select jsonb_array_elements_text(p_job.payload -> 'new_sources'))::uuid [];
+    v_prev_recorded := coalesce((p_job.payload ->> 'prev_recorded_at')::timestamptz, pg_catalog.now());
+    v_new_sources := array(select pg_catalog.jsonb_array_elements_text(p_job.payload -> 'new_sources'))::uuid [];
     insert into agentmem.fact_history as h (
         tenant_id, fact_id, user_id, subject, fact, source_message_ids, valid_from, valid_to, recorded_at
     ) values (
@@ -421,14 +421,14 @@ declare
 begin
     perform agentmem_private.check_array('tenant_ids', complete_embedding_jobs.tenant_ids, 1000);
     perform agentmem_private.check_array('embeddings', complete_embedding_jobs.embeddings, 1000);
-    if coalesce(cardinality(complete_embedding_jobs.tenant_ids), 0) <> v_n
-        or coalesce(cardinality(complete_embedding_jobs.embeddings), 0) <> v_n then
+    if coalesce(pg_catalog.cardinality(complete_embedding_jobs.tenant_ids), 0) <> v_n
+        or coalesce(pg_catalog.cardinality(complete_embedding_jobs.embeddings), 0) <> v_n then
         raise exception 'tenant_ids, job_ids and embeddings must be arrays of the same length'
         using
             errcode = 'AM020',
             detail = pg_catalog.format('tenant_ids: %s, job_ids: %s, embeddings: %s',
-                coalesce(cardinality(complete_embedding_jobs.tenant_ids), 0), v_n,
-                coalesce(cardinality(complete_embedding_jobs.embeddings), 0)),
+                coalesce(pg_catalog.cardinality(complete_embedding_jobs.tenant_ids), 0), v_n,
+                coalesce(pg_catalog.cardinality(complete_embedding_jobs.embeddings), 0)),
             hint = 'Pass one vector per claimed job, in the order of job_ids; nothing was stored.';
     end if;
     for i in 1..v_n loop
@@ -484,7 +484,7 @@ begin
         end if;
         v_input := v_prefix || v_job.content;
         insert into agentmem.embedding_cache (tenant_id, model, text_sha256, cached_vector)
-        values (v_job.tenant_id, v_job.model, sha256(convert_to(v_input, 'UTF8')), v_vec)
+        values (v_job.tenant_id, v_job.model, pg_catalog.sha256(pg_catalog.convert_to(v_input, 'UTF8')), v_vec)
         on conflict on constraint embedding_cache_pkey do nothing;
         delete from agentmem.embedding_jobs as j where j.tenant_id = v_job.tenant_id and j.job_id = v_job.job_id;
         v_done_tenants := v_done_tenants || v_job.tenant_id;
@@ -499,8 +499,8 @@ begin
     -- counts go (a day of minutes per tenant and model at most). One shard per
     -- statement on Citus.
     for v_count in
-        select d.t, d.m, count(*)::int as n
-        from unnest(v_done_tenants, v_done_models) as d (t, m)
+        select d.t, d.m, pg_catalog.count(*)::int as n
+        from rows from (pg_catalog.unnest(v_done_tenants), pg_catalog.unnest(v_done_models)) as d (t, m)
         group by d.t, d.m
         order by d.t, d.m
     loop
@@ -509,10 +509,10 @@ begin
             perform agentmem_private.set_job_tenant(v_tenant);
         end if;
         insert into agentmem.embedding_job_counts as c (tenant_id, model, minute, completed)
-        values (v_count.t, v_count.m, date_trunc('minute', now()), v_count.n)
+        values (v_count.t, v_count.m, pg_catalog.date_trunc('minute', pg_catalog.now()), v_count.n)
         on conflict on constraint embedding_job_counts_pkey do update set completed = c.completed + excluded.completed;
         delete from agentmem.embedding_job_counts as c
-        where c.tenant_id = v_count.t and c.model = v_count.m and c.minute < now() - interval '1 day';
+        where c.tenant_id = v_count.t and c.model = v_count.m and c.minute < pg_catalog.now() - interval '1 day';
     end loop;
     perform pg_catalog.set_config('agentmem.tenant_id', '', true);
 end
@@ -548,7 +548,7 @@ declare
     v_n int := agentmem_private.check_array('job_ids', fail_embedding_jobs.job_ids, 1000);
     v_job agentmem.embedding_jobs;
 begin
-    if coalesce(cardinality(fail_embedding_jobs.tenant_ids), 0) <> v_n then
+    if coalesce(pg_catalog.cardinality(fail_embedding_jobs.tenant_ids), 0) <> v_n then
         raise exception 'tenant_ids and job_ids must be arrays of the same length'
         using errcode = 'AM020';
     end if;
@@ -592,7 +592,7 @@ declare
     v_n bigint;
 begin
     perform agentmem_private.set_queue_tenant();
-    select count(*) into v_n from agentmem.embedding_jobs as j
+    select pg_catalog.count(*) into v_n from agentmem.embedding_jobs as j
     where j.state <> 'failed' and (embedding_queue_depth.model is null or j.model = embedding_queue_depth.model);
     perform pg_catalog.set_config('agentmem.tenant_id', '', true);
     return v_n;
@@ -715,7 +715,7 @@ set search_path from current
 as $$
     select
         (
-            select count(*) from agentmem.messages as m
+            select pg_catalog.count(*) from agentmem.messages as m
             where m.tenant_id = p_tenant
                 and exists (
                     select from agentmem.message_embeddings as e
@@ -727,16 +727,16 @@ as $$
                 )
         )
         + (
-            select count(*) from agentmem.facts as f
+            select pg_catalog.count(*) from agentmem.facts as f
             where f.tenant_id = p_tenant and f.model <> p_model
                 and not exists (
                     select from agentmem.facts as g
-                    where g.tenant_id = p_tenant and g.user_id = f.user_id and lower(g.subject) = lower(f.subject)
+                    where g.tenant_id = p_tenant and g.user_id = f.user_id and pg_catalog.lower(g.subject) = pg_catalog.lower(f.subject)
                         and g.model = p_model and g.embedding is not null
                 )
         )
         + (
-            select count(*) from agentmem.embedding_jobs as j
+            select pg_catalog.count(*) from agentmem.embedding_jobs as j
             where j.tenant_id = p_tenant and j.model = p_model
         )
 $$;
@@ -823,7 +823,7 @@ begin
         from agentmem.facts as f, agentmem.facts as g
         where h.tenant_id = v_tenant and f.tenant_id = v_tenant and g.tenant_id = v_tenant
             and h.fact_id = f.fact_id and f.model = drop_model_vectors.model
-            and g.user_id = f.user_id and lower(g.subject) = lower(f.subject)
+            and g.user_id = f.user_id and pg_catalog.lower(g.subject) = pg_catalog.lower(f.subject)
             and g.model = agentmem_private.default_model();
         delete from agentmem.facts as f where f.tenant_id = v_tenant and f.model = drop_model_vectors.model;
         get diagnostics v_n = row_count;
@@ -897,7 +897,7 @@ begin
     for v_tenant in select t from agentmem_private.tenants_of(retry_embedding_jobs.tenant_id, 'agentmem.retry_embedding_jobs') as t loop
         perform agentmem.set_tenant(v_tenant, true);
         update agentmem.embedding_jobs as j
-        set state = 'pending', attempts = 0, run_after = now(), last_error = null
+        set state = 'pending', attempts = 0, run_after = pg_catalog.now(), last_error = null
         where j.tenant_id = v_tenant and j.state = 'failed'
             and (retry_embedding_jobs.model is null or j.model = retry_embedding_jobs.model);
         get diagnostics v_n = row_count;

@@ -56,7 +56,7 @@ begin
             detail = 'A batch gives a time for every message or for none.',
             hint = 'Pass occurred_at => NULL for the whole batch to store its messages as happening now.';
     end if;
-    if not pg_catalog.isfinite(p_at) or p_at > now() + interval '1 day' then
+    if not pg_catalog.isfinite(p_at) or p_at > pg_catalog.now() + interval '1 day' then
         raise exception '%occurred_at % is not a time a message can have happened', p_what, p_at
         using
             errcode = 'AM020',
@@ -108,7 +108,7 @@ begin
         perform agentmem_private.conv_not_found(p_conversation_id);
     end if;
     if v_owner <> p_user_id then
-        raise exception 'conversation % is not a conversation of user %', p_conversation_id, quote_literal(p_user_id)
+        raise exception 'conversation % is not a conversation of user %', p_conversation_id, pg_catalog.quote_literal(p_user_id)
         using
             errcode = 'AM030',
             detail = 'It belongs to another user of the current tenant.',
@@ -137,8 +137,8 @@ declare
 begin
     perform agentmem_private.check_user_id(start_conversation.user_id);
     perform agentmem_private.lock_user(v_tenant, start_conversation.user_id, false);
-    if length(start_conversation.title) > 1000 then
-        raise exception 'title is too large: % characters, the limit is 1000', length(start_conversation.title)
+    if pg_catalog.length(start_conversation.title) > 1000 then
+        raise exception 'title is too large: % characters, the limit is 1000', pg_catalog.length(start_conversation.title)
         using errcode = 'AM021';
     end if;
     insert into agentmem.conversations as c (tenant_id, user_id, title, metadata)
@@ -177,7 +177,7 @@ declare
     v_tenant text := agentmem.current_tenant();
     v_conversation_id uuid := agentmem_private.uuid_arg('conversation_id', store_messages.conversation_id);
     v_model text := coalesce(store_messages.model, agentmem_private.default_model());
-    v_n int := coalesce(cardinality(store_messages.roles), 0);
+    v_n int := coalesce(pg_catalog.cardinality(store_messages.roles), 0);
     v_what text;
     v_first int;
     v_user text;
@@ -199,24 +199,24 @@ begin
     perform agentmem_private.check_array('embeddings', store_messages.embeddings, 10000);
     perform agentmem_private.check_array('metadata', store_messages.metadata, 10000);
     perform agentmem_private.check_array('occurred_at', store_messages.occurred_at, 10000);
-    if v_n not between 1 and 10000 or array_ndims(store_messages.roles) <> 1 then
+    if v_n not between 1 and 10000 or pg_catalog.array_ndims(store_messages.roles) <> 1 then
         raise exception 'a batch holds 1 to 10000 messages, got %', v_n
         using errcode = 'AM020', hint = 'Split a larger import into several calls.';
     end if;
-    if coalesce(cardinality(store_messages.contents), 0) <> v_n
-        or coalesce(cardinality(store_messages.embeddings), v_n) <> v_n
-        or coalesce(cardinality(store_messages.metadata), v_n) <> v_n
-        or coalesce(cardinality(store_messages.occurred_at), v_n) <> v_n
-        or array_ndims(store_messages.contents) <> 1 then
+    if coalesce(pg_catalog.cardinality(store_messages.contents), 0) <> v_n
+        or coalesce(pg_catalog.cardinality(store_messages.embeddings), v_n) <> v_n
+        or coalesce(pg_catalog.cardinality(store_messages.metadata), v_n) <> v_n
+        or coalesce(pg_catalog.cardinality(store_messages.occurred_at), v_n) <> v_n
+        or pg_catalog.array_ndims(store_messages.contents) <> 1 then
         raise exception 'roles, contents, embeddings (and metadata, occurred_at if given) must be arrays of the same length'
         using
             errcode = 'AM020',
             detail = pg_catalog.format(
                 'roles: %s, contents: %s, embeddings: %s, metadata: %s, occurred_at: %s', v_n,
-                coalesce(cardinality(store_messages.contents), 0),
-                coalesce(cardinality(store_messages.embeddings)::text, 'NULL'),
-                coalesce(cardinality(store_messages.metadata)::text, 'NULL'),
-                coalesce(cardinality(store_messages.occurred_at)::text, 'NULL')
+                coalesce(pg_catalog.cardinality(store_messages.contents), 0),
+                coalesce(pg_catalog.cardinality(store_messages.embeddings)::text, 'NULL'),
+                coalesce(pg_catalog.cardinality(store_messages.metadata)::text, 'NULL'),
+                coalesce(pg_catalog.cardinality(store_messages.occurred_at)::text, 'NULL')
             );
     end if;
     v_dim := (agentmem.get_model(v_model)).dimension;
@@ -224,7 +224,7 @@ begin
         v_what := case when v_n = 1 then '' else pg_catalog.format('message %s: ', i) end;
         if store_messages.roles[i] is null
             or store_messages.roles[i] not in ('user', 'assistant', 'tool', 'system') then
-            raise exception '%unknown role %', v_what, coalesce(quote_literal(store_messages.roles[i]), 'NULL')
+            raise exception '%unknown role %', v_what, coalesce(pg_catalog.quote_literal(store_messages.roles[i]), 'NULL')
             using errcode = 'AM020', hint = 'role is one of user, assistant, tool, system.';
         end if;
         perform agentmem_private.check_text(v_what || 'content', store_messages.contents[i], 100000);
@@ -258,7 +258,7 @@ begin
     -- The row lock on the conversation serialises writers of one conversation
     -- until commit; a rolled-back insert rolls next_index back with it: no gap.
     update agentmem.conversations as c
-    set next_index = c.next_index + v_n, updated_at = now()
+    set next_index = c.next_index + v_n, updated_at = pg_catalog.now()
     where c.tenant_id = v_tenant and c.conversation_id = v_conversation_id
     returning c.next_index - v_n, c.user_id into v_first, v_user;
     if not found then
@@ -273,7 +273,7 @@ begin
         m.tenant_id = v_tenant and m.conversation_id = v_conversation_id
         and m.message_index = v_first - 1;
     if store_messages.occurred_at is null then
-        v_times := array_fill(greatest(now(), v_last), array[v_n]);
+        v_times := pg_catalog.array_fill(greatest(pg_catalog.now(), v_last), array[v_n]);
     else
         if store_messages.occurred_at[1] < v_last then
             raise exception '%occurred_at % is earlier than the conversation''s last message (%, message_index %)',
@@ -294,52 +294,52 @@ begin
     -- COPY, refused under row-level security; not array parameters subscripted
     -- per row ($2[i]), which Citus copies whole for every reference (a batch
     -- of 100 took 2.5 s).
-    v_ids := array(select gen_random_uuid() from generate_series(1, v_n));
+    v_ids := array(select pg_catalog.gen_random_uuid() from pg_catalog.generate_series(1, v_n));
     for v_from in 1..v_n by 100 loop
         v_to := least(v_from + 99, v_n);
         execute 'insert into agentmem.messages '
             || '(tenant_id, message_id, conversation_id, user_id, message_index, role, content, metadata, occurred_at) '
             || 'values '
             || (
-                select string_agg(pg_catalog.format(
+                select pg_catalog.string_agg(pg_catalog.format(
                     '(%L, %L::uuid, %L::uuid, %L, %s, %L, %L, %L::jsonb, %L::timestamptz)',
                     v_tenant, v_ids[g.i], v_conversation_id, v_user, v_first + g.i - 1,
                     store_messages.roles[g.i], store_messages.contents[g.i],
                     coalesce(store_messages.metadata[g.i], '{}'::jsonb), v_times[g.i]
                 ), ', ' order by g.i)
-                from generate_series(v_from, v_to) as g (i)
+                from pg_catalog.generate_series(v_from, v_to) as g (i)
             );
-        if exists (select from generate_series(v_from, v_to) as g (i) where store_messages.embeddings[g.i] is not null) then
+        if exists (select from pg_catalog.generate_series(v_from, v_to) as g (i) where store_messages.embeddings[g.i] is not null) then
             execute 'insert into agentmem.message_embeddings '
                 || '(tenant_id, message_id, model, user_id, conversation_id, embedding, occurred_at) values '
                 || (
-                    select string_agg(pg_catalog.format(
+                    select pg_catalog.string_agg(pg_catalog.format(
                         '(%L, %L::uuid, %L, %L, %L::uuid, %L::vector, %L::timestamptz)',
                         v_tenant, v_ids[g.i], v_model, v_user, v_conversation_id, store_messages.embeddings[g.i],
                         v_times[g.i]
                     ), ', ' order by g.i)
-                    from generate_series(v_from, v_to) as g (i)
+                    from pg_catalog.generate_series(v_from, v_to) as g (i)
                     where store_messages.embeddings[g.i] is not null
                 );
         end if;
     end loop;
     -- Embedding jobs, in this transaction: for the messages without a vector,
     -- and for every model the tenant is being re-embedded into.
-    v_queued := array(select g.i from generate_series(1, v_n) as g (i) where store_messages.embeddings[g.i] is null);
-    v_jobs := agentmem_private.embedding_job_models(v_tenant, v_model, cardinality(v_queued) = 0);
-    if cardinality(v_jobs) > 0 then
-        if cardinality(v_queued) > 0 then
+    v_queued := array(select g.i from pg_catalog.generate_series(1, v_n) as g (i) where store_messages.embeddings[g.i] is null);
+    v_jobs := agentmem_private.embedding_job_models(v_tenant, v_model, pg_catalog.cardinality(v_queued) = 0);
+    if pg_catalog.cardinality(v_jobs) > 0 then
+        if pg_catalog.cardinality(v_queued) > 0 then
             perform agentmem_private.enqueue_embedding_jobs(
-                v_tenant, 'message', array(select v_ids[q] from unnest(v_queued) as q),
-                array(select store_messages.contents[q] from unnest(v_queued) as q), array[v_model]
+                v_tenant, 'message', array(select v_ids[q] from pg_catalog.unnest(v_queued) as q),
+                array(select store_messages.contents[q] from pg_catalog.unnest(v_queued) as q), array[v_model]
             );
         end if;
         perform agentmem_private.enqueue_embedding_jobs(
-            v_tenant, 'message', v_ids, store_messages.contents, array(select x from unnest(v_jobs) as x where x <> v_model)
+            v_tenant, 'message', v_ids, store_messages.contents, array(select x from pg_catalog.unnest(v_jobs) as x where x <> v_model)
         );
     end if;
     return query
-    select v_ids[g.i], v_first + g.i - 1 from generate_series(1, v_n) as g (i)
+    select v_ids[g.i], v_first + g.i - 1 from pg_catalog.generate_series(1, v_n) as g (i)
     order by g.i;
 end
 $$;
@@ -495,7 +495,7 @@ begin
             hint = 'Summarise again from the stored summary (short_term_context returns it).';
     end if;
     update agentmem.conversations as c
-    set summary = set_summary.summary, summary_through = set_summary.through_index, updated_at = now()
+    set summary = set_summary.summary, summary_through = set_summary.through_index, updated_at = pg_catalog.now()
     where c.tenant_id = v_tenant and c.conversation_id = v_conversation_id;
 end
 $$;

@@ -21,7 +21,7 @@ declare
     v_row agentmem.retention_policies;
 begin
     if p_kind is null or p_kind not in ('messages', 'cached_answers', 'hit_log', 'facts', 'erasure_log', 'job_runs') then
-        raise exception 'unknown kind of data: %', coalesce(left(p_kind, 100), 'NULL')
+        raise exception 'unknown kind of data: %', coalesce(pg_catalog.left(p_kind, 100), 'NULL')
         using
             errcode = 'AM020',
             hint = 'Kinds: messages, cached_answers, hit_log, facts, erasure_log, job_runs.';
@@ -155,7 +155,7 @@ begin
     v_sql := pg_catalog.format(
         'with victim as ('
         '  select t.tenant_id, t.%1$I as k from agentmem.%2$I as t'
-        '  where t.tenant_id = any($1) and t.%3$I < now() - $2'
+        '  where t.tenant_id = any($1) and t.%3$I < pg_catalog.now() - $2'
         '  order by t.%3$I limit $3%5$s'
         ') '
         'delete from agentmem.%2$I as t using victim as v '
@@ -214,7 +214,7 @@ begin
         for v_row in execute pg_catalog.format(
             'with victim as ('
             '  select t.tenant_id, t.%1$I as k from agentmem.%2$I as t'
-            '  where t.tenant_id <> all($1) and t.%3$I < now() - $2 and t.tenant_id %6$s $4'
+            '  where t.tenant_id <> all($1) and t.%3$I < pg_catalog.now() - $2 and t.tenant_id %6$s $4'
             '  order by t.tenant_id, t.%3$I limit $3%5$s'
             ') '
             'delete from agentmem.%2$I as t using victim as v '
@@ -273,10 +273,10 @@ begin
                     select g.tenant_id, g.key, g.detail
                     from agentmem_private.retention_delete('messages', 'messages', 'message_id', 'created_at', p_batch) as g
                 )
-                select gone.tenant_id, array_agg(gone.key::uuid), array_agg(gone.detail)
+                select gone.tenant_id, pg_catalog.array_agg(gone.key::uuid), pg_catalog.array_agg(gone.detail)
                 from gone group by gone.tenant_id
             loop
-                v_count := v_count + cardinality(v_ids);
+                v_count := v_count + pg_catalog.cardinality(v_ids);
                 perform agentmem_private.prune_fact_sources(v_tenant, v_ids, false);
                 perform agentmem_private.forget_text_hashes(v_tenant, v_texts);
             end loop;
@@ -284,24 +284,24 @@ begin
             -- cache_hits.entry_id of the removed entries: set null by
             -- cache_hits_entry_fk on one server, here on Citus (no such key).
             for v_tenant, v_ids in
-                select g.tenant_id, array_agg(g.key::uuid)
+                select g.tenant_id, pg_catalog.array_agg(g.key::uuid)
                 from agentmem_private.retention_delete('cached_answers', 'cache_entries', 'entry_id', 'created_at', p_batch) as g
                 group by g.tenant_id
             loop
-                v_count := v_count + cardinality(v_ids);
+                v_count := v_count + pg_catalog.cardinality(v_ids);
                 perform agentmem_private.unlink_cache_hits(v_tenant, v_ids);
             end loop;
         when 'hit_log' then
-            select count(*) into v_count
+            select pg_catalog.count(*) into v_count
             from agentmem_private.retention_delete('hit_log', 'cache_hits', 'hit_id', 'created_at', p_batch);
         when 'facts' then
-            select count(*) into v_count
+            select pg_catalog.count(*) into v_count
             from agentmem_private.retention_delete('facts', 'facts', 'fact_id', 'updated_at', p_batch);
         when 'erasure_log' then
-            select count(*) into v_count
+            select pg_catalog.count(*) into v_count
             from agentmem_private.retention_delete('erasure_log', 'erasure_log', 'erasure_id', 'erased_at', p_batch);
         when 'job_runs' then
-            select count(*) into v_count
+            select pg_catalog.count(*) into v_count
             from agentmem_private.retention_delete('job_runs', 'job_runs', 'run_id', 'finished_at', p_batch);
     end case;
     return v_count;
@@ -319,7 +319,7 @@ security invoker
 set search_path from current
 as $$
 declare
-    v_started timestamptz := clock_timestamp();
+    v_started timestamptz := pg_catalog.clock_timestamp();
     v_kind text;
     v_count bigint;
     v_n bigint;
@@ -338,7 +338,7 @@ begin
     if not pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtextextended('agentmem.apply_retention', 5)) then
         v_row.job := 'retention';
         v_row.started_at := v_started;
-        v_row.finished_at := clock_timestamp();
+        v_row.finished_at := pg_catalog.clock_timestamp();
         v_row.rows_removed := '{}';
         v_row.total_removed := 0;
         v_row.error := 'skipped: another apply_retention run is in progress';
@@ -347,7 +347,7 @@ begin
     foreach v_kind in array array['messages', 'cached_answers', 'hit_log', 'facts', 'erasure_log', 'job_runs'] loop
         begin
             v_count := agentmem_private.retention_kind(v_kind, apply_retention.batch_size);
-            v_removed := v_removed || jsonb_build_object(v_kind, v_count);
+            v_removed := v_removed || pg_catalog.jsonb_build_object(v_kind, v_count);
             v_total := v_total + v_count;
         exception when others then
             v_errors := v_errors || pg_catalog.format('%s: %s (SQLSTATE %s)', v_kind, sqlerrm, sqlstate);
@@ -363,21 +363,21 @@ begin
             select distinct e.tenant_id
             from agentmem.cache_entries as e
             left join agentmem.corpus_versions as c on e.tenant_id = c.tenant_id
-            where e.expires_at <= now() or e.corpus_version < c.version
+            where e.expires_at <= pg_catalog.now() or e.corpus_version < c.version
         loop
             exit when v_count >= apply_retention.batch_size;
             v_n := agentmem_private.sweep_cache_of(v_tenant, least(apply_retention.batch_size - v_count, 100000)::int);
             v_count := v_count + v_n;
         end loop;
-        v_removed := v_removed || jsonb_build_object('cache_sweep', v_count);
+        v_removed := v_removed || pg_catalog.jsonb_build_object('cache_sweep', v_count);
         v_total := v_total + v_count;
     exception when others then
         v_errors := v_errors || pg_catalog.format('cache_sweep: %s (SQLSTATE %s)', sqlerrm, sqlstate);
     end;
     insert into agentmem.job_runs as r (tenant_id, job, started_at, finished_at, rows_removed, total_removed, error)
     values (
-        '', 'retention', v_started, clock_timestamp(), v_removed, v_total,
-        nullif(array_to_string(v_errors, '; '), '')
+        '', 'retention', v_started, pg_catalog.clock_timestamp(), v_removed, v_total,
+        nullif(pg_catalog.array_to_string(v_errors, '; '), '')
     )
     returning * into v_row;
     return v_row;

@@ -16,7 +16,7 @@ as $$
 declare
     v_distributed boolean;
 begin
-    if to_regclass('pg_catalog.pg_dist_partition') is null then
+    if pg_catalog.to_regclass('pg_catalog.pg_dist_partition') is null then
         return false;
     end if;
     execute 'select exists (select from pg_catalog.pg_dist_partition where logicalrelid = $1)'
@@ -45,7 +45,7 @@ declare
     v_fn regprocedure;
 begin
     if not exists (select from pg_catalog.pg_extension where extname = 'citus') then
-        raise exception 'Citus is not installed in database %', current_database()
+        raise exception 'Citus is not installed in database %', pg_catalog.current_database()
         using
             errcode = 'AM040',
             detail = 'agentmem.distribute() distributes the agentmem tables by tenant_id with Citus; '
