@@ -6,7 +6,7 @@ returns void
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := nullif(pg_catalog.current_setting('agentmem.tenant_id', true), '');
@@ -36,7 +36,7 @@ language sql
 immutable
 parallel safe
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     -- Unicode's White_Space characters, and the invisible ones often taken for
     -- them (U+180E, U+200B to U+200D, U+2060, U+FEFF), as a bracket expression.
@@ -52,7 +52,7 @@ returns void
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $gen$
 declare
     v_mode text;
@@ -108,7 +108,7 @@ returns boolean
 language plpgsql
 stable
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_claims jsonb;
@@ -181,7 +181,7 @@ returns text
 language plpgsql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := pg_catalog.current_setting('agentmem.tenant_id', true);
@@ -282,7 +282,7 @@ create or replace function agentmem.set_tenant(
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     if tenant_id is null or tenant_id = '' then
@@ -312,7 +312,7 @@ returns text[]
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     -- The path agentmem's functions pin (every one the same; read from this
     -- function's own), without pg_catalog, which only superusers can write,
@@ -329,17 +329,26 @@ as $$
             and pg_catalog.btrim(s.name, ' "') not in ('pg_catalog', 'pg_temp', '$user')
         order by s.ord
     )
+    -- pgvector's schema: never on the pinned path (agentmem_private.vector_schema
+    -- says why), but installs and upgrades resolve names through it.
+    || array(
+        select n.nspname::text
+        from pg_catalog.pg_extension as e
+        inner join pg_catalog.pg_namespace as n on e.extnamespace = n.oid
+        where e.extname = 'vector' and n.nspname <> 'agentmem'
+    )
 $$;
 
 comment on function agentmem_private.search_path_schemas() is
-'Internal: the schemas of the search_path pinned on agentmem''s functions, without pg_catalog and pg_temp.';
+'Internal: the schemas of the search_path pinned on agentmem''s functions, without pg_catalog and pg_temp,
+and pgvector''s schema, through which installs and upgrades resolve names.';
 
 create or replace function agentmem_private.search_path_writers()
 returns table (schema_name text, role_name text, problem text, fix text)
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     -- Trusted: superusers, agentmem_owner, roles with the privileges of
     -- agentmem's owner (the DBA), and those of the schema's owner unless they
@@ -440,7 +449,7 @@ returns void
 language plpgsql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_rows text;
@@ -469,7 +478,7 @@ returns void
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     if role_name is null or not exists (select from pg_catalog.pg_roles where rolname = role_name) then
@@ -544,7 +553,7 @@ returns boolean
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select coalesce((select r.rolsuper or r.rolbypassrls from pg_catalog.pg_roles as r where r.rolname = current_user), false)
 $$;
@@ -557,7 +566,7 @@ returns boolean
 language plpgsql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     -- A role under row-level security sees the current tenant's rows or none
@@ -586,7 +595,7 @@ returns void
 language plpgsql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     if p_tenant is null or p_tenant = '' or pg_catalog.length(p_tenant) > 128
@@ -611,7 +620,7 @@ create or replace function agentmem_private.tenant_grant_scope(
 language plpgsql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     if (p_tenant_id is not null)::int + (p_tenant_prefix is not null)::int + coalesce(p_all_tenants, false)::int <> 1 then
@@ -645,7 +654,7 @@ create or replace function agentmem.grant_tenant(
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_scope text;
@@ -684,7 +693,7 @@ create or replace function agentmem.revoke_tenant(
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_scope text;
@@ -730,7 +739,7 @@ returns agentmem.tenant_binding
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_row agentmem.tenant_binding;

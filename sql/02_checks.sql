@@ -10,7 +10,7 @@ language sql
 immutable
 parallel safe
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     -- Unicode's whitespace as well (agentmem_private.unicode_space), whatever the locale.
     select
@@ -27,7 +27,7 @@ returns void
 language plpgsql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     if agentmem_private.is_blank(p_value) then
@@ -53,7 +53,7 @@ returns void
 language plpgsql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     if pg_catalog.length(p_user_id) > 256 or agentmem_private.is_blank(p_user_id) then
@@ -74,7 +74,7 @@ returns jsonb
 language plpgsql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     if p_metadata is null then
@@ -122,7 +122,7 @@ returns int
 language plpgsql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     if p_value is null then
@@ -154,7 +154,7 @@ returns void
 language plpgsql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     if p_value is null or p_value not between p_min and p_max then
@@ -172,7 +172,7 @@ returns void
 language plpgsql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     -- 'NaN' between -1 and 1 is false, but NaN >= x is true in PostgreSQL:
@@ -199,7 +199,7 @@ language plpgsql
 immutable
 parallel safe
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     if p_value is null then
@@ -230,7 +230,7 @@ returns void
 language plpgsql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     if p_since > p_until then
@@ -251,7 +251,7 @@ returns float8
 language plpgsql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_seconds float8 := extract(epoch from p_half_life)::float8;

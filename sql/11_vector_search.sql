@@ -24,7 +24,7 @@ returns int
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     -- An exact scan costs about the same per row at 384 and 768 dimensions
     -- (one heap page per row: 10,000 rows 76 to 80 ms at 384, 80 to 100 ms
@@ -48,7 +48,7 @@ returns int
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     -- Past the exact-scan limit the count goes on, up to 8 times it, so that
     -- hnsw_ef_search knows what share of the index the search filters.
@@ -65,7 +65,7 @@ returns float8
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select least(1.0, greatest(p_rows, 1)::float8 / nullif(greatest(c.reltuples, 0), 0))
     from pg_catalog.pg_class as c
@@ -82,7 +82,7 @@ returns bigint
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select greatest(c.reltuples, 0)::bigint
     from pg_catalog.pg_class as c
@@ -98,7 +98,7 @@ returns boolean
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     -- Two probes of the B-tree on (tenant_id, user_id, ...): the first user id
     -- below and above this one. Any model counts (the cheap, safe side).
@@ -124,7 +124,7 @@ create or replace function agentmem_private.hnsw_ef_search(
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     -- Measured on random 768-d vectors (docs/tuning.md): a tenant's own
     -- index (m 32, ef_construction 128) reaches recall@10 0.95 at ef 40 for
@@ -162,7 +162,7 @@ returns float8
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select coalesce(
         nullif(pg_catalog.current_setting('agentmem.ef_escalate_distance', true), '')::float8, 0.5
@@ -180,7 +180,7 @@ returns text
 language sql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     -- model names cannot contain '|', so tenant|model is unambiguous
     select p_table || '_t' || pg_catalog.left(pg_catalog.md5(p_tenant || '|' || p_model), 16) || '_hnsw'
@@ -195,7 +195,7 @@ returns text
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select case when i.indisvalid and i.indisready then pg_catalog.pg_get_expr(i.indexprs, i.indrelid) end
     from pg_catalog.pg_index as i
@@ -211,7 +211,7 @@ returns boolean
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     -- Its expression, l2_normalize(embedding::vector(d))::vector(d), is not the model's
     -- shared index's (embedding::vector(d)): a search written with it can use
@@ -232,7 +232,7 @@ returns text
 language sql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select pg_catalog.left(agentmem_private.tenant_index_name(p_table, p_tenant, p_model), -5) || '_exact'
 $$;
@@ -246,7 +246,7 @@ returns boolean
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select agentmem_private.usable_index_expression(
         agentmem_private.exact_index_name(p_table, p_tenant, p_model)
@@ -261,7 +261,7 @@ returns bigint
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     -- A read of the whole exact index costs about rows x dimension; the
     -- default stops where it costs about what a full HNSW pass does (the
@@ -284,7 +284,7 @@ returns text
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select pg_catalog.substring(pg_catalog.obj_description(pg_catalog.to_regclass(pg_catalog.format(
         'agentmem.%I', agentmem_private.exact_index_name(p_table, p_tenant, p_model)
@@ -300,9 +300,9 @@ it records none (never measured) or there is no such index.';
 create or replace function agentmem_private.vector_distance(path text, dimension int)
 returns text
 language sql
-immutable
+stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     -- Each index answers only an ORDER BY of its own expression: the shared
     -- index's is embedding::vector(d), a tenant's own HNSW index's
@@ -312,18 +312,25 @@ as $$
     -- for a 6,000-row tenant of 20,000 rows, at recall 0.73 instead of 0.99),
     -- its exact index's the same in half precision. The exact scan's (no cast)
     -- matches no index.
+    -- pgvector's type, function and operator are qualified with its schema
+    -- (agentmem_private.vector_schema says why).
     select case vector_distance.path
-        when 'exact scan' then 'e.embedding <=> $1'
-        when 'shared index' then pg_catalog.format('e.embedding::vector(%1$s) <=> $1::vector(%1$s)', vector_distance.dimension)
+        when 'exact scan' then pg_catalog.format('e.embedding operator(%1$I.<=>) $1', s.name)
+        when 'shared index' then pg_catalog.format(
+            'e.embedding::%2$I.vector(%1$s) operator(%2$I.<=>) $1::%2$I.vector(%1$s)', vector_distance.dimension, s.name
+        )
         when 'own index'
             then pg_catalog.format(
-                'l2_normalize(e.embedding::vector(%1$s))::vector(%1$s) <=> $1::vector(%1$s)', vector_distance.dimension
+                '%2$I.l2_normalize(e.embedding::%2$I.vector(%1$s))::%2$I.vector(%1$s) operator(%2$I.<=>) $1::%2$I.vector(%1$s)',
+                vector_distance.dimension, s.name
             )
         when 'exact index'
             then pg_catalog.format(
-                'l2_normalize(e.embedding::vector(%1$s))::halfvec(%1$s) <=> $1::halfvec(%1$s)', vector_distance.dimension
+                '%2$I.l2_normalize(e.embedding::%2$I.vector(%1$s))::%2$I.halfvec(%1$s) operator(%2$I.<=>) $1::%2$I.halfvec(%1$s)',
+                vector_distance.dimension, s.name
             )
     end
+    from (select agentmem_private.vector_schema() as name) as s
 $$;
 
 comment on function agentmem_private.vector_distance(text, int) is
@@ -348,7 +355,7 @@ create or replace function agentmem_private.vector_search_scope(
 language sql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     -- Each argument but table_name is an SQL expression: a quoted value
     -- (vector_search's statements) or a parameter (exact_scan's).
@@ -435,7 +442,7 @@ create or replace function agentmem_private.exact_scan(
 language plpgsql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $body$
 begin%s
     else
@@ -477,7 +484,7 @@ create or replace function agentmem_private.vector_search(
 language plpgsql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 set "hnsw.iterative_scan" = 'relaxed_order'
 set "hnsw.ef_search" = 1000
 set enable_sort = off

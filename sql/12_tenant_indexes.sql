@@ -11,7 +11,7 @@ returns setof text
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select c.relname::text
     from pg_catalog.pg_class as c
@@ -21,7 +21,7 @@ as $$
             select from pg_catalog.pg_attribute as a
             where
                 a.attrelid = c.oid and a.attname = 'embedding' and not a.attisdropped
-                and a.atttypid = 'vector'::regtype
+                and a.atttypid = agentmem_private.vector_type()
         )
         and exists (
             select from pg_catalog.pg_attribute as a
@@ -43,7 +43,7 @@ create or replace function agentmem_private.check_tenant_index_args(
 language plpgsql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     if p_tenant is null or p_tenant = '' or pg_catalog.length(p_tenant) > 128 then
@@ -69,7 +69,7 @@ create or replace function agentmem_private.tenant_index_build(out m int, out ef
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     -- Stronger than pgvector's defaults (m 16, ef_construction 64): a tenant's
     -- own index is built once for a big tenant, and on random 768-d vectors
@@ -94,7 +94,7 @@ create or replace function agentmem.tenant_index_ddl(
 language plpgsql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_model text := coalesce(tenant_index_ddl.model, agentmem_private.default_model());
@@ -106,10 +106,10 @@ declare
 begin
     if tenant_index_ddl.kind is not distinct from 'hnsw' then
         return v_create || pg_catalog.format(
-            '%I on agentmem.%I using hnsw ((l2_normalize(embedding::vector(%s))::vector(%s)) vector_cosine_ops) '
-            'with (m = %s, ef_construction = %s) where tenant_id = %L and model = %L',
+            '%I on agentmem.%I using hnsw ((%3$I.l2_normalize(embedding::%3$I.vector(%4$s))::%3$I.vector(%4$s)) %3$I.vector_cosine_ops) '
+            'with (m = %5$s, ef_construction = %6$s) where tenant_id = %7$L and model = %8$L',
             agentmem_private.tenant_index_name(tenant_index_ddl.table_name, tenant_index_ddl.tenant_id, v_model),
-            tenant_index_ddl.table_name, v_dim, v_dim,
+            tenant_index_ddl.table_name, agentmem_private.vector_schema(), v_dim,
             (agentmem_private.tenant_index_build()).m, (agentmem_private.tenant_index_build()).ef_construction,
             tenant_index_ddl.tenant_id, v_model
         );
@@ -123,10 +123,10 @@ begin
             hint = 'kind => ''hnsw'' (any table) or kind => ''exact'' (table_name => ''message_embeddings'').';
     end if;
     return v_create || pg_catalog.format(
-        '%I on agentmem.%I using ivfflat ((l2_normalize(embedding::vector(%s))::halfvec(%s)) halfvec_cosine_ops) '
-        'with (lists = 1) where tenant_id = %L and model = %L',
+        '%I on agentmem.%I using ivfflat ((%3$I.l2_normalize(embedding::%3$I.vector(%4$s))::%3$I.halfvec(%4$s)) %3$I.halfvec_cosine_ops) '
+        'with (lists = 1) where tenant_id = %5$L and model = %6$L',
         agentmem_private.exact_index_name(tenant_index_ddl.table_name, tenant_index_ddl.tenant_id, v_model),
-        tenant_index_ddl.table_name, v_dim, v_dim, tenant_index_ddl.tenant_id, v_model
+        tenant_index_ddl.table_name, agentmem_private.vector_schema(), v_dim, tenant_index_ddl.tenant_id, v_model
     );
 end
 $$;
@@ -155,7 +155,7 @@ create or replace function agentmem.measure_tenant_index(
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 set "hnsw.iterative_scan" = 'relaxed_order'
 set "hnsw.ef_search" = 40
 set enable_sort = off
@@ -165,7 +165,7 @@ declare
     v_dim int;
     v_k constant int := 10;
     v_far float8 := agentmem_private.escalate_distance();
-    v_embedding vector;
+    v_embedding agentmem.message_embeddings.embedding%type;
     v_distance float8;
     v_caller_tenant text;
 begin
@@ -252,7 +252,7 @@ create or replace function agentmem.create_tenant_index(
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_model text := coalesce(create_tenant_index.model, agentmem_private.default_model());
@@ -327,7 +327,7 @@ create or replace function agentmem.drop_tenant_index(
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_model text := coalesce(drop_tenant_index.model, agentmem_private.default_model());
@@ -361,7 +361,7 @@ returns table (table_name text, tenant_id text, model text, row_count bigint)
 language plpgsql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     -- Checked before the counts are planned: for a role under row-level
@@ -408,7 +408,7 @@ returns bigint
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select coalesce(
         nullif(pg_catalog.current_setting('agentmem.tenant_index_min_rows', true), '')::bigint,
@@ -500,7 +500,7 @@ returns table (
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_caller_tenant text := pg_catalog.current_setting('agentmem.tenant_id', true);

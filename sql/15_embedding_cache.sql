@@ -7,7 +7,7 @@ returns int
 language plpgsql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_n int := agentmem_private.check_array('texts', p_texts, 10000);
@@ -44,7 +44,7 @@ create or replace function agentmem.embedding_cache_lookup(
 language plpgsql
 stable
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -91,12 +91,13 @@ create or replace function agentmem.embedding_cache_store(
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
     v_model text := coalesce(embedding_cache_store.model, agentmem_private.default_model());
     v_n int := agentmem_private.cache_check_texts(embedding_cache_store.texts);
+    v_vector_schema text := agentmem_private.vector_schema();
     v_stored int := 0;
     v_new int;
     v_dim int;
@@ -116,8 +117,9 @@ begin
         execute 'insert into agentmem.embedding_cache as c (tenant_id, model, text_sha256, cached_vector) values '
             || (
                 select pg_catalog.string_agg(pg_catalog.format(
-                    '(%L, %L, %L::bytea, %L::vector)', v_tenant, v_model,
-                    pg_catalog.sha256(pg_catalog.convert_to(embedding_cache_store.texts[g.i], 'UTF8')), embedding_cache_store.embeddings[g.i]
+                    '(%L, %L, %L::bytea, %L::%I.vector)', v_tenant, v_model,
+                    pg_catalog.sha256(pg_catalog.convert_to(embedding_cache_store.texts[g.i], 'UTF8')), embedding_cache_store.embeddings[g.i],
+                    v_vector_schema
                 ), ', ' order by g.i)
                 from pg_catalog.generate_series(v_from, least(v_from + 999, v_n)) as g (i)
             )

@@ -7,7 +7,7 @@ returns regconfig
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select s.config::regconfig from agentmem.text_search_settings as s
 $$;
@@ -20,7 +20,7 @@ returns tsquery
 language plpgsql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_words tsvector;
@@ -77,7 +77,7 @@ create or replace function agentmem_private.check_search_query(
 language plpgsql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     perform agentmem_private.check_range('candidate_pool', p_candidate_pool, 1, 1000);
@@ -119,7 +119,7 @@ security invoker
 -- (3.7 of a vector-only search's 6.4 ms at 100,000 messages; 25 ms of a
 -- 10,000-message user's search).
 rows 10
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     with vec as (
         select v.id, v.vector_rank::int as vector_rank
@@ -152,7 +152,7 @@ returns boolean
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_name text;

@@ -27,7 +27,7 @@ returns int
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select coalesce(nullif(pg_catalog.current_setting('agentmem.embedding_max_attempts', true), '')::int, 5)
 $$;
@@ -41,7 +41,7 @@ returns interval
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select least(
         coalesce(nullif(pg_catalog.current_setting('agentmem.embedding_retry_base', true), '')::interval, interval '10 seconds')
@@ -59,7 +59,7 @@ returns text[]
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select array(
         select p_model where not p_has_vector
@@ -84,7 +84,7 @@ create or replace function agentmem_private.enqueue_embedding_jobs(
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_model text;
@@ -98,7 +98,7 @@ begin
         -- shard on Citus (store_messages says why). A row queued again (a
         -- fact rewritten before its vector came) starts afresh, keeping the
         -- first payload: the version the vector is to be compared with.
-        for v_from in 1..cardinality(p_ids) by 100 loop
+        for v_from in 1..pg_catalog.cardinality(p_ids) by 100 loop
             execute 'insert into agentmem.embedding_jobs as j (tenant_id, model, '
                 || pg_catalog.quote_ident(p_kind || '_id') || ', content, payload) values '
                 || (
@@ -131,7 +131,7 @@ returns void
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     perform pg_catalog.set_config('agentmem.tenant_id', p_tenant, true);
@@ -148,7 +148,7 @@ returns void
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     -- Matches no job (tenant ids have no such prefix in practice, and it would
@@ -175,7 +175,7 @@ create or replace function agentmem.claim_embedding_jobs(
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -284,7 +284,7 @@ create or replace function agentmem_private.embedding_job_failed(
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_state text := case when p_job.attempts >= agentmem_private.embedding_max_attempts() then 'failed' else 'pending' end;
@@ -311,12 +311,12 @@ returns text
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_fact agentmem.facts;
     v_similarity real;
-    v_prev vector;
+    v_prev agentmem.facts.embedding%type;
     v_prev_sources uuid [];
     v_new_sources uuid [];
     v_prev_from timestamptz;
@@ -348,8 +348,8 @@ begin
     end if;
     -- The near-duplicate merge or contradiction check upsert_fact deferred:
     -- the previous version (payload) against the text the vector is of.
-    v_prev := (p_job.payload ->> 'prev_embedding')::vector;
-    v_similarity := (1 - (v_prev <=> p_embedding))::real;
+    v_prev := p_job.payload ->> 'prev_embedding';
+    v_similarity := (1::float8 - agentmem_private.cosine_distance(v_prev, p_embedding))::real;
     -- (values computed first: Citus takes no stable function in CASE/COALESCE of an UPDATE)
     v_prev_from := (p_job.payload ->> 'prev_valid_from')::timestamptz;
     if v_similarity <> 'NaN' and v_similarity >= (p_job.payload ->> 'merge_threshold')::double precision then
@@ -400,7 +400,7 @@ create or replace function agentmem.complete_embedding_jobs(
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -410,7 +410,7 @@ declare
     v_outcome text;
     v_input text;
     v_prefix text;
-    v_vec vector;
+    v_vec agentmem.message_embeddings.embedding%type;
     v_tenant text;
     v_model text;
     v_count record;
@@ -541,7 +541,7 @@ create or replace function agentmem.fail_embedding_jobs(
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -586,7 +586,7 @@ returns bigint
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_n bigint;
@@ -612,7 +612,7 @@ returns setof text
 language plpgsql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     if p_tenant_id is not null then
@@ -647,7 +647,7 @@ create or replace function agentmem.reembed(
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -711,7 +711,7 @@ returns bigint
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select
         (
@@ -751,7 +751,7 @@ returns text
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_missing bigint;
@@ -788,7 +788,7 @@ returns table (tenant text, table_name text, rows_removed bigint)
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -887,7 +887,7 @@ returns bigint
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text;
@@ -917,14 +917,14 @@ with (security_invoker = true) as
 select
     j.tenant_id,
     j.model,
-    count(*) filter (where j.state = 'pending') as pending,
-    count(*) filter (where j.state = 'running') as running,
-    count(*) filter (where j.state = 'failed') as failed,
-    min(j.enqueued_at) filter (where j.state <> 'failed') as oldest,
-    (array_agg(j.last_error order by j.run_after desc) filter (where j.last_error is not null))[1] as last_error,
+    pg_catalog.count(*) filter (where j.state = 'pending') as pending,
+    pg_catalog.count(*) filter (where j.state = 'running') as running,
+    pg_catalog.count(*) filter (where j.state = 'failed') as failed,
+    pg_catalog.min(j.enqueued_at) filter (where j.state <> 'failed') as oldest,
+    (pg_catalog.array_agg(j.last_error order by j.run_after desc) filter (where j.last_error is not null))[1] as last_error,
     (
-        select round(coalesce(sum(c.completed), 0) / 5.0, 1) from agentmem.embedding_job_counts as c
-        where c.tenant_id = j.tenant_id and c.model = j.model and c.minute >= date_trunc('minute', now()) - interval '5 minutes'
+        select pg_catalog.round(coalesce(pg_catalog.sum(c.completed), 0) / 5.0, 1) from agentmem.embedding_job_counts as c
+        where c.tenant_id = j.tenant_id and c.model = j.model and c.minute >= pg_catalog.date_trunc('minute', pg_catalog.now()) - interval '5 minutes'
     ) as per_minute
 from agentmem.embedding_jobs as j
 group by j.tenant_id, j.model;
@@ -959,8 +959,8 @@ jobs as materialized (
 
 counts as materialized (
     select
-        max(c.minute) filter (where c.completed > 0) as last_completed,
-        max(c.minute) filter (where c.failed > 0) as last_failed
+        pg_catalog.max(c.minute) filter (where c.completed > 0) as last_completed,
+        pg_catalog.max(c.minute) filter (where c.failed > 0) as last_failed
     from agentmem.embedding_job_counts as c
 )
 
@@ -975,9 +975,9 @@ select
 from (
     select
         runs.job,
-        max(runs.started_at) as last_run_at,
-        (array_agg(runs.error order by runs.started_at desc, runs.run_id desc))[1] as last_error,
-        max(runs.started_at) filter (where runs.error is not null) as last_error_at
+        pg_catalog.max(runs.started_at) as last_run_at,
+        (pg_catalog.array_agg(runs.error order by runs.started_at desc, runs.run_id desc))[1] as last_error,
+        pg_catalog.max(runs.started_at) filter (where runs.error is not null) as last_error_at
     from runs
     group by runs.job
 ) as r
@@ -992,11 +992,11 @@ select
     ) as last_error,
     (select counts.last_failed from counts) as last_error_at,
     (
-        select count(*) from jobs
+        select pg_catalog.count(*) from jobs
         where jobs.state <> 'failed'
     ) as backlog,
     (
-        select count(*) from jobs
+        select pg_catalog.count(*) from jobs
         where jobs.state = 'failed'
     ) as failed,
     case
@@ -1006,7 +1006,7 @@ select
         ) then 'failing'
         when exists (
             select from jobs
-            where jobs.state <> 'failed' and jobs.enqueued_at < now() - interval '10 minutes'
+            where jobs.state <> 'failed' and jobs.enqueued_at < pg_catalog.now() - interval '10 minutes'
         ) then 'behind'
         else 'ok'
     end as status;

@@ -46,7 +46,7 @@ returns void
 language plpgsql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     if p_at is null then
@@ -74,7 +74,7 @@ returns void
 language plpgsql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     raise exception 'conversation % not found', coalesce(p_conversation_id::text, 'NULL')
@@ -96,7 +96,7 @@ returns void
 language plpgsql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_owner text;
@@ -129,7 +129,7 @@ create or replace function agentmem.start_conversation(
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
@@ -170,7 +170,7 @@ create or replace function agentmem.store_messages(
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -178,6 +178,7 @@ declare
     v_conversation_id uuid := agentmem_private.uuid_arg('conversation_id', store_messages.conversation_id);
     v_model text := coalesce(store_messages.model, agentmem_private.default_model());
     v_n int := coalesce(pg_catalog.cardinality(store_messages.roles), 0);
+    v_vector_schema text := agentmem_private.vector_schema();
     v_what text;
     v_first int;
     v_user text;
@@ -314,9 +315,9 @@ begin
                 || '(tenant_id, message_id, model, user_id, conversation_id, embedding, occurred_at) values '
                 || (
                     select pg_catalog.string_agg(pg_catalog.format(
-                        '(%L, %L::uuid, %L, %L, %L::uuid, %L::vector, %L::timestamptz)',
+                        '(%L, %L::uuid, %L, %L, %L::uuid, %L::%I.vector, %L::timestamptz)',
                         v_tenant, v_ids[g.i], v_model, v_user, v_conversation_id, store_messages.embeddings[g.i],
-                        v_times[g.i]
+                        v_vector_schema, v_times[g.i]
                     ), ', ' order by g.i)
                     from pg_catalog.generate_series(v_from, v_to) as g (i)
                     where store_messages.embeddings[g.i] is not null
@@ -371,7 +372,7 @@ create or replace function agentmem.store_message(
 language sql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select s.message_id, s.message_index
     from agentmem.store_messages(
@@ -416,7 +417,7 @@ create or replace function agentmem.recent_messages(
 language plpgsql
 stable
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -466,7 +467,7 @@ create or replace function agentmem.set_summary(
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
@@ -524,7 +525,7 @@ create or replace function agentmem.short_term_context(
 language plpgsql
 stable
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 #variable_conflict use_column
 declare

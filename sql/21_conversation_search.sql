@@ -21,7 +21,7 @@ create or replace function agentmem_private.text_match_messages(
 language plpgsql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 set enable_bitmapscan = on
 as $$
 declare
@@ -127,7 +127,7 @@ create or replace function agentmem.search_messages(
 language plpgsql
 stable
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
@@ -284,7 +284,7 @@ create or replace function agentmem.context_window(
 language plpgsql
 stable
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -340,7 +340,7 @@ create or replace function agentmem.search_with_context(
 language plpgsql
 stable
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 #variable_conflict use_column
 declare

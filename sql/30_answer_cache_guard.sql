@@ -19,7 +19,7 @@ language sql
 immutable
 parallel safe
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select 16384
 $$;
@@ -32,7 +32,7 @@ returns void
 language plpgsql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     if pg_catalog.octet_length(p_question) > agentmem_private.guard_max_bytes() then
@@ -54,7 +54,7 @@ language plpgsql
 immutable
 parallel safe
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     if pg_catalog.octet_length(question) > 4194304 then
@@ -95,7 +95,7 @@ language sql
 immutable
 parallel safe
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select pg_catalog.regexp_split_to_array(pg_catalog.btrim(pg_catalog.regexp_replace(
         pg_catalog.regexp_replace(
@@ -139,7 +139,7 @@ language plpgsql
 immutable
 parallel safe
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tokens text[];
@@ -332,7 +332,7 @@ language plpgsql
 immutable
 parallel safe
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     perform agentmem_private.check_guard_question('question', question_guard_features.question);
@@ -363,7 +363,7 @@ language sql
 immutable
 parallel safe
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select
         array(
@@ -388,7 +388,7 @@ language plpgsql
 immutable
 parallel safe
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_ta text[];
@@ -419,7 +419,7 @@ language plpgsql
 immutable
 parallel safe
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     -- The question is read once, and no more of it than the guard reads.

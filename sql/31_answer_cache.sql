@@ -6,7 +6,7 @@ returns bigint
 language plpgsql
 stable
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     -- The tenant as a value, not a call in the query: Citus routes the query
@@ -30,7 +30,7 @@ returns bigint
 language sql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     insert into agentmem.corpus_versions as cv (tenant_id, version)
     values (agentmem.current_tenant(), 1)
@@ -51,7 +51,7 @@ returns agentmem.cache_intents
 language plpgsql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_row agentmem.cache_intents;
@@ -77,7 +77,7 @@ returns text
 language plpgsql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_norm text;
@@ -106,7 +106,7 @@ returns void
 language plpgsql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     if p_acl_hash is null or p_prompt_version is null or p_llm_model is null then
@@ -143,7 +143,7 @@ create or replace function agentmem.cache_store(
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
@@ -285,7 +285,7 @@ create or replace function agentmem.cache_lookup(
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
@@ -456,7 +456,7 @@ returns void
 language sql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     update agentmem.cache_hits as h
     set entry_id = null
@@ -473,7 +473,7 @@ returns bigint
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_count bigint;
@@ -494,7 +494,7 @@ returns bigint
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
@@ -521,7 +521,7 @@ returns bigint
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_version bigint;
@@ -555,7 +555,7 @@ returns bigint
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();

@@ -9,7 +9,7 @@ returns table (
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     perform agentmem_private.check_range('n', sample_hits.n, 1, 10000);
@@ -40,7 +40,7 @@ returns void
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_hit_id uuid := agentmem_private.uuid_arg('hit_id', review_hit.hit_id);
@@ -97,7 +97,7 @@ create or replace function agentmem.cache_report(
 language plpgsql
 stable
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     -- numeric has NaN (and, from PostgreSQL 14, infinities): 'NaN' < 0 is false.

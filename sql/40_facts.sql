@@ -30,7 +30,7 @@ create or replace function agentmem_private.enqueue_fact_jobs(
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_models text[] := agentmem_private.embedding_job_models(p_tenant, p_model, p_has_vector);
@@ -64,7 +64,7 @@ create or replace function agentmem.upsert_fact(
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
@@ -94,7 +94,7 @@ begin
         using errcode = 'AM021', hint = 'Split it into several standalone facts.';
     end if;
     if upsert_fact.merge_threshold is null or upsert_fact.merge_threshold = 'NaN'
-        or upsert_fact.merge_threshold not between 0 and 1 then
+        or upsert_fact.merge_threshold not between 0::float8 and 1::float8 then
         raise exception 'merge_threshold must be between 0 and 1, got %',
             coalesce(upsert_fact.merge_threshold::text, 'NULL')
         using errcode = 'AM020';
@@ -232,7 +232,7 @@ begin
         return;
     end if;
 
-    v_similarity := (1 - (v_old.embedding <=> upsert_fact.embedding))::real;
+    v_similarity := (1::float8 - agentmem_private.cosine_distance(v_old.embedding, upsert_fact.embedding))::real;
     fact_id := v_old.fact_id;
     similarity := v_similarity;
     -- A NaN similarity (a degenerate vector stored before check_embedding
@@ -331,7 +331,7 @@ returns text
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     -- The one place a fact's time window is written: the vector search
     -- (agentmem_private.vector_search, as its row check on facts) and the
@@ -361,7 +361,7 @@ create or replace function agentmem_private.text_match_facts(
 language plpgsql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     return query execute
@@ -408,7 +408,7 @@ create or replace function agentmem.recall_facts(
 language plpgsql
 stable
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
@@ -536,7 +536,7 @@ returns table (
 language plpgsql
 stable
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();

@@ -22,7 +22,7 @@ language sql
 immutable
 parallel safe
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$ select 1 $$;
 
 comment on function agentmem_private.export_format_version() is
@@ -34,7 +34,7 @@ language sql
 immutable
 parallel safe
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$ select 8 * 1024 * 1024 $$;
 
 comment on function agentmem_private.import_max_line_bytes() is
@@ -46,7 +46,7 @@ returns jsonb
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select pg_catalog.jsonb_build_object('agentmem_version', s.applied_by_version, 'schema_version', s.version)
     from agentmem.schema_migrations as s
@@ -63,7 +63,7 @@ returns text[]
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select array['tenant_id'] || coalesce(pg_catalog.array_agg(a.attname::text), '{}')
     from pg_catalog.pg_attribute as a
@@ -81,7 +81,7 @@ returns setof text
 language plpgsql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 set timezone = 'UTC'
 as $$
 declare
@@ -188,7 +188,7 @@ returns table (line text)
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 set timezone = 'UTC'
 as $$
 declare
@@ -221,7 +221,7 @@ returns jsonb
 language plpgsql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     return p_text::jsonb;
@@ -238,7 +238,7 @@ returns void
 language plpgsql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     raise exception '%', p_message
@@ -254,7 +254,7 @@ returns bigint
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_cols text;
@@ -300,7 +300,7 @@ returns jsonb
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_n int;
@@ -320,6 +320,7 @@ declare
     v_id text;
     v_model text;
     v_vec text;
+    v_vector agentmem.message_embeddings.embedding%type;
 begin
     v_n := coalesce(pg_catalog.cardinality(p_lines), 0);
     if p_lines is not null and v_n > 0 and (pg_catalog.array_ndims(p_lines) <> 1 or pg_catalog.array_lower(p_lines, 1) <> 1) then
@@ -545,7 +546,8 @@ begin
         union all select d ->> 'model', d ->> 'embedding' from pg_catalog.jsonb_array_elements(v_entries) as t (d)
     loop
         begin
-            perform agentmem_private.check_embedding(v_model, v_vec::vector);
+            v_vector := v_vec;
+            perform agentmem_private.check_embedding(v_model, v_vector);
         exception when sqlstate 'AM010' then
             perform agentmem_private.import_refuse(
                 'AM010', 'the export holds an embedding that does not fit its model: ' || sqlerrm, null, null
@@ -636,7 +638,7 @@ returns agentmem.access_log
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
@@ -676,7 +678,7 @@ returns table (line text)
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 set timezone = 'UTC'
 as $$
 declare
@@ -739,7 +741,7 @@ returns jsonb
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_count jsonb := '{}';

@@ -15,7 +15,7 @@ returns agentmem.retention_policies
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_row agentmem.retention_policies;
@@ -47,7 +47,7 @@ returns agentmem.retention_policies
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     return agentmem_private.put_retention_policy(agentmem.current_tenant(), kind, max_age);
@@ -65,7 +65,7 @@ returns boolean
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     delete from agentmem.retention_policies as p
@@ -85,7 +85,7 @@ returns agentmem.retention_policies
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     if not agentmem_private.bypasses_rls() then
@@ -110,7 +110,7 @@ returns boolean
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     if not agentmem_private.bypasses_rls() then
@@ -134,7 +134,7 @@ create or replace function agentmem_private.retention_delete(
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_left int := p_batch;
@@ -254,7 +254,7 @@ returns bigint
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_count bigint := 0;
@@ -316,7 +316,7 @@ returns agentmem.job_runs
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_started timestamptz := pg_catalog.clock_timestamp();

@@ -5,7 +5,7 @@ returns text
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select 'agentmem-retention:' || pg_catalog.current_database()
 $$;
@@ -27,7 +27,7 @@ returns setof record
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_cron_db text := pg_catalog.current_setting('cron.database_name', true);
@@ -92,7 +92,7 @@ returns bigint
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_sql text;
@@ -124,7 +124,7 @@ returns boolean
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_removed bigint;
@@ -149,7 +149,7 @@ returns bigint
 language sql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select agentmem_private.cron_schedule(
         agentmem_private.cron_job_name(), schedule_retention.schedule, 'agentmem.apply_retention()'
@@ -169,7 +169,7 @@ returns boolean
 language sql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select agentmem_private.cron_unschedule(agentmem_private.cron_job_name(), 'agentmem.apply_retention()')
 $$;
@@ -193,7 +193,7 @@ returns table (
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     return query
@@ -240,7 +240,7 @@ last_run as (
 ),
 
 last_error as (
-    select max(j.started_at) as last_error_at from agentmem.job_runs as j
+    select pg_catalog.max(j.started_at) as last_error_at from agentmem.job_runs as j
     where j.job = 'retention' and j.error is not null
 ),
 

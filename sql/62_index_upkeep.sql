@@ -10,7 +10,7 @@ returns bigint
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select coalesce(
         nullif(pg_catalog.current_setting('agentmem.index_upkeep_max_build_rows', true), '')::bigint, 50000
@@ -28,7 +28,7 @@ returns agentmem.job_runs
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 set lock_timeout = '5s'
 as $$
 declare
@@ -193,7 +193,7 @@ create or replace function agentmem.schedule_index_upkeep(
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     perform agentmem_private.check_range('max_builds', schedule_index_upkeep.max_builds, 0, 1000);
@@ -217,7 +217,7 @@ returns boolean
 language sql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select agentmem_private.cron_unschedule(
         'agentmem-index-upkeep:' || pg_catalog.current_database(), 'agentmem.apply_index_upkeep()'

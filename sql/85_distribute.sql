@@ -11,7 +11,7 @@ returns boolean
 language plpgsql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_distributed boolean;
@@ -35,7 +35,7 @@ returns table (table_name text, distribution text, note text)
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_colocate constant regclass := 'agentmem.conversations'::regclass;
