@@ -454,6 +454,16 @@ begin
     update agentmem.facts as f
     set fact = update_fact.fact, embedding = update_fact.embedding, source_message_ids = v_sources, updated_at = pg_catalog.now()
     where f.tenant_id = v_tenant and f.fact_id = v_old.fact_id;
+    -- The old text's embedding jobs must never land on the corrected fact: its
+    -- job in its own model goes (the correction brings its vector; a worker
+    -- holding it is told gone), and its jobs in the models the tenant is being
+    -- re-embedded into are queued again for the new text (a new lease: the
+    -- worker holding the old one is told gone).
+    delete from agentmem.embedding_jobs as j
+    where j.tenant_id = v_tenant and j.fact_id = v_old.fact_id and j.model = v_old.model;
+    delete from agentmem.embedding_jobs as j
+    where j.tenant_id = v_tenant and j.fact_id = v_old.fact_id and j.model <> v_old.model;
+    perform agentmem_private.enqueue_fact_jobs(v_tenant, v_old.fact_id, update_fact.fact, v_old.model, true, null);
     v_removed := pg_catalog.jsonb_build_object(
         'facts_updated', 1,
         'fact_history', 1,
@@ -470,7 +480,9 @@ $$;
 comment on function agentmem.update_fact(uuid, text, vector, uuid[]) is
 'Correct one fact of the current tenant by hand: the new text and its embedding (same model) replace the old ones; the old version goes to the fact''s history as a correction (list_facts with include_superseded shows it with status corrected).
 The old embedding is overwritten and the
-embedding-cache rows of the old text go. source_message_ids: the messages the correction comes from
+embedding-cache rows of the old text go. An embedding job of the old text still queued or held by a worker
+never lands: in the fact''s model it is dropped (its worker''s completion comes back gone), in a model
+the tenant is being re-embedded into it is queued again for the new text. source_message_ids: the messages the correction comes from
 (default none: a correction by hand). Returns the receipt (kept in agentmem.access_log; no content).
 Takes the user''s erasure lock exclusive, as forget_user does. Errors: AM030 a fact not in the current
 tenant; AM020 a blank fact or bad source_message_ids; AM021 a fact over 4,000 characters; AM010 an
