@@ -220,10 +220,15 @@ begin
             (1 - v_vec_distances[f.vector_rank])::real as similarity,
             f.vector_rank,
             f.text_rank,
-            f.score * pg_catalog.power(
-                0.5::float8,
-                greatest(extract(epoch from v_now - m.occurred_at)::float8, 0) / v_half_life
-            ) as score,
+            -- A row older than 1,000 half-lives weighs 0: 0.5 ^ 1,075 is below
+            -- the smallest double, and power() and * raise 22003 on an underflow.
+            case when greatest(extract(epoch from v_now - m.occurred_at)::float8, 0::float8) / v_half_life < 1000::float8
+                then f.score * pg_catalog.power(
+                    0.5::float8,
+                    greatest(extract(epoch from v_now - m.occurred_at)::float8, 0::float8) / v_half_life
+                )
+                else 0::float8
+            end as score,
             m.occurred_at
         from agentmem_private.fuse_ranks(
             v_vec_ids, v_txt_ids, search_messages.rrf_k,
@@ -268,7 +273,7 @@ whenever the window holds k matching rows. Each row carries occurred_at (when th
 beside created_at (when it was stored).
 recency_half_life (NULL by default: off): a positive interval; each candidate of the pool (of both
 branches) has its score multiplied by 0.5 ^ (age / recency_half_life), age = (until, else now) minus
-occurred_at (0 for a later message), and the k best of those come back (with one branch too).
+occurred_at (0 for a later message; a message older than 1,000 half-lives weighs 0), and the k best of those come back (with one branch too).
 Limits: k 1 to 1,000; candidate_pool 1 to 1,000 (default 60); rrf_k 0 to 1,000 (default 60) (AM020);
 query_text at most 100,000 characters (AM021); AM010/AM011 for a bad query embedding or model.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.

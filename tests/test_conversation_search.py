@@ -282,6 +282,22 @@ def test_a_narrow_window_of_a_big_user_stays_on_its_indexes(admin, history):
     assert "messages_user_occurred_idx" in joined
 
 
+def test_a_candidate_thousands_of_half_lives_old_weighs_zero_instead_of_failing(app):
+    """recency_half_life => '1 day' on a six-year-old message: 0.5 ^ 2,190 is below the smallest double
+    (22003, floating underflow, before); it comes back last with score 0, by words and by meaning."""
+    cid = start(app, "erin")
+    app.execute("select * from agentmem.store_messages(conversation_id => %s, roles => %s, contents => %s, "
+                "embeddings => %s, occurred_at => %s::timestamptz[])",
+                (cid, ["user"] * 2, ["garden party long ago", "garden party today"],
+                 [vec("garden party long ago"), vec("garden party today")], ["2020-01-01", "2026-01-01"]))
+    for branch in ("query_text => 'garden'", "query_embedding => %s"):
+        rows = app.execute("select content, score from agentmem.search_messages(user_id => 'erin', "
+                           f"{branch}, recency_half_life => '1 day', until => '2026-01-02')",
+                           (vec("garden party"),) if "%s" in branch else None).fetchall()
+        assert [r[0] for r in rows] == ["garden party today", "garden party long ago"]
+        assert rows[0][1] > 0 and rows[1][1] == 0
+
+
 def test_the_recency_weight_prefers_the_recent_of_two_equal_matches(app, history):
     vecs = history["vecs"]
     cid = app.execute("select agentmem.start_conversation(user_id => 'dora')").fetchone()[0]
