@@ -20,11 +20,11 @@ as $$
 declare
     v_row agentmem.retention_policies;
 begin
-    if p_kind is null or p_kind not in ('messages', 'cached_answers', 'hit_log', 'facts', 'erasure_log', 'job_runs') then
+    if p_kind is null or p_kind not in ('messages', 'cached_answers', 'hit_log', 'facts', 'erasure_log', 'job_runs', 'access_log') then
         raise exception 'unknown kind of data: %', coalesce(pg_catalog.left(p_kind, 100), 'NULL')
         using
             errcode = 'AM020',
-            hint = 'Kinds: messages, cached_answers, hit_log, facts, erasure_log, job_runs.';
+            hint = 'Kinds: messages, cached_answers, hit_log, facts, erasure_log, job_runs, access_log.';
     end if;
     if p_max_age is not null and p_max_age <= interval '0' then
         raise exception 'max_age must be a positive interval, got %', p_max_age
@@ -55,7 +55,7 @@ end
 $$;
 
 comment on function agentmem.set_retention_policy(text, interval) is
-'Keep one kind of the current tenant''s data (messages, cached_answers, hit_log, facts, erasure_log, job_runs) at most max_age; it overrides the installation default (agentmem.set_default_retention_policy).
+'Keep one kind of the current tenant''s data (messages, cached_answers, hit_log, facts, erasure_log, job_runs, access_log) at most max_age; it overrides the installation default (agentmem.set_default_retention_policy).
 max_age NULL keeps that kind forever. Raises AM020 for an unknown kind or a non-positive age.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
 Called by: the application (agentmem_app).';
@@ -303,6 +303,9 @@ begin
         when 'job_runs' then
             select pg_catalog.count(*) into v_count
             from agentmem_private.retention_delete('job_runs', 'job_runs', 'run_id', 'finished_at', p_batch);
+        when 'access_log' then
+            select pg_catalog.count(*) into v_count
+            from agentmem_private.retention_delete('access_log', 'access_log', 'access_id', 'logged_at', p_batch);
     end case;
     return v_count;
 end
@@ -344,7 +347,7 @@ begin
         v_row.error := 'skipped: another apply_retention run is in progress';
         return v_row;
     end if;
-    foreach v_kind in array array['messages', 'cached_answers', 'hit_log', 'facts', 'erasure_log', 'job_runs'] loop
+    foreach v_kind in array array['messages', 'cached_answers', 'hit_log', 'facts', 'erasure_log', 'job_runs', 'access_log'] loop
         begin
             v_count := agentmem_private.retention_kind(v_kind, apply_retention.batch_size);
             v_removed := v_removed || pg_catalog.jsonb_build_object(v_kind, v_count);
