@@ -114,7 +114,9 @@ begin
                 || ' lease_token = null, last_error = null';
         end loop;
         v_n := v_n + pg_catalog.cardinality(p_ids);
-        perform pg_catalog.pg_notify('agentmem_embedding_jobs', v_model);
+        -- No NOTIFY: any login may LISTEN on any channel, and a notification
+        -- at a tenant's write would tell every application login when some
+        -- tenant stored text without a vector. Idle workers poll instead.
     end loop;
     return v_n;
 end
@@ -122,8 +124,8 @@ $$;
 
 comment on function agentmem_private.enqueue_embedding_jobs(text, text, uuid[], text[], text[], jsonb) is
 'Internal: queue one embedding job per row (p_kind message, fact or entry; p_ids with their texts) and '
-'model, in the writing transaction, and NOTIFY agentmem_embedding_jobs (payload: the model) so that idle '
-'workers wake at its commit. A row already queued for a model is queued again from scratch. p_payload '
+'model, in the writing transaction; no NOTIFY (any login could LISTEN and learn when a tenant writes): '
+'idle workers poll. A row already queued for a model is queued again from scratch. p_payload '
 'goes to the first model''s jobs.';
 
 create or replace function agentmem_private.set_job_tenant(p_tenant text)

@@ -375,8 +375,8 @@ def test_reembedding_a_tenant_under_search_load_never_returns_fewer_than_k(
     assert count(admin, "message_embeddings", "model = 'all-minilm'") == 61
 
 
-def test_an_idle_worker_wakes_on_notify_not_on_its_poll(app, admin, make_worker):
-    w = make_worker(poll=600.0)
+def test_an_idle_worker_picks_a_job_up_within_its_poll(app, admin, make_worker):
+    w = make_worker(poll=0.5)
     t = threading.Thread(target=w.run)
     t.start()
     try:
@@ -385,7 +385,7 @@ def test_an_idle_worker_wakes_on_notify_not_on_its_poll(app, admin, make_worker)
         cid = _conversation(app)
         app.execute("select * from agentmem.store_message(conversation_id => %s, role => 'user', "
                     "content => 'wake up', embedding => null)", (cid,))
-        wait_until(lambda: count(admin, "message_embeddings") == 1, timeout=20, what="the NOTIFY to wake the worker")
+        wait_until(lambda: count(admin, "message_embeddings") == 1, timeout=20, what="the worker's next poll")
     finally:
         w.stop()
         t.join(30)
@@ -554,3 +554,20 @@ def test_a_completion_with_a_superseded_lease_token_stores_nothing(app, admin, w
                         (second[0][6], [second[0][0]], [second[0][1]], [vec(DOC + "late")])).fetchall()
         assert out == [(second[0][1], "embedded")]
         assert count(admin, "message_embeddings") == 1 and count(admin, "embedding_jobs") == 0
+
+
+def test_a_listening_application_login_never_hears_of_another_tenants_write(app, admin, connect, app_url):
+    """Any login may LISTEN on any channel: an application login listening on the queue's channel hears
+    nothing when a tenant stores text without a vector (it heard every such write, with the model)."""
+    ear = connect(app_url)
+    ear.execute("listen agentmem_embedding_jobs")
+    globex = connect(app_url, tenant="globex")
+    cid = _conversation(globex)
+    globex.execute("select * from agentmem.store_message(conversation_id => %s, role => 'user', "
+                   "content => 'a secret', embedding => null)", (cid,))
+    globex.execute("select * from agentmem.upsert_fact(user_id => 'u1', subject => 's', fact => 'a secret fact', "
+                   "embedding => null)")
+    globex.execute("select * from agentmem.cache_store(question => 'a secret question?', question_embedding => null, "
+                   "answer => 'x')")
+    assert count(admin, "embedding_jobs", "tenant_id = 'globex'") == 3
+    assert list(ear.notifies(timeout=1.0, stop_after=1)) == []

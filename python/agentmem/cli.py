@@ -104,8 +104,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="ollama (default; OLLAMA_HOST or --ollama-host), the offline lexical embedder, or auto: "
                    "Ollama where one answers, else the lexical one (for trying agentmem)")
     p.add_argument("--ollama-host", help="the Ollama server (default: OLLAMA_HOST, else 127.0.0.1:11434)")
-    p.add_argument("--poll", type=float, default=30.0,
-                   help="idle: seconds between claims without a NOTIFY (retries whose backoff ended; default 30)")
+    p.add_argument("--poll", type=float, default=1.0,
+                   help="idle: seconds between claims (a tenant's write notifies no one; default 1)")
     p = sub.add_parser("export", help="write a user's (or, for a DBA, a whole tenant's) memory as JSON Lines")
     p.add_argument("--database-url")
     p.add_argument("--tenant", required=True)
