@@ -65,6 +65,21 @@ def test_search_with_context_merges_overlapping_windows(app):
     assert sorted(r[1] for r in rows) == [5, 8, 25] and len({r[0] for r in rows}) == 3
 
 
+def test_two_hits_whose_windows_touch_without_overlapping_come_back_as_one_window(app):
+    """Hits 5 and 8 with radius 1: windows 4-6 and 7-9 share no message but touch; the comment of
+    search_with_context promises one window 4-9 (a radius 0 window of each stays apart: 5 and 8 do not touch)."""
+    cid = start(app)
+    contents = [f"filler number {i}" for i in range(15)]
+    contents[5], contents[8] = "the zebra escaped", "the zebra was found"
+    app.execute("select agentmem.store_messages(conversation_id => %s, roles => %s, contents => %s, "
+                "embeddings => %s, model => %s)",
+                (cid, ["user"] * 15, contents, [vec(c, DIM) for c in contents], MODEL))
+    rows = app.execute("select window_rank, message_index, is_hit from agentmem.search_with_context("
+                       "user_id => 'alice', query_text => 'zebra', k => 2, radius => 1)").fetchall()
+    assert sorted(r[1] for r in rows if r[2]) == [5, 8]
+    assert {r[0] for r in rows} == {1} and [r[1] for r in rows] == list(range(4, 10))
+
+
 def test_a_second_users_messages_are_not_in_the_first_users_results(app):
     mine, theirs = start(app, user="alice"), start(app, user="bob")
     store(app, mine, "my cat is called Tom")
