@@ -6,7 +6,7 @@ returns void
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := nullif(pg_catalog.current_setting('agentmem.tenant_id', true), '');
@@ -36,7 +36,7 @@ language sql
 immutable
 parallel safe
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     -- Unicode's White_Space characters, and the invisible ones often taken for
     -- them (U+180E, U+200B to U+200D, U+2060, U+FEFF), as a bracket expression.
@@ -52,7 +52,7 @@ returns void
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $gen$
 declare
     v_mode text;
@@ -127,7 +127,7 @@ returns boolean
 language plpgsql
 stable
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_claims jsonb;
@@ -201,7 +201,7 @@ returns text
 language plpgsql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := pg_catalog.current_setting('agentmem.tenant_id', true);
@@ -220,10 +220,10 @@ begin
     -- whichever way it was set.
     -- Whitespace of any kind: agentmem_private.unicode_space(), written out
     -- (the application role, which calls this, cannot reach agentmem_private).
-    if length(v_tenant) > 128
+    if pg_catalog.length(v_tenant) > 128
         or v_tenant ~ '^[\u0009-\u000d\u0020\u0085\u00a0\u1680\u180e\u2000-\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff]|[\u0009-\u000d\u0020\u0085\u00a0\u1680\u180e\u2000-\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff]$'
         or v_tenant ~ '[[:cntrl:]]' then
-        raise exception 'tenant_id is not acceptable: %', left(v_tenant, 40)
+        raise exception 'tenant_id is not acceptable: %', pg_catalog.left(v_tenant, 40)
         using
             errcode = 'AM002',
             detail = 'A tenant id has 1 to 128 characters, no leading or trailing whitespace of any kind '
@@ -269,7 +269,7 @@ begin
         end if;
     end if;
     if agentmem.tenant_binding_mode() <> 'none' and not v_bound and not agentmem.may_act_as(v_tenant) then
-        raise exception 'this session may not act as tenant %', left(v_tenant, 40)
+        raise exception 'this session may not act as tenant %', pg_catalog.left(v_tenant, 40)
         using
             errcode = 'AM041',
             detail = case agentmem.tenant_binding_mode()
@@ -281,7 +281,7 @@ begin
             end,
             hint = case agentmem.tenant_binding_mode()
                 when 'role' then pg_catalog.format('A DBA grants it: select agentmem.grant_tenant(role_name => %L, tenant_id => %L);',
-                    session_user, left(v_tenant, 40))
+                    session_user, pg_catalog.left(v_tenant, 40))
                 else 'Set the tenant the verified token''s claim names; a DBA grants the gateway''s login its tenants '
                 || '(agentmem.grant_tenant).'
             end;
@@ -326,7 +326,7 @@ create or replace function agentmem.set_tenant(
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     if tenant_id is null or tenant_id = '' then
@@ -369,34 +369,43 @@ returns text[]
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     -- The path agentmem's functions pin (every one the same; read from this
     -- function's own), without pg_catalog, which only superusers can write,
     -- and pg_temp, never searched for functions and operators.
     select array(
-        select btrim(s.name, ' "')
+        select pg_catalog.btrim(s.name, ' "')
         from pg_catalog.pg_proc as p
-        cross join lateral unnest(p.proconfig) as c (setting)
-        cross join lateral pg_catalog.regexp_split_to_table(substr(c.setting, length('search_path=') + 1), ',')
+        cross join lateral pg_catalog.unnest(p.proconfig) as c (setting)
+        cross join lateral pg_catalog.regexp_split_to_table(pg_catalog.substr(c.setting, pg_catalog.length('search_path=') + 1), ',')
             with ordinality as s (name, ord)
         where
             p.oid = 'agentmem_private.search_path_schemas()'::regprocedure
             and c.setting like 'search_path=%'
-            and btrim(s.name, ' "') not in ('pg_catalog', 'pg_temp', '$user')
+            and pg_catalog.btrim(s.name, ' "') not in ('pg_catalog', 'pg_temp', '$user')
         order by s.ord
+    )
+    -- pgvector's schema: never on the pinned path (agentmem_private.vector_schema
+    -- says why), but installs and upgrades resolve names through it.
+    || array(
+        select n.nspname::text
+        from pg_catalog.pg_extension as e
+        inner join pg_catalog.pg_namespace as n on e.extnamespace = n.oid
+        where e.extname = 'vector' and n.nspname <> 'agentmem'
     )
 $$;
 
 comment on function agentmem_private.search_path_schemas() is
-'Internal: the schemas of the search_path pinned on agentmem''s functions, without pg_catalog and pg_temp.';
+'Internal: the schemas of the search_path pinned on agentmem''s functions, without pg_catalog and pg_temp,
+and pgvector''s schema, through which installs and upgrades resolve names.';
 
 create or replace function agentmem_private.search_path_writers()
 returns table (schema_name text, role_name text, problem text, fix text)
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     -- Trusted: superusers, agentmem_owner, roles with the privileges of
     -- agentmem's owner (the DBA), and those of the schema's owner unless they
@@ -406,7 +415,7 @@ as $$
     -- definer functions, and the DBA's, call it.
     with path as (
         select n.oid, n.nspname::text as schema_name, n.nspowner
-        from unnest(agentmem_private.search_path_schemas()) with ordinality as s (name, ord)
+        from pg_catalog.unnest(agentmem_private.search_path_schemas()) with ordinality as s (name, ord)
         inner join pg_catalog.pg_namespace as n on n.nspname = s.name
     ),
     dba as (
@@ -497,15 +506,15 @@ returns void
 language plpgsql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_rows text;
     v_fixes text;
 begin
     select
-        string_agg(pg_catalog.format('%s: %s %s', w.schema_name, w.role_name, w.problem), '; '),
-        string_agg(distinct w.fix, ' ')
+        pg_catalog.string_agg(pg_catalog.format('%s: %s %s', w.schema_name, w.role_name, w.problem), '; '),
+        pg_catalog.string_agg(distinct w.fix, ' ')
     into v_rows, v_fixes
     from agentmem_private.search_path_writers() as w;
     if v_rows is not null then
@@ -526,7 +535,7 @@ returns void
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     if role_name is null or not exists (select from pg_catalog.pg_roles where rolname = role_name) then
@@ -566,10 +575,10 @@ begin
     -- A bound on every statement of the role, unless the DBA set one.
     if not exists (
         select from pg_catalog.pg_db_role_setting as s
-        cross join lateral unnest(s.setconfig) as c (setting)
+        cross join lateral pg_catalog.unnest(s.setconfig) as c (setting)
         where
             s.setrole = (select r.oid from pg_catalog.pg_roles as r where r.rolname = grant_app_role.role_name)
-            and s.setdatabase in (0, (select d.oid from pg_catalog.pg_database as d where d.datname = current_database()))
+            and s.setdatabase in (0, (select d.oid from pg_catalog.pg_database as d where d.datname = pg_catalog.current_database()))
             and c.setting like 'statement\_timeout=%'
     ) then
         begin
@@ -601,7 +610,7 @@ returns boolean
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select coalesce((select r.rolsuper or r.rolbypassrls from pg_catalog.pg_roles as r where r.rolname = current_user), false)
 $$;
@@ -614,7 +623,7 @@ returns boolean
 language plpgsql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     -- A role under row-level security sees the current tenant's rows or none
@@ -643,13 +652,13 @@ returns void
 language plpgsql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
-    if p_tenant is null or p_tenant = '' or length(p_tenant) > 128
+    if p_tenant is null or p_tenant = '' or pg_catalog.length(p_tenant) > 128
         or p_tenant ~ ('^' || agentmem_private.unicode_space() || '|' || agentmem_private.unicode_space() || '$')
         or p_tenant ~ '[[:cntrl:]]' then
-        raise exception '% is not acceptable: %', p_what, coalesce(left(p_tenant, 40), 'NULL')
+        raise exception '% is not acceptable: %', p_what, coalesce(pg_catalog.left(p_tenant, 40), 'NULL')
         using
             errcode = 'AM002',
             detail = 'A tenant id has 1 to 128 characters, no leading or trailing whitespace of any kind '
@@ -668,7 +677,7 @@ create or replace function agentmem_private.tenant_grant_scope(
 language plpgsql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     if (p_tenant_id is not null)::int + (p_tenant_prefix is not null)::int + coalesce(p_all_tenants, false)::int <> 1 then
@@ -702,7 +711,7 @@ create or replace function agentmem.grant_tenant(
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_scope text;
@@ -745,7 +754,7 @@ create or replace function agentmem.revoke_tenant(
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_scope text;
@@ -894,7 +903,7 @@ returns agentmem.tenant_binding
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_row agentmem.tenant_binding;
@@ -902,13 +911,13 @@ declare
     v_open bigint;
 begin
     if set_tenant_binding.mode is null or set_tenant_binding.mode not in ('none', 'role', 'jwt') then
-        raise exception 'unknown tenant binding mode: %', coalesce(left(set_tenant_binding.mode, 40), 'NULL')
+        raise exception 'unknown tenant binding mode: %', coalesce(pg_catalog.left(set_tenant_binding.mode, 40), 'NULL')
         using
             errcode = 'AM020',
             hint = 'Modes: role (grants of the login role), jwt (a claim of request.jwt.claims), none (any tenant).';
     end if;
     if set_tenant_binding.jwt_claim is not null and (
-        set_tenant_binding.jwt_claim !~ '^[A-Za-z0-9_:/-]+(\.[A-Za-z0-9_:/-]+)*$' or length(set_tenant_binding.jwt_claim) > 200
+        set_tenant_binding.jwt_claim !~ '^[A-Za-z0-9_:/-]+(\.[A-Za-z0-9_:/-]+)*$' or pg_catalog.length(set_tenant_binding.jwt_claim) > 200
     ) then
         raise exception 'jwt_claim must be a claim name, or a dotted path such as app_metadata.tenant_id'
         using errcode = 'AM020', hint = 'Letters, digits, _ : / - between dots; at most 200 characters.';
@@ -917,7 +926,7 @@ begin
     set
         mode = set_tenant_binding.mode,
         jwt_claim = coalesce(set_tenant_binding.jwt_claim, b.jwt_claim),
-        updated_at = now();
+        updated_at = pg_catalog.now();
     perform agentmem_private.generate_tenant_binding();
     -- A session learns of the new mode (a replaced function) at its next
     -- transaction: one already open may keep the old mode until it ends

@@ -10,7 +10,7 @@ language sql
 immutable
 parallel safe
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     -- Unicode's whitespace as well (agentmem_private.unicode_space), whatever the locale.
     select
@@ -27,7 +27,7 @@ returns void
 language plpgsql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     if agentmem_private.is_blank(p_value) then
@@ -36,8 +36,8 @@ begin
             errcode = 'AM020',
             hint = 'Pass the text itself; NULL, empty and blank (whitespace only) texts are refused.';
     end if;
-    if length(p_value) > p_max then
-        raise exception '% is too large: % characters, the limit is %', p_what, length(p_value), p_max
+    if pg_catalog.length(p_value) > p_max then
+        raise exception '% is too large: % characters, the limit is %', p_what, pg_catalog.length(p_value), p_max
         using
             errcode = 'AM021',
             hint = 'Split the text or store a shorter version of it.';
@@ -53,10 +53,10 @@ returns void
 language plpgsql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
-    if length(p_user_id) > 256 or agentmem_private.is_blank(p_user_id) then
+    if pg_catalog.length(p_user_id) > 256 or agentmem_private.is_blank(p_user_id) then
         raise exception 'user_id must be a text of 1 to 256 characters, not blank'
         using
             errcode = 'AM020',
@@ -74,7 +74,7 @@ returns jsonb
 language plpgsql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_text text;
@@ -82,8 +82,8 @@ begin
     if p_metadata is null then
         return '{}'::jsonb;
     end if;
-    if jsonb_typeof(p_metadata) <> 'object' then
-        raise exception '% must be a JSON object, not %', p_what, jsonb_typeof(p_metadata)
+    if pg_catalog.jsonb_typeof(p_metadata) <> 'object' then
+        raise exception '% must be a JSON object, not %', p_what, pg_catalog.jsonb_typeof(p_metadata)
         using errcode = 'AM020', hint = 'Pass e.g. ''{"source": "import"}''::jsonb.';
     end if;
     v_text := p_metadata::text;
@@ -106,11 +106,11 @@ begin
             select c.v, w.depth + 1
             from walk as w
             cross join lateral (
-                select e.value as v from jsonb_each(case when jsonb_typeof(w.v) = 'object' then w.v end) as e
+                select e.value as v from pg_catalog.jsonb_each(case when pg_catalog.jsonb_typeof(w.v) = 'object' then w.v end) as e
                 union all
-                select a.value from jsonb_array_elements(case when jsonb_typeof(w.v) = 'array' then w.v end) as a
+                select a.value from pg_catalog.jsonb_array_elements(case when pg_catalog.jsonb_typeof(w.v) = 'array' then w.v end) as a
             ) as c
-            where w.depth <= 32 and jsonb_typeof(c.v) in ('object', 'array')
+            where w.depth <= 32 and pg_catalog.jsonb_typeof(c.v) in ('object', 'array')
         )
 
         select from walk where walk.depth > 32
@@ -131,7 +131,7 @@ returns int
 language plpgsql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     if p_value is null then
@@ -139,18 +139,18 @@ begin
     end if;
     -- An empty array has no dimension; any other must be one-dimensional and
     -- start at 1, so that element i is the i-th one read by unnest.
-    if cardinality(p_value) > 0 and (array_ndims(p_value) <> 1 or array_lower(p_value, 1) <> 1) then
+    if pg_catalog.cardinality(p_value) > 0 and (pg_catalog.array_ndims(p_value) <> 1 or pg_catalog.array_lower(p_value, 1) <> 1) then
         raise exception '% must be a one-dimensional array starting at index 1', p_what
         using
             errcode = 'AM020',
-            detail = pg_catalog.format('Got %s dimension(s), bounds %s.', array_ndims(p_value), array_dims(p_value)),
+            detail = pg_catalog.format('Got %s dimension(s), bounds %s.', pg_catalog.array_ndims(p_value), pg_catalog.array_dims(p_value)),
             hint = 'Pass a plain array such as ARRAY[...] or ''{...}''.';
     end if;
-    if cardinality(p_value) > p_max then
-        raise exception '% holds % elements; the limit is %', p_what, cardinality(p_value), p_max
+    if pg_catalog.cardinality(p_value) > p_max then
+        raise exception '% holds % elements; the limit is %', p_what, pg_catalog.cardinality(p_value), p_max
         using errcode = 'AM020', hint = 'Split the call into several.';
     end if;
-    return cardinality(p_value);
+    return pg_catalog.cardinality(p_value);
 end
 $$;
 
@@ -163,7 +163,7 @@ returns void
 language plpgsql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     if p_value is null or p_value not between p_min and p_max then
@@ -181,7 +181,7 @@ returns void
 language plpgsql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     -- 'NaN' between -1 and 1 is false, but NaN >= x is true in PostgreSQL:
@@ -208,7 +208,7 @@ language plpgsql
 immutable
 parallel safe
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     if p_value is null then
@@ -220,7 +220,7 @@ begin
     begin
         return p_value::text::uuid;
     exception when invalid_text_representation then
-        raise exception '% is not a UUID: %', p_what, quote_literal(left(p_value::text, 100))
+        raise exception '% is not a UUID: %', p_what, pg_catalog.quote_literal(pg_catalog.left(p_value::text, 100))
         using
             errcode = 'AM020',
             detail = pg_catalog.format('The value is of type %s.', pg_catalog.pg_typeof(p_value)),
@@ -239,7 +239,7 @@ returns void
 language plpgsql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     if p_since > p_until then
@@ -260,7 +260,7 @@ returns float8
 language plpgsql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_seconds float8 := extract(epoch from p_half_life)::float8;

@@ -8,7 +8,7 @@ returns bigint
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_count bigint;
@@ -17,8 +17,8 @@ begin
     -- which callers pass with or without the model's document/query prefix:
     -- every variant goes, by primary key.
     with variant as (
-        select distinct m.model, sha256(convert_to(p.prefix || t.txt, 'UTF8')) as h
-        from unnest(p_texts) as t (txt)
+        select distinct m.model, pg_catalog.sha256(pg_catalog.convert_to(p.prefix || t.txt, 'UTF8')) as h
+        from pg_catalog.unnest(p_texts) as t (txt)
         cross join agentmem.models as m
         cross join lateral (values (''), (m.document_prefix), (m.query_prefix)) as p (prefix)
         where t.txt is not null
@@ -31,7 +31,7 @@ begin
         returning 1
     )
 
-    select count(*) into v_count from gone;
+    select pg_catalog.count(*) into v_count from gone;
     return v_count;
 end
 $$;
@@ -45,7 +45,7 @@ returns agentmem.erasure_log
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_row agentmem.erasure_log;
@@ -65,15 +65,15 @@ returns jsonb
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_deleted bigint := 0;
     v_unlinked bigint := 0;
     v_history bigint := 0;
 begin
-    if p_message_ids is null or cardinality(p_message_ids) = 0 then
-        return jsonb_build_object('facts', 0, 'facts_unlinked', 0, 'fact_history', 0);
+    if p_message_ids is null or pg_catalog.cardinality(p_message_ids) = 0 then
+        return pg_catalog.jsonb_build_object('facts', 0, 'facts_unlinked', 0, 'fact_history', 0);
     end if;
     -- History entries live only as long as one of their sources does.
     with gone as (
@@ -83,9 +83,9 @@ begin
             and h.source_message_ids <@ p_message_ids
         returning 1
     )
-    select count(*) into v_history from gone;
+    select pg_catalog.count(*) into v_history from gone;
     update agentmem.fact_history as h
-    set source_message_ids = array(select s from unnest(h.source_message_ids) as s where s <> all(p_message_ids))
+    set source_message_ids = array(select s from pg_catalog.unnest(h.source_message_ids) as s where s <> all(p_message_ids))
     where h.tenant_id = p_tenant and h.source_message_ids && p_message_ids;
 
     if p_delete_orphans then
@@ -96,16 +96,16 @@ begin
                 and f.source_message_ids <@ p_message_ids
             returning 1
         )
-        select count(*) into v_deleted from gone;
+        select pg_catalog.count(*) into v_deleted from gone;
     end if;
     with changed as (
         update agentmem.facts as f
-        set source_message_ids = array(select s from unnest(f.source_message_ids) as s where s <> all(p_message_ids))
+        set source_message_ids = array(select s from pg_catalog.unnest(f.source_message_ids) as s where s <> all(p_message_ids))
         where f.tenant_id = p_tenant and f.source_message_ids && p_message_ids
         returning 1
     )
-    select count(*) into v_unlinked from changed;
-    return jsonb_build_object('facts', v_deleted, 'facts_unlinked', v_unlinked, 'fact_history', v_history);
+    select pg_catalog.count(*) into v_unlinked from changed;
+    return pg_catalog.jsonb_build_object('facts', v_deleted, 'facts_unlinked', v_unlinked, 'fact_history', v_history);
 end
 $$;
 
@@ -119,7 +119,7 @@ returns void
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     -- One key per (tenant, user): the tenant's length first, so no two pairs
@@ -127,7 +127,7 @@ declare
     -- user 'x/y' is '2/rt/x/y'). Two pairs whose texts hash alike only wait
     -- for each other; they never share data.
     v_key bigint := pg_catalog.hashtextextended(
-        pg_catalog.format('agentmem.user/%s/%s/%s', length(p_tenant), p_tenant, p_user_id), 12
+        pg_catalog.format('agentmem.user/%s/%s/%s', pg_catalog.length(p_tenant), p_tenant, p_user_id), 12
     );
 begin
     if p_exclusive then

@@ -1,14 +1,94 @@
 -- The model registry's functions and the embedding checks every table shares.
 
+-- pgvector's objects, named with its schema. agentmem's functions pin the path
+-- pg_catalog, agentmem, pg_temp and never the extension's schema (often public):
+-- a schema others may write would let them plant an exact-type overload (a
+-- function or an operator) that beats pg_catalog's, and the definer functions
+-- (and the DBA's) would run it (CVE-2018-1058). So every reference to
+-- pgvector's types, functions and operators inside a function is qualified
+-- with the schema read here, and the three calls the checks need are wrappers
+-- generated below with the schema written in.
+create or replace function agentmem_private.vector_schema()
+returns text
+language sql
+stable
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+    select n.nspname::text
+    from pg_catalog.pg_extension as e
+    inner join pg_catalog.pg_namespace as n on e.extnamespace = n.oid
+    where e.extname = 'vector'
+$$;
+
+comment on function agentmem_private.vector_schema() is
+'Internal: the schema pgvector is installed in, with which agentmem''s functions qualify its types,
+functions and operators (it is not on their search_path).';
+
+create or replace function agentmem_private.vector_type()
+returns regtype
+language sql
+stable
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+    select pg_catalog.to_regtype(pg_catalog.format('%I.vector', agentmem_private.vector_schema()))
+$$;
+
+comment on function agentmem_private.vector_type() is
+'Internal: pgvector''s type vector (the type of every embedding column).';
+
+do $vector$
+begin
+    execute pg_catalog.format($f$
+        create or replace function agentmem_private.vector_dims(p_vector %1$I.vector)
+        returns int
+        language sql
+        immutable
+        strict
+        security invoker
+        set search_path = pg_catalog, agentmem, pg_temp
+        as 'select %1$I.vector_dims(p_vector)'
+    $f$, agentmem_private.vector_schema());
+    execute pg_catalog.format($f$
+        create or replace function agentmem_private.vector_norm(p_vector %1$I.vector)
+        returns double precision
+        language sql
+        immutable
+        strict
+        security invoker
+        set search_path = pg_catalog, agentmem, pg_temp
+        as 'select %1$I.vector_norm(p_vector)'
+    $f$, agentmem_private.vector_schema());
+    execute pg_catalog.format($f$
+        create or replace function agentmem_private.cosine_distance(p_a %1$I.vector, p_b %1$I.vector)
+        returns double precision
+        language sql
+        immutable
+        strict
+        security invoker
+        set search_path = pg_catalog, agentmem, pg_temp
+        as 'select p_a operator(%1$I.<=>) p_b'
+    $f$, agentmem_private.vector_schema());
+end
+$vector$;
+
+comment on function agentmem_private.vector_dims(vector) is
+'Internal: pgvector''s vector_dims, qualified with its schema (generated on every install).';
+comment on function agentmem_private.vector_norm(vector) is
+'Internal: pgvector''s vector_norm, qualified with its schema (generated on every install).';
+comment on function agentmem_private.cosine_distance(vector, vector) is
+'Internal: pgvector''s cosine distance (operator <=>), qualified with its schema (generated on every install).';
+
 create or replace function agentmem_private.model_index_name(p_table text, p_model text)
 returns text
 language sql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
-    select left(p_table || '_' || regexp_replace(lower(p_model), '[^a-z0-9]+', '_', 'g'), 50)
-        || '_' || left(md5(p_model), 6) || '_hnsw'
+    select pg_catalog.left(p_table || '_' || pg_catalog.regexp_replace(pg_catalog.lower(p_model), '[^a-z0-9]+', '_', 'g'), 50)
+        || '_' || pg_catalog.left(pg_catalog.md5(p_model), 6) || '_hnsw'
 $$;
 
 comment on function agentmem_private.model_index_name(text, text) is
@@ -19,7 +99,7 @@ returns int
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_dim int;
@@ -35,7 +115,7 @@ begin
             and exists (
                 select from pg_catalog.pg_attribute as a
                 where a.attrelid = c.oid and a.attname = 'embedding' and not a.attisdropped
-                    and a.atttypid = 'vector'::regtype
+                    and a.atttypid = agentmem_private.vector_type()
             )
             and exists (
                 select from pg_catalog.pg_attribute as a
@@ -43,11 +123,12 @@ begin
             )
         order by c.relname
     loop
-        if to_regclass(pg_catalog.format('agentmem.%I', agentmem_private.model_index_name(v_table, p_model))) is null then
+        if pg_catalog.to_regclass(pg_catalog.format('agentmem.%I', agentmem_private.model_index_name(v_table, p_model))) is null then
             execute pg_catalog.format(
-                'create index %I on agentmem.%I using hnsw ((embedding::vector(%s)) vector_cosine_ops) '
+                'create index %I on agentmem.%I using hnsw ((embedding::%I.vector(%s)) %I.vector_cosine_ops) '
                 'where model = %L',
-                agentmem_private.model_index_name(v_table, p_model), v_table, v_dim, p_model
+                agentmem_private.model_index_name(v_table, p_model), v_table, agentmem_private.vector_schema(), v_dim,
+                agentmem_private.vector_schema(), p_model
             );
             v_made := v_made + 1;
         end if;
@@ -69,7 +150,7 @@ create or replace function agentmem.register_model(
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_row agentmem.models;
@@ -86,7 +167,7 @@ begin
             errcode = 'AM020',
             detail = 'pgvector''s HNSW index on type vector supports up to 2,000 dimensions.';
     end if;
-    if length(document_prefix) > 1000 or length(query_prefix) > 1000 then
+    if pg_catalog.length(document_prefix) > 1000 or pg_catalog.length(query_prefix) > 1000 then
         raise exception 'document_prefix and query_prefix are limited to 1000 characters'
         using errcode = 'AM021', hint = 'A prefix is a short instruction such as ''search_document: ''.';
     end if;
@@ -122,17 +203,17 @@ returns agentmem.models
 language plpgsql
 stable
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_row agentmem.models;
 begin
     select * into v_row from agentmem.models as m where m.model = get_model.model;
     if not found then
-        raise exception 'unknown embedding model: %', coalesce(left(model, 100), 'NULL')
+        raise exception 'unknown embedding model: %', coalesce(pg_catalog.left(model, 100), 'NULL')
         using
             errcode = 'AM011',
-            detail = 'Registered models: ' || (select string_agg(m.model, ', ' order by m.model) from agentmem.models as m),
+            detail = 'Registered models: ' || (select pg_catalog.string_agg(m.model, ', ' order by m.model) from agentmem.models as m),
             hint = 'A DBA registers it with agentmem.register_model(model => ..., dimension => ...).';
     end if;
     return v_row;
@@ -150,7 +231,7 @@ returns int
 language plpgsql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_dim int := p_dim;
@@ -160,8 +241,8 @@ begin
         raise exception 'embedding is missing'
         using errcode = 'AM010', hint = 'Pass the embedding of the text, made with model ' || p_model || '.';
     end if;
-    if vector_dims(p_embedding) <> v_dim then
-        raise exception 'embedding has % dimensions; model % has %', vector_dims(p_embedding), p_model, v_dim
+    if agentmem_private.vector_dims(p_embedding) <> v_dim then
+        raise exception 'embedding has % dimensions; model % has %', agentmem_private.vector_dims(p_embedding), p_model, v_dim
         using
             errcode = 'AM010',
             hint = 'Embed with the model named in the call, or name the model the vector came from.';
@@ -169,16 +250,16 @@ begin
     -- pgvector compares in float32: a squared norm under FLT_MIN (zero or
     -- subnormal) or over FLT_MAX (not finite) makes cosine similarity NaN or a
     -- meaningless +/-1. vector_norm adds in double, so it sees both.
-    v_norm2 := vector_norm(p_embedding) ^ 2;
-    if v_norm2 = 0 then
+    v_norm2 := agentmem_private.vector_norm(p_embedding) ^ 2::float8;
+    if v_norm2 = 0::float8 then
         raise exception 'embedding is the zero vector'
         using
             errcode = 'AM010',
             detail = 'Cosine similarity is undefined for a zero vector.',
             hint = 'Check the embedding service: it returned no signal for this text.';
     end if;
-    if v_norm2 < 1.1754943508222875e-38 or v_norm2 > 3.4028234663852886e38 or v_norm2 = 'NaN' then
-        raise exception 'embedding has a norm of %: zero, subnormal or not finite in float32', vector_norm(p_embedding)
+    if v_norm2 < 1.1754943508222875e-38::float8 or v_norm2 > 3.4028234663852886e38::float8 or v_norm2 = 'NaN' then
+        raise exception 'embedding has a norm of %: zero, subnormal or not finite in float32', agentmem_private.vector_norm(p_embedding)
         using
             errcode = 'AM010',
             detail = 'pgvector computes cosine similarity in float32, where this norm gives NaN or a clamped 1.',
@@ -198,7 +279,7 @@ returns int
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select agentmem_private.check_embedding_of(p_model, (agentmem.get_model(p_model)).dimension, p_embedding)
 $$;
@@ -214,7 +295,7 @@ returns text
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select coalesce(
         -- Read only with a tenant set: row-level security needs one.

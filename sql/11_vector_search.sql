@@ -24,7 +24,7 @@ returns int
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     -- An exact scan costs about the same per row at 384 and 768 dimensions
     -- (one heap page per row: 10,000 rows 76 to 80 ms at 384, 80 to 100 ms
@@ -48,7 +48,7 @@ returns int
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     -- Past the exact-scan limit the count goes on, up to 8 times it, so that
     -- hnsw_ef_search knows what share of the index the search filters.
@@ -65,7 +65,7 @@ returns float8
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select least(1.0, greatest(p_rows, 1)::float8 / nullif(greatest(c.reltuples, 0), 0))
     from pg_catalog.pg_class as c
@@ -82,7 +82,7 @@ returns bigint
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select greatest(c.reltuples, 0)::bigint
     from pg_catalog.pg_class as c
@@ -98,7 +98,7 @@ returns boolean
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     -- Two probes of the B-tree on (tenant_id, user_id, ...): the first user id
     -- below and above this one. Any model counts (the cheap, safe side).
@@ -124,7 +124,7 @@ create or replace function agentmem_private.hnsw_ef_search(
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     -- Measured on random 768-d vectors (docs/tuning.md): a tenant's own
     -- index (m 32, ef_construction 128) reaches recall@10 0.95 at ef 40 for
@@ -162,7 +162,7 @@ returns float8
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select coalesce(
         nullif(pg_catalog.current_setting('agentmem.ef_escalate_distance', true), '')::float8, 0.5
@@ -180,10 +180,10 @@ returns text
 language sql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     -- model names cannot contain '|', so tenant|model is unambiguous
-    select p_table || '_t' || left(md5(p_tenant || '|' || p_model), 16) || '_hnsw'
+    select p_table || '_t' || pg_catalog.left(pg_catalog.md5(p_tenant || '|' || p_model), 16) || '_hnsw'
 $$;
 
 comment on function agentmem_private.tenant_index_name(text, text, text) is
@@ -195,7 +195,7 @@ returns text
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select case when i.indisvalid and i.indisready then pg_catalog.pg_get_expr(i.indexprs, i.indrelid) end
     from pg_catalog.pg_index as i
@@ -211,7 +211,7 @@ returns boolean
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     -- Its expression, l2_normalize(embedding::vector(d))::vector(d), is not the model's
     -- shared index's (embedding::vector(d)): a search written with it can use
@@ -232,7 +232,7 @@ returns text
 language sql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select pg_catalog.left(agentmem_private.tenant_index_name(p_table, p_tenant, p_model), -5) || '_exact'
 $$;
@@ -246,7 +246,7 @@ returns boolean
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select agentmem_private.usable_index_expression(
         agentmem_private.exact_index_name(p_table, p_tenant, p_model)
@@ -261,7 +261,7 @@ returns bigint
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     -- A read of the whole exact index costs about rows x dimension; the
     -- default stops where it costs about what a full HNSW pass does (the
@@ -284,7 +284,7 @@ returns text
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select pg_catalog.substring(pg_catalog.obj_description(pg_catalog.to_regclass(pg_catalog.format(
         'agentmem.%I', agentmem_private.exact_index_name(p_table, p_tenant, p_model)
@@ -300,9 +300,9 @@ it records none (never measured) or there is no such index.';
 create or replace function agentmem_private.vector_distance(path text, dimension int)
 returns text
 language sql
-immutable
+stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     -- Each index answers only an ORDER BY of its own expression: the shared
     -- index's is embedding::vector(d), a tenant's own HNSW index's
@@ -312,18 +312,25 @@ as $$
     -- for a 6,000-row tenant of 20,000 rows, at recall 0.73 instead of 0.99),
     -- its exact index's the same in half precision. The exact scan's (no cast)
     -- matches no index.
+    -- pgvector's type, function and operator are qualified with its schema
+    -- (agentmem_private.vector_schema says why).
     select case vector_distance.path
-        when 'exact scan' then 'e.embedding <=> $1'
-        when 'shared index' then pg_catalog.format('e.embedding::vector(%1$s) <=> $1::vector(%1$s)', vector_distance.dimension)
+        when 'exact scan' then pg_catalog.format('e.embedding operator(%1$I.<=>) $1', s.name)
+        when 'shared index' then pg_catalog.format(
+            'e.embedding::%2$I.vector(%1$s) operator(%2$I.<=>) $1::%2$I.vector(%1$s)', vector_distance.dimension, s.name
+        )
         when 'own index'
             then pg_catalog.format(
-                'l2_normalize(e.embedding::vector(%1$s))::vector(%1$s) <=> $1::vector(%1$s)', vector_distance.dimension
+                '%2$I.l2_normalize(e.embedding::%2$I.vector(%1$s))::%2$I.vector(%1$s) operator(%2$I.<=>) $1::%2$I.vector(%1$s)',
+                vector_distance.dimension, s.name
             )
         when 'exact index'
             then pg_catalog.format(
-                'l2_normalize(e.embedding::vector(%1$s))::halfvec(%1$s) <=> $1::halfvec(%1$s)', vector_distance.dimension
+                '%2$I.l2_normalize(e.embedding::%2$I.vector(%1$s))::%2$I.halfvec(%1$s) operator(%2$I.<=>) $1::%2$I.halfvec(%1$s)',
+                vector_distance.dimension, s.name
             )
     end
+    from (select agentmem_private.vector_schema() as name) as s
 $$;
 
 comment on function agentmem_private.vector_distance(text, int) is
@@ -348,7 +355,7 @@ create or replace function agentmem_private.vector_search_scope(
 language sql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     -- Each argument but table_name is an SQL expression: a quoted value
     -- (vector_search's statements) or a parameter (exact_scan's).
@@ -401,11 +408,11 @@ begin
             $branch$
     %5$s exact_scan.table_name = %1$L then
         if exact_scan.count_limit is not null then
-            select count(*) into exact_scan.candidates
+            select pg_catalog.count(*) into exact_scan.candidates
             from (select from agentmem.%1$I as e where %3$s limit exact_scan.count_limit) as s;
         end if;
         if exact_scan.k is not null and coalesce(exact_scan.candidates <= exact_scan.scan_max, true) then
-            select array_agg(h.id order by h.distance), array_agg(h.distance order by h.distance)
+            select pg_catalog.array_agg(h.id order by h.distance), pg_catalog.array_agg(h.distance order by h.distance)
             into exact_scan.ids, exact_scan.distances
             from (
                 select e.%2$I as id, %4$s as distance from agentmem.%1$I as e
@@ -435,7 +442,7 @@ create or replace function agentmem_private.exact_scan(
 language plpgsql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $body$
 begin%s
     else
@@ -478,7 +485,7 @@ create or replace function agentmem_private.vector_search(
 language plpgsql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 set "hnsw.iterative_scan" = 'relaxed_order'
 set "hnsw.ef_search" = 1000
 set enable_sort = off
@@ -546,9 +553,9 @@ begin
         end;
     -- a cached answer serves while unexpired and not withdrawn by a review (review_hit)
     v_row_check := case when vector_search.table_name = 'cache_entries'
-            then ' and e.expires_at > now() and e.withdrawn_at is null' else '' end
+            then ' and e.expires_at > pg_catalog.now() and e.withdrawn_at is null' else '' end
         || case when vector_search.question_max_bytes is not null
-            then pg_catalog.format(' and octet_length(e.question) <= %s', vector_search.question_max_bytes) else ''
+            then pg_catalog.format(' and pg_catalog.octet_length(e.question) <= %s', vector_search.question_max_bytes) else ''
         end
         -- The caller's own condition (recall_facts: a fact's time window,
         -- agentmem_private.fact_window_check), checked on every row read.
@@ -601,7 +608,7 @@ begin
         end if;
     end if;
     if v_scanned then
-        return query select u.id, u.distance from unnest(v_ids, v_distances) as u (id, distance);
+        return query select u.id, u.distance from rows from (pg_catalog.unnest(v_ids), pg_catalog.unnest(v_distances)) as u (id, distance);
         return;
     end if;
     v_where := agentmem_private.vector_search_scope(
@@ -616,7 +623,7 @@ begin
     ) || v_narrowing;
     if not v_static then
         execute pg_catalog.format(
-            'select count(*) from (select from agentmem.%I as e where %s limit %s) as s',
+            'select pg_catalog.count(*) from (select from agentmem.%I as e where %s limit %s) as s',
             vector_search.table_name, v_where, v_count_limit
         )
         into v_rows;
@@ -680,7 +687,7 @@ begin
         loop
             perform pg_catalog.set_config('hnsw.ef_search', v_ef::text, true);
             execute pg_catalog.format(
-                'select (array_agg(h.id order by h.distance))[1:$2], (array_agg(h.distance order by h.distance))[1:$2] '
+                'select (pg_catalog.array_agg(h.id order by h.distance))[1:$2], (pg_catalog.array_agg(h.distance order by h.distance))[1:$2] '
                 'from (select e.%1$I as id, %2$s as distance from agentmem.%3$I as e '
                 '      where %4$s%5$s order by %6$s limit $2 + 20) as h',
                 v_id,
@@ -694,7 +701,7 @@ begin
             into v_ids, v_distances
             using vector_search.query_embedding, vector_search.k;
             exit when v_path = 'exact index';
-            exit when coalesce(cardinality(v_distances), 0) >= vector_search.k
+            exit when coalesce(pg_catalog.cardinality(v_distances), 0) >= vector_search.k
                 and v_distances[vector_search.k] <= agentmem_private.escalate_distance();
             if v_exact_index then
                 v_path := 'exact index';
@@ -704,7 +711,7 @@ begin
             end if;
         end loop;
     end if;
-    if v_rows <= v_exact_max or coalesce(cardinality(v_ids), 0) < vector_search.k then
+    if v_rows <= v_exact_max or coalesce(pg_catalog.cardinality(v_ids), 0) < vector_search.k then
         -- Few candidates (or an index scan that gave up at hnsw.max_scan_tuples):
         -- an exact scan, through the table's B-tree on the tenant.
         if v_static then
@@ -717,7 +724,7 @@ begin
             v_distances := v_scan.distances;
         else
             execute pg_catalog.format(
-                'select array_agg(h.id order by h.distance), array_agg(h.distance order by h.distance) '
+                'select pg_catalog.array_agg(h.id order by h.distance), pg_catalog.array_agg(h.distance order by h.distance) '
                 'from (select e.%1$I as id, %2$s as distance from agentmem.%3$I as e '
                 '      where %4$s%5$s order by %2$s limit $2) as h',
                 v_id, agentmem_private.vector_distance(path => 'exact scan', dimension => vector_search.dimension),
@@ -727,7 +734,7 @@ begin
             using vector_search.query_embedding, vector_search.k;
         end if;
     end if;
-    return query select u.id, u.distance from unnest(v_ids, v_distances) as u (id, distance);
+    return query select u.id, u.distance from rows from (pg_catalog.unnest(v_ids), pg_catalog.unnest(v_distances)) as u (id, distance);
 end
 $$;
 

@@ -11,7 +11,7 @@ returns setof text
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select c.relname::text
     from pg_catalog.pg_class as c
@@ -21,7 +21,7 @@ as $$
             select from pg_catalog.pg_attribute as a
             where
                 a.attrelid = c.oid and a.attname = 'embedding' and not a.attisdropped
-                and a.atttypid = 'vector'::regtype
+                and a.atttypid = agentmem_private.vector_type()
         )
         and exists (
             select from pg_catalog.pg_attribute as a
@@ -43,10 +43,10 @@ create or replace function agentmem_private.check_tenant_index_args(
 language plpgsql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
-    if p_tenant is null or p_tenant = '' or length(p_tenant) > 128 then
+    if p_tenant is null or p_tenant = '' or pg_catalog.length(p_tenant) > 128 then
         raise exception 'tenant_id must be a non-empty text of at most 128 characters'
         using errcode = 'AM002', hint = 'Pass the id of the tenant the index is for.';
     end if;
@@ -55,7 +55,7 @@ begin
         using
             errcode = 'AM020',
             detail = 'Tables with embeddings: '
-            || (select string_agg(t, ', ') from agentmem_private.embedding_tables() as t),
+            || (select pg_catalog.string_agg(t, ', ') from agentmem_private.embedding_tables() as t),
             hint = 'message_embeddings (search_messages), facts (recall_facts) or cache_entries (cache_lookup).';
     end if;
     return (agentmem.get_model(p_model)).dimension;
@@ -69,7 +69,7 @@ create or replace function agentmem_private.tenant_index_build(out m int, out ef
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     -- Stronger than pgvector's defaults (m 16, ef_construction 64): a tenant's
     -- own index is built once for a big tenant, and on random 768-d vectors
@@ -94,7 +94,7 @@ create or replace function agentmem.tenant_index_ddl(
 language plpgsql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_model text := coalesce(tenant_index_ddl.model, agentmem_private.default_model());
@@ -106,10 +106,10 @@ declare
 begin
     if tenant_index_ddl.kind is not distinct from 'hnsw' then
         return v_create || pg_catalog.format(
-            '%I on agentmem.%I using hnsw ((l2_normalize(embedding::vector(%s))::vector(%s)) vector_cosine_ops) '
-            'with (m = %s, ef_construction = %s) where tenant_id = %L and model = %L',
+            '%I on agentmem.%I using hnsw ((%3$I.l2_normalize(embedding::%3$I.vector(%4$s))::%3$I.vector(%4$s)) %3$I.vector_cosine_ops) '
+            'with (m = %5$s, ef_construction = %6$s) where tenant_id = %7$L and model = %8$L',
             agentmem_private.tenant_index_name(tenant_index_ddl.table_name, tenant_index_ddl.tenant_id, v_model),
-            tenant_index_ddl.table_name, v_dim, v_dim,
+            tenant_index_ddl.table_name, agentmem_private.vector_schema(), v_dim,
             (agentmem_private.tenant_index_build()).m, (agentmem_private.tenant_index_build()).ef_construction,
             tenant_index_ddl.tenant_id, v_model
         );
@@ -123,10 +123,10 @@ begin
             hint = 'kind => ''hnsw'' (any table) or kind => ''exact'' (table_name => ''message_embeddings'').';
     end if;
     return v_create || pg_catalog.format(
-        '%I on agentmem.%I using ivfflat ((l2_normalize(embedding::vector(%s))::halfvec(%s)) halfvec_cosine_ops) '
-        'with (lists = 1) where tenant_id = %L and model = %L',
+        '%I on agentmem.%I using ivfflat ((%3$I.l2_normalize(embedding::%3$I.vector(%4$s))::%3$I.halfvec(%4$s)) %3$I.halfvec_cosine_ops) '
+        'with (lists = 1) where tenant_id = %5$L and model = %6$L',
         agentmem_private.exact_index_name(tenant_index_ddl.table_name, tenant_index_ddl.tenant_id, v_model),
-        tenant_index_ddl.table_name, v_dim, v_dim, tenant_index_ddl.tenant_id, v_model
+        tenant_index_ddl.table_name, agentmem_private.vector_schema(), v_dim, tenant_index_ddl.tenant_id, v_model
     );
 end
 $$;
@@ -155,7 +155,7 @@ create or replace function agentmem.measure_tenant_index(
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 set "hnsw.iterative_scan" = 'relaxed_order'
 set "hnsw.ef_search" = 40
 set enable_sort = off
@@ -165,7 +165,7 @@ declare
     v_dim int;
     v_k constant int := 10;
     v_far float8 := agentmem_private.escalate_distance();
-    v_embedding vector;
+    v_embedding agentmem.message_embeddings.embedding%type;
     v_distance float8;
     v_caller_tenant text;
 begin
@@ -202,7 +202,7 @@ begin
         order by pg_catalog.random() limit 32
     loop
         execute pg_catalog.format(
-            'select (array_agg(h.distance order by h.distance))[$2 + 1] '
+            'select (pg_catalog.array_agg(h.distance order by h.distance))[$2 + 1] '
             'from (select %1$s as distance from agentmem.message_embeddings as e '
             '      where e.tenant_id = %2$L and e.model = %3$L order by %1$s limit $2 + 21) as h',
             agentmem_private.vector_distance(path => 'own index', dimension => v_dim), measure_tenant_index.tenant_id, v_model
@@ -252,7 +252,7 @@ create or replace function agentmem.create_tenant_index(
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_model text := coalesce(create_tenant_index.model, agentmem_private.default_model());
@@ -272,7 +272,7 @@ begin
     v_caller_tenant := pg_catalog.current_setting('agentmem.tenant_id', true);
     perform agentmem.set_tenant(tenant_id => create_tenant_index.tenant_id, local => true);
     v_name := agentmem_private.tenant_index_name(create_tenant_index.table_name, create_tenant_index.tenant_id, v_model);
-    if to_regclass(pg_catalog.format('agentmem.%I', v_name)) is not null
+    if pg_catalog.to_regclass(pg_catalog.format('agentmem.%I', v_name)) is not null
         and not agentmem_private.has_tenant_index(create_tenant_index.table_name, create_tenant_index.tenant_id, v_model) then
         -- left invalid by a failed concurrent build, or built by an earlier version on another expression
         execute pg_catalog.format('drop index agentmem.%I', v_name);
@@ -283,11 +283,11 @@ begin
     );
     if create_tenant_index.table_name = 'message_embeddings' then
         v_exact := agentmem_private.exact_index_name(create_tenant_index.table_name, create_tenant_index.tenant_id, v_model);
-        if to_regclass(pg_catalog.format('agentmem.%I', v_exact)) is not null
+        if pg_catalog.to_regclass(pg_catalog.format('agentmem.%I', v_exact)) is not null
             and not agentmem_private.has_exact_index(create_tenant_index.table_name, create_tenant_index.tenant_id, v_model) then
             execute pg_catalog.format('drop index agentmem.%I', v_exact);
         end if;
-        select count(*) into v_rows from (
+        select pg_catalog.count(*) into v_rows from (
             select from agentmem.message_embeddings as e
             where e.tenant_id = create_tenant_index.tenant_id and e.model = v_model
             limit agentmem_private.exact_index_max_rows(v_dim) + 1
@@ -327,7 +327,7 @@ create or replace function agentmem.drop_tenant_index(
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_model text := coalesce(drop_tenant_index.model, agentmem_private.default_model());
@@ -339,7 +339,7 @@ begin
         agentmem_private.tenant_index_name(drop_tenant_index.table_name, drop_tenant_index.tenant_id, v_model),
         agentmem_private.exact_index_name(drop_tenant_index.table_name, drop_tenant_index.tenant_id, v_model)
     ] loop
-        if to_regclass(pg_catalog.format('agentmem.%I', v_name)) is not null then
+        if pg_catalog.to_regclass(pg_catalog.format('agentmem.%I', v_name)) is not null then
             execute pg_catalog.format('drop index agentmem.%I', v_name);
             v_dropped := true;
         end if;
@@ -361,7 +361,7 @@ returns table (table_name text, tenant_id text, model text, row_count bigint)
 language plpgsql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     -- Checked before the counts are planned: for a role under row-level
@@ -376,7 +376,7 @@ begin
         'message_embeddings'::text,
         e.tenant_id,
         e.model,
-        count(*)
+        pg_catalog.count(*)
     from agentmem.message_embeddings as e
     group by e.tenant_id, e.model
     union all
@@ -384,7 +384,7 @@ begin
         'facts',
         f.tenant_id,
         f.model,
-        count(*)
+        pg_catalog.count(*)
     from agentmem.facts as f
     group by f.tenant_id, f.model
     union all
@@ -392,7 +392,7 @@ begin
         'cache_entries',
         c.tenant_id,
         c.model,
-        count(*)
+        pg_catalog.count(*)
     from agentmem.cache_entries as c
     group by c.tenant_id, c.model;
 end
@@ -408,7 +408,7 @@ returns bigint
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select coalesce(
         nullif(pg_catalog.current_setting('agentmem.tenant_index_min_rows', true), '')::bigint,
@@ -500,7 +500,7 @@ returns table (
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_caller_tenant text := pg_catalog.current_setting('agentmem.tenant_id', true);
@@ -557,7 +557,7 @@ begin
         if v_counted is distinct from array[table_name, tenant_id, model] then
             perform agentmem.set_tenant(tenant_id => tenant_id, local => true);
             execute pg_catalog.format(
-                'select count(*) from agentmem.%I as e where e.tenant_id = $1 and e.model = $2', table_name
+                'select pg_catalog.count(*) from agentmem.%I as e where e.tenant_id = $1 and e.model = $2', table_name
             )
             into tenant_rows
             using tenant_id, model;

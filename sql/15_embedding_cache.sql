@@ -7,7 +7,7 @@ returns int
 language plpgsql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_n int := agentmem_private.check_array('texts', p_texts, 10000);
@@ -17,16 +17,16 @@ begin
         raise exception 'texts must hold 1 to 10000 texts, got %', v_n
         using errcode = 'AM020', hint = 'Split a larger batch into several calls.';
     end if;
-    if array_position(p_texts, null) is not null then
-        raise exception 'texts[%] is NULL', array_position(p_texts, null)
+    if pg_catalog.array_position(p_texts, null) is not null then
+        raise exception 'texts[%] is NULL', pg_catalog.array_position(p_texts, null)
         using errcode = 'AM020';
     end if;
     select u.ord into v_big
-    from unnest(p_texts) with ordinality as u (txt, ord)
-    where octet_length(u.txt) > 4194304
+    from pg_catalog.unnest(p_texts) with ordinality as u (txt, ord)
+    where pg_catalog.octet_length(u.txt) > 4194304
     limit 1;
     if v_big is not null then
-        raise exception 'texts[%] is % bytes; the limit is 4 MiB', v_big, octet_length(p_texts[v_big])
+        raise exception 'texts[%] is % bytes; the limit is 4 MiB', v_big, pg_catalog.octet_length(p_texts[v_big])
         using errcode = 'AM021', hint = 'No embedding model reads texts that long; embed a shorter text.';
     end if;
     return v_n;
@@ -44,7 +44,7 @@ create or replace function agentmem.embedding_cache_lookup(
 language plpgsql
 stable
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -66,8 +66,8 @@ begin
             where c.tenant_id = v_tenant and c.model = v_model and c.text_sha256 = t.sha
         )
     from (
-        select u.ord, sha256(convert_to(u.txt, 'UTF8')) as sha
-        from unnest(embedding_cache_lookup.texts) with ordinality as u (txt, ord)
+        select u.ord, pg_catalog.sha256(pg_catalog.convert_to(u.txt, 'UTF8')) as sha
+        from pg_catalog.unnest(embedding_cache_lookup.texts) with ordinality as u (txt, ord)
     ) as t
     order by t.ord;
 end
@@ -91,19 +91,20 @@ create or replace function agentmem.embedding_cache_store(
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
     v_model text := coalesce(embedding_cache_store.model, agentmem_private.default_model());
     v_n int := agentmem_private.cache_check_texts(embedding_cache_store.texts);
+    v_vector_schema text := agentmem_private.vector_schema();
     v_stored int := 0;
     v_new int;
     v_dim int;
 begin
     if agentmem_private.check_array('embeddings', embedding_cache_store.embeddings, 10000) <> v_n then
         raise exception 'texts and embeddings must be arrays of the same length (% and %)',
-            v_n, coalesce(cardinality(embedding_cache_store.embeddings), 0)
+            v_n, coalesce(pg_catalog.cardinality(embedding_cache_store.embeddings), 0)
         using errcode = 'AM020';
     end if;
     v_dim := (agentmem.get_model(v_model)).dimension;
@@ -115,11 +116,12 @@ begin
     for v_from in 1..v_n by 1000 loop
         execute 'insert into agentmem.embedding_cache as c (tenant_id, model, text_sha256, cached_vector) values '
             || (
-                select string_agg(pg_catalog.format(
-                    '(%L, %L, %L::bytea, %L::vector)', v_tenant, v_model,
-                    sha256(convert_to(embedding_cache_store.texts[g.i], 'UTF8')), embedding_cache_store.embeddings[g.i]
+                select pg_catalog.string_agg(pg_catalog.format(
+                    '(%L, %L, %L::bytea, %L::%I.vector)', v_tenant, v_model,
+                    pg_catalog.sha256(pg_catalog.convert_to(embedding_cache_store.texts[g.i], 'UTF8')), embedding_cache_store.embeddings[g.i],
+                    v_vector_schema
                 ), ', ' order by g.i)
-                from generate_series(v_from, least(v_from + 999, v_n)) as g (i)
+                from pg_catalog.generate_series(v_from, least(v_from + 999, v_n)) as g (i)
             )
             || ' on conflict on constraint embedding_cache_pkey do nothing';
         get diagnostics v_new = row_count;

@@ -7,7 +7,7 @@ returns regconfig
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select s.config::regconfig from agentmem.text_search_settings as s
 $$;
@@ -20,7 +20,7 @@ returns tsquery
 language plpgsql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_words tsvector;
@@ -33,7 +33,7 @@ begin
     -- stop words dropped, stemmed), OR-ed. Each lexeme is quoted, so
     -- & | ! : * ( ) < > are characters of a word, never operators. The order
     -- of the terms changes neither what matches nor ts_rank (it sorts them).
-    v_words := to_tsvector(agentmem_private.text_search_config(), p_text);
+    v_words := pg_catalog.to_tsvector(agentmem_private.text_search_config(), p_text);
     if pg_catalog.length(v_words) <= 64 then
         -- The common case: every word, without ordering them by position.
         v_lexemes := pg_catalog.tsvector_to_array(v_words);
@@ -41,17 +41,17 @@ begin
         -- More than 64 distinct words: the first 64 by position.
         v_lexemes := array(
             select t.lexeme
-            from unnest(v_words) as t (lexeme, positions, weights)
-            cross join lateral unnest(t.positions) as p (position)
+            from pg_catalog.unnest(v_words) as t (lexeme, positions, weights)
+            cross join lateral pg_catalog.unnest(t.positions) as p (position)
             group by t.lexeme
-            order by min(p.position), t.lexeme
+            order by pg_catalog.min(p.position), t.lexeme
             limit 64
         );
     end if;
     return nullif(pg_catalog.array_to_string(
         array(
-            select '''' || replace(replace(w.lexeme, '\', '\\'), '''', '''''') || ''''
-            from unnest(v_lexemes) with ordinality as w (lexeme, n)
+            select '''' || pg_catalog.replace(pg_catalog.replace(w.lexeme, '\', '\\'), '''', '''''') || ''''
+            from pg_catalog.unnest(v_lexemes) with ordinality as w (lexeme, n)
             order by w.n
         ),
         ' | '
@@ -77,7 +77,7 @@ create or replace function agentmem_private.check_search_query(
 language plpgsql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     perform agentmem_private.check_range('candidate_pool', p_candidate_pool, 1, 1000);
@@ -89,8 +89,8 @@ begin
             hint = 'Pass query_text => ''words to find'' to search by words (e.g. from psql), '
             || 'query_embedding => the embedded question, or both for hybrid search.';
     end if;
-    if length(p_text) > 100000 then
-        raise exception 'query_text is too large: % characters, the limit is 100000', length(p_text)
+    if pg_catalog.length(p_text) > 100000 then
+        raise exception 'query_text is too large: % characters, the limit is 100000', pg_catalog.length(p_text)
         using errcode = 'AM021', hint = 'Search with the question itself, not a document.';
     end if;
     if p_embedding is not null then
@@ -119,16 +119,16 @@ security invoker
 -- (3.7 of a vector-only search's 6.4 ms at 100,000 messages; 25 ms of a
 -- 10,000-message user's search).
 rows 10
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     with vec as (
         select v.id, v.vector_rank::int as vector_rank
-        from unnest(p_vector_ids) with ordinality as v (id, vector_rank)
+        from pg_catalog.unnest(p_vector_ids) with ordinality as v (id, vector_rank)
     ),
 
     txt as (
         select x.id, x.text_rank::int as text_rank
-        from unnest(p_text_ids) with ordinality as x (id, text_rank)
+        from pg_catalog.unnest(p_text_ids) with ordinality as x (id, text_rank)
     )
 
     select
@@ -152,7 +152,7 @@ returns boolean
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_name text;
@@ -181,7 +181,7 @@ begin
     alter table agentmem.messages drop column content_tsv;
     execute pg_catalog.format(
         'alter table agentmem.messages add column content_tsv tsvector '
-        'generated always as (to_tsvector(%L::regconfig, content)) stored',
+        'generated always as (pg_catalog.to_tsvector(%L::regconfig, content)) stored',
         v_name
     );
     create index messages_content_tsv_idx on agentmem.messages using gin (content_tsv);
@@ -191,14 +191,14 @@ begin
     alter table agentmem.facts drop column fact_tsv;
     execute pg_catalog.format(
         'alter table agentmem.facts add column fact_tsv tsvector '
-        'generated always as (to_tsvector(%L::regconfig, subject || '' '' || fact)) stored',
+        'generated always as (pg_catalog.to_tsvector(%L::regconfig, subject || '' '' || fact)) stored',
         v_name
     );
     create index facts_fact_tsv_idx on agentmem.facts using gin (fact_tsv);
     comment on column agentmem.facts.fact_tsv is
     'The words of subject and fact under the installation''s text search configuration.';
 
-    update agentmem.text_search_settings as s set config = v_name, updated_at = now();
+    update agentmem.text_search_settings as s set config = v_name, updated_at = pg_catalog.now();
     return true;
 end
 $$;

@@ -27,7 +27,7 @@ returns int
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select coalesce(nullif(pg_catalog.current_setting('agentmem.embedding_max_attempts', true), '')::int, 5)
 $$;
@@ -41,11 +41,11 @@ returns interval
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select least(
         coalesce(nullif(pg_catalog.current_setting('agentmem.embedding_retry_base', true), '')::interval, interval '10 seconds')
-        * power(2, greatest(p_attempts - 1, 0))::int,
+        * pg_catalog.power(2, greatest(p_attempts - 1, 0))::int,
         interval '1 hour'
     )
 $$;
@@ -59,7 +59,7 @@ returns text[]
 language plpgsql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     -- PL/pgSQL, not SQL: every write calls it, and the statement's plan is
@@ -89,13 +89,13 @@ create or replace function agentmem_private.enqueue_embedding_jobs(
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_model text;
     v_n int := 0;
 begin
-    if coalesce(cardinality(p_models), 0) = 0 or coalesce(cardinality(p_ids), 0) = 0 then
+    if coalesce(pg_catalog.cardinality(p_models), 0) = 0 or coalesce(pg_catalog.cardinality(p_ids), 0) = 0 then
         return 0;
     end if;
     foreach v_model in array p_models loop
@@ -103,23 +103,25 @@ begin
         -- shard on Citus (store_messages says why). A row queued again (a
         -- fact rewritten before its vector came) starts afresh, keeping the
         -- first payload: the version the vector is to be compared with.
-        for v_from in 1..cardinality(p_ids) by 100 loop
+        for v_from in 1..pg_catalog.cardinality(p_ids) by 100 loop
             execute 'insert into agentmem.embedding_jobs as j (tenant_id, model, '
                 || pg_catalog.quote_ident(p_kind || '_id') || ', content, payload) values '
                 || (
-                    select string_agg(pg_catalog.format(
+                    select pg_catalog.string_agg(pg_catalog.format(
                         '(%L, %L, %L::uuid, %L, %L::jsonb)', p_tenant, v_model, p_ids[g.i], p_contents[g.i],
                         case when v_model = p_models[1] then p_payload end
                     ), ', ' order by g.i)
-                    from generate_series(v_from, least(v_from + 99, cardinality(p_ids))) as g (i)
+                    from pg_catalog.generate_series(v_from, least(v_from + 99, pg_catalog.cardinality(p_ids))) as g (i)
                 )
                 || ' on conflict on constraint embedding_jobs_row_model_key do update set'
                 || ' content = excluded.content, payload = coalesce(excluded.payload, j.payload),'
                 || ' state = ''pending'', attempts = 0, run_after = excluded.run_after, lease_until = null,'
                 || ' lease_token = null, last_error = null';
         end loop;
-        v_n := v_n + cardinality(p_ids);
-        perform pg_catalog.pg_notify('agentmem_embedding_jobs', v_model);
+        v_n := v_n + pg_catalog.cardinality(p_ids);
+        -- No NOTIFY: any login may LISTEN on any channel, and a notification
+        -- at a tenant's write would tell every application login when some
+        -- tenant stored text without a vector. Idle workers poll instead.
     end loop;
     return v_n;
 end
@@ -127,8 +129,8 @@ $$;
 
 comment on function agentmem_private.enqueue_embedding_jobs(text, text, uuid[], text[], text[], jsonb) is
 'Internal: queue one embedding job per row (p_kind message, fact or entry; p_ids with their texts) and '
-'model, in the writing transaction, and NOTIFY agentmem_embedding_jobs (payload: the model) so that idle '
-'workers wake at its commit. A row already queued for a model is queued again from scratch. p_payload '
+'model, in the writing transaction; no NOTIFY (any login could LISTEN and learn when a tenant writes): '
+'idle workers poll. A row already queued for a model is queued again from scratch. p_payload '
 'goes to the first model''s jobs.';
 
 create or replace function agentmem_private.set_job_tenant(p_tenant text)
@@ -136,7 +138,7 @@ returns void
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     perform pg_catalog.set_config('agentmem.tenant_id', p_tenant, true);
@@ -153,7 +155,7 @@ returns void
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     -- Matches no job (tenant ids have no such prefix in practice, and it would
@@ -180,12 +182,12 @@ create or replace function agentmem.claim_embedding_jobs(
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 #variable_conflict use_column
 declare
     v_model text := claim_embedding_jobs.model;
-    v_token uuid := gen_random_uuid();
+    v_token uuid := pg_catalog.gen_random_uuid();
     v_left int := claim_embedding_jobs.batch_size;
     v_max int := agentmem_private.embedding_max_attempts();
     v_tenant text;
@@ -210,12 +212,12 @@ begin
     set state = 'failed', lease_token = null, lease_until = null,
         -- (immutable expressions only: Citus runs no stable function on a column in an UPDATE)
         last_error = 'the lease expired ' || j.attempts::text || ' times (the worker died or hung mid-batch)'
-    where j.state = 'running' and j.lease_until < now() and j.attempts >= v_max
+    where j.state = 'running' and j.lease_until < pg_catalog.now() and j.attempts >= v_max
         and (v_model is null or j.model = v_model);
     if v_model is null then
         select j.model into v_model
         from agentmem.embedding_jobs as j
-        where (j.state = 'pending' and j.run_after <= now()) or (j.state = 'running' and j.lease_until < now())
+        where (j.state = 'pending' and j.run_after <= pg_catalog.now()) or (j.state = 'running' and j.lease_until < pg_catalog.now())
         order by j.run_after
         limit 1;
         if v_model is null then
@@ -230,9 +232,9 @@ begin
     for v_tenant in
         select j.tenant_id from agentmem.embedding_jobs as j
         where j.model = v_model
-            and ((j.state = 'pending' and j.run_after <= now()) or (j.state = 'running' and j.lease_until < now()))
+            and ((j.state = 'pending' and j.run_after <= pg_catalog.now()) or (j.state = 'running' and j.lease_until < pg_catalog.now()))
         group by j.tenant_id
-        order by min(j.run_after), j.tenant_id
+        order by pg_catalog.min(j.run_after), j.tenant_id
         limit claim_embedding_jobs.batch_size
     loop
         perform agentmem_private.set_job_tenant(v_tenant);
@@ -240,7 +242,7 @@ begin
         with picked as (
             select j.tenant_id, j.job_id from agentmem.embedding_jobs as j
             where j.tenant_id = v_tenant and j.model = v_model
-                and ((j.state = 'pending' and j.run_after <= now()) or (j.state = 'running' and j.lease_until < now()))
+                and ((j.state = 'pending' and j.run_after <= pg_catalog.now()) or (j.state = 'running' and j.lease_until < pg_catalog.now()))
             order by j.run_after, j.job_id
             limit v_left
             for update skip locked
@@ -249,7 +251,7 @@ begin
         claimed as (
             update agentmem.embedding_jobs as j
             set state = 'running', lease_token = v_token, attempts = j.attempts + 1,
-                lease_until = now() + claim_embedding_jobs.lease
+                lease_until = pg_catalog.now() + claim_embedding_jobs.lease
             from picked as p
             where j.tenant_id = p.tenant_id and j.job_id = p.job_id
             returning
@@ -261,7 +263,7 @@ begin
         select c.tenant_id, c.job_id, c.model, v_prefix.dimension, c.input, ec.cached_vector, v_token
         from claimed as c
         left join agentmem.embedding_cache as ec
-            on ec.tenant_id = v_tenant and ec.model = v_model and ec.text_sha256 = sha256(convert_to(c.input, 'UTF8'));
+            on ec.tenant_id = v_tenant and ec.model = v_model and ec.text_sha256 = pg_catalog.sha256(pg_catalog.convert_to(c.input, 'UTF8'));
         get diagnostics v_got = row_count;
         v_left := v_left - v_got;
         exit when v_left <= 0;
@@ -289,18 +291,18 @@ create or replace function agentmem_private.embedding_job_failed(
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_state text := case when p_job.attempts >= agentmem_private.embedding_max_attempts() then 'failed' else 'pending' end;
 begin
     update agentmem.embedding_jobs as j
-    set state = v_state, lease_token = null, lease_until = null, last_error = left(p_error, 2000),
-        run_after = now() + agentmem_private.embedding_retry_delay(p_job.attempts)
+    set state = v_state, lease_token = null, lease_until = null, last_error = pg_catalog.left(p_error, 2000),
+        run_after = pg_catalog.now() + agentmem_private.embedding_retry_delay(p_job.attempts)
     where j.tenant_id = p_job.tenant_id and j.job_id = p_job.job_id;
     if v_state = 'failed' then
         insert into agentmem.embedding_job_counts as c (tenant_id, model, minute, failed)
-        values (p_job.tenant_id, p_job.model, date_trunc('minute', now()), 1)
+        values (p_job.tenant_id, p_job.model, pg_catalog.date_trunc('minute', pg_catalog.now()), 1)
         on conflict on constraint embedding_job_counts_pkey do update set failed = c.failed + 1;
     end if;
     return case when v_state = 'failed' then 'failed' else 'retry' end;
@@ -316,12 +318,12 @@ returns text
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_fact agentmem.facts;
     v_similarity real;
-    v_prev vector;
+    v_prev agentmem.facts.embedding%type;
     v_prev_sources uuid [];
     v_new_sources uuid [];
     v_prev_from timestamptz;
@@ -340,7 +342,7 @@ begin
             v_fact.tenant_id, v_fact.user_id, v_fact.subject, v_fact.fact, p_job.model, p_embedding,
             v_fact.source_message_ids, v_fact.created_at, v_fact.updated_at, v_fact.valid_from, v_fact.valid_to
         )
-        on conflict (tenant_id, user_id, lower(subject), model) do update
+        on conflict (tenant_id, user_id, pg_catalog.lower(subject), model) do update
             set subject = excluded.subject, fact = excluded.fact, embedding = excluded.embedding,
             source_message_ids = excluded.source_message_ids, updated_at = excluded.updated_at,
             valid_from = excluded.valid_from, valid_to = excluded.valid_to;
@@ -353,8 +355,8 @@ begin
     end if;
     -- The near-duplicate merge or contradiction check upsert_fact deferred:
     -- the previous version (payload) against the text the vector is of.
-    v_prev := (p_job.payload ->> 'prev_embedding')::vector;
-    v_similarity := (1 - (v_prev <=> p_embedding))::real;
+    v_prev := p_job.payload ->> 'prev_embedding';
+    v_similarity := (1::float8 - agentmem_private.cosine_distance(v_prev, p_embedding))::real;
     -- (values computed first: Citus takes no stable function in CASE/COALESCE of an UPDATE)
     v_prev_from := (p_job.payload ->> 'prev_valid_from')::timestamptz;
     if v_similarity <> 'NaN' and v_similarity >= (p_job.payload ->> 'merge_threshold')::double precision then
@@ -373,10 +375,10 @@ begin
         where f.tenant_id = p_job.tenant_id and f.fact_id = p_job.fact_id;
     end if;
     -- Values computed first: Citus takes no subquery in an INSERT ... VALUES.
-    v_prev_sources := array(select jsonb_array_elements_text(p_job.payload -> 'prev_sources'))::uuid [];
+    v_prev_sources := array(select pg_catalog.jsonb_array_elements_text(p_job.payload -> 'prev_sources'))::uuid [];
     v_prev_to := least(coalesce((p_job.payload ->> 'prev_valid_to')::timestamptz, v_fact.valid_from), v_fact.valid_from);
-    v_prev_recorded := coalesce((p_job.payload ->> 'prev_recorded_at')::timestamptz, now());
-    v_new_sources := array(select jsonb_array_elements_text(p_job.payload -> 'new_sources'))::uuid [];
+    v_prev_recorded := coalesce((p_job.payload ->> 'prev_recorded_at')::timestamptz, pg_catalog.now());
+    v_new_sources := array(select pg_catalog.jsonb_array_elements_text(p_job.payload -> 'new_sources'))::uuid [];
     insert into agentmem.fact_history as h (
         tenant_id, fact_id, user_id, subject, fact, source_message_ids, valid_from, valid_to, recorded_at
     ) values (
@@ -405,7 +407,7 @@ create or replace function agentmem.complete_embedding_jobs(
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -415,7 +417,7 @@ declare
     v_outcome text;
     v_input text;
     v_prefix text;
-    v_vec vector;
+    v_vec agentmem.message_embeddings.embedding%type;
     v_tenant text;
     v_model text;
     v_count record;
@@ -426,14 +428,14 @@ declare
 begin
     perform agentmem_private.check_array('tenant_ids', complete_embedding_jobs.tenant_ids, 1000);
     perform agentmem_private.check_array('embeddings', complete_embedding_jobs.embeddings, 1000);
-    if coalesce(cardinality(complete_embedding_jobs.tenant_ids), 0) <> v_n
-        or coalesce(cardinality(complete_embedding_jobs.embeddings), 0) <> v_n then
+    if coalesce(pg_catalog.cardinality(complete_embedding_jobs.tenant_ids), 0) <> v_n
+        or coalesce(pg_catalog.cardinality(complete_embedding_jobs.embeddings), 0) <> v_n then
         raise exception 'tenant_ids, job_ids and embeddings must be arrays of the same length'
         using
             errcode = 'AM020',
             detail = pg_catalog.format('tenant_ids: %s, job_ids: %s, embeddings: %s',
-                coalesce(cardinality(complete_embedding_jobs.tenant_ids), 0), v_n,
-                coalesce(cardinality(complete_embedding_jobs.embeddings), 0)),
+                coalesce(pg_catalog.cardinality(complete_embedding_jobs.tenant_ids), 0), v_n,
+                coalesce(pg_catalog.cardinality(complete_embedding_jobs.embeddings), 0)),
             hint = 'Pass one vector per claimed job, in the order of job_ids; nothing was stored.';
     end if;
     for i in 1..v_n loop
@@ -489,7 +491,7 @@ begin
         end if;
         v_input := v_prefix || v_job.content;
         insert into agentmem.embedding_cache (tenant_id, model, text_sha256, cached_vector)
-        values (v_job.tenant_id, v_job.model, sha256(convert_to(v_input, 'UTF8')), v_vec)
+        values (v_job.tenant_id, v_job.model, pg_catalog.sha256(pg_catalog.convert_to(v_input, 'UTF8')), v_vec)
         on conflict on constraint embedding_cache_pkey do nothing;
         delete from agentmem.embedding_jobs as j where j.tenant_id = v_job.tenant_id and j.job_id = v_job.job_id;
         v_done_tenants := v_done_tenants || v_job.tenant_id;
@@ -504,8 +506,8 @@ begin
     -- counts go (a day of minutes per tenant and model at most). One shard per
     -- statement on Citus.
     for v_count in
-        select d.t, d.m, count(*)::int as n
-        from unnest(v_done_tenants, v_done_models) as d (t, m)
+        select d.t, d.m, pg_catalog.count(*)::int as n
+        from rows from (pg_catalog.unnest(v_done_tenants), pg_catalog.unnest(v_done_models)) as d (t, m)
         group by d.t, d.m
         order by d.t, d.m
     loop
@@ -514,10 +516,10 @@ begin
             perform agentmem_private.set_job_tenant(v_tenant);
         end if;
         insert into agentmem.embedding_job_counts as c (tenant_id, model, minute, completed)
-        values (v_count.t, v_count.m, date_trunc('minute', now()), v_count.n)
+        values (v_count.t, v_count.m, pg_catalog.date_trunc('minute', pg_catalog.now()), v_count.n)
         on conflict on constraint embedding_job_counts_pkey do update set completed = c.completed + excluded.completed;
         delete from agentmem.embedding_job_counts as c
-        where c.tenant_id = v_count.t and c.model = v_count.m and c.minute < now() - interval '1 day';
+        where c.tenant_id = v_count.t and c.model = v_count.m and c.minute < pg_catalog.now() - interval '1 day';
     end loop;
     perform pg_catalog.set_config('agentmem.tenant_id', '', true);
 end
@@ -546,14 +548,14 @@ create or replace function agentmem.fail_embedding_jobs(
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 #variable_conflict use_column
 declare
     v_n int := agentmem_private.check_array('job_ids', fail_embedding_jobs.job_ids, 1000);
     v_job agentmem.embedding_jobs;
 begin
-    if coalesce(cardinality(fail_embedding_jobs.tenant_ids), 0) <> v_n then
+    if coalesce(pg_catalog.cardinality(fail_embedding_jobs.tenant_ids), 0) <> v_n then
         raise exception 'tenant_ids and job_ids must be arrays of the same length'
         using errcode = 'AM020';
     end if;
@@ -591,13 +593,13 @@ returns bigint
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_n bigint;
 begin
     perform agentmem_private.set_queue_tenant();
-    select count(*) into v_n from agentmem.embedding_jobs as j
+    select pg_catalog.count(*) into v_n from agentmem.embedding_jobs as j
     where j.state <> 'failed' and (embedding_queue_depth.model is null or j.model = embedding_queue_depth.model);
     perform pg_catalog.set_config('agentmem.tenant_id', '', true);
     return v_n;
@@ -617,7 +619,7 @@ returns setof text
 language plpgsql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     if p_tenant_id is not null then
@@ -652,7 +654,7 @@ create or replace function agentmem.reembed(
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -716,11 +718,11 @@ returns bigint
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select
         (
-            select count(*) from agentmem.messages as m
+            select pg_catalog.count(*) from agentmem.messages as m
             where m.tenant_id = p_tenant
                 and exists (
                     select from agentmem.message_embeddings as e
@@ -732,16 +734,16 @@ as $$
                 )
         )
         + (
-            select count(*) from agentmem.facts as f
+            select pg_catalog.count(*) from agentmem.facts as f
             where f.tenant_id = p_tenant and f.model <> p_model
                 and not exists (
                     select from agentmem.facts as g
-                    where g.tenant_id = p_tenant and g.user_id = f.user_id and lower(g.subject) = lower(f.subject)
+                    where g.tenant_id = p_tenant and g.user_id = f.user_id and pg_catalog.lower(g.subject) = pg_catalog.lower(f.subject)
                         and g.model = p_model and g.embedding is not null
                 )
         )
         + (
-            select count(*) from agentmem.embedding_jobs as j
+            select pg_catalog.count(*) from agentmem.embedding_jobs as j
             where j.tenant_id = p_tenant and j.model = p_model
         )
 $$;
@@ -756,7 +758,7 @@ returns text
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_missing bigint;
@@ -793,7 +795,7 @@ returns table (tenant text, table_name text, rows_removed bigint)
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -828,7 +830,7 @@ begin
         from agentmem.facts as f, agentmem.facts as g
         where h.tenant_id = v_tenant and f.tenant_id = v_tenant and g.tenant_id = v_tenant
             and h.fact_id = f.fact_id and f.model = drop_model_vectors.model
-            and g.user_id = f.user_id and lower(g.subject) = lower(f.subject)
+            and g.user_id = f.user_id and pg_catalog.lower(g.subject) = pg_catalog.lower(f.subject)
             and g.model = agentmem_private.default_model();
         delete from agentmem.facts as f where f.tenant_id = v_tenant and f.model = drop_model_vectors.model;
         get diagnostics v_n = row_count;
@@ -892,7 +894,7 @@ returns bigint
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text;
@@ -902,7 +904,7 @@ begin
     for v_tenant in select t from agentmem_private.tenants_of(retry_embedding_jobs.tenant_id, 'agentmem.retry_embedding_jobs') as t loop
         perform agentmem.set_tenant(v_tenant, true);
         update agentmem.embedding_jobs as j
-        set state = 'pending', attempts = 0, run_after = now(), last_error = null
+        set state = 'pending', attempts = 0, run_after = pg_catalog.now(), last_error = null
         where j.tenant_id = v_tenant and j.state = 'failed'
             and (retry_embedding_jobs.model is null or j.model = retry_embedding_jobs.model);
         get diagnostics v_n = row_count;
@@ -922,14 +924,14 @@ with (security_invoker = true) as
 select
     j.tenant_id,
     j.model,
-    count(*) filter (where j.state = 'pending') as pending,
-    count(*) filter (where j.state = 'running') as running,
-    count(*) filter (where j.state = 'failed') as failed,
-    min(j.enqueued_at) filter (where j.state <> 'failed') as oldest,
-    (array_agg(j.last_error order by j.run_after desc) filter (where j.last_error is not null))[1] as last_error,
+    pg_catalog.count(*) filter (where j.state = 'pending') as pending,
+    pg_catalog.count(*) filter (where j.state = 'running') as running,
+    pg_catalog.count(*) filter (where j.state = 'failed') as failed,
+    pg_catalog.min(j.enqueued_at) filter (where j.state <> 'failed') as oldest,
+    (pg_catalog.array_agg(j.last_error order by j.run_after desc) filter (where j.last_error is not null))[1] as last_error,
     (
-        select round(coalesce(sum(c.completed), 0) / 5.0, 1) from agentmem.embedding_job_counts as c
-        where c.tenant_id = j.tenant_id and c.model = j.model and c.minute >= date_trunc('minute', now()) - interval '5 minutes'
+        select pg_catalog.round(coalesce(pg_catalog.sum(c.completed), 0) / 5.0, 1) from agentmem.embedding_job_counts as c
+        where c.tenant_id = j.tenant_id and c.model = j.model and c.minute >= pg_catalog.date_trunc('minute', pg_catalog.now()) - interval '5 minutes'
     ) as per_minute
 from agentmem.embedding_jobs as j
 group by j.tenant_id, j.model;
@@ -964,8 +966,8 @@ jobs as materialized (
 
 counts as materialized (
     select
-        max(c.minute) filter (where c.completed > 0) as last_completed,
-        max(c.minute) filter (where c.failed > 0) as last_failed
+        pg_catalog.max(c.minute) filter (where c.completed > 0) as last_completed,
+        pg_catalog.max(c.minute) filter (where c.failed > 0) as last_failed
     from agentmem.embedding_job_counts as c
 )
 
@@ -980,9 +982,9 @@ select
 from (
     select
         runs.job,
-        max(runs.started_at) as last_run_at,
-        (array_agg(runs.error order by runs.started_at desc, runs.run_id desc))[1] as last_error,
-        max(runs.started_at) filter (where runs.error is not null) as last_error_at
+        pg_catalog.max(runs.started_at) as last_run_at,
+        (pg_catalog.array_agg(runs.error order by runs.started_at desc, runs.run_id desc))[1] as last_error,
+        pg_catalog.max(runs.started_at) filter (where runs.error is not null) as last_error_at
     from runs
     group by runs.job
 ) as r
@@ -997,11 +999,11 @@ select
     ) as last_error,
     (select counts.last_failed from counts) as last_error_at,
     (
-        select count(*) from jobs
+        select pg_catalog.count(*) from jobs
         where jobs.state <> 'failed'
     ) as backlog,
     (
-        select count(*) from jobs
+        select pg_catalog.count(*) from jobs
         where jobs.state = 'failed'
     ) as failed,
     case
@@ -1011,7 +1013,7 @@ select
         ) then 'failing'
         when exists (
             select from jobs
-            where jobs.state <> 'failed' and jobs.enqueued_at < now() - interval '10 minutes'
+            where jobs.state <> 'failed' and jobs.enqueued_at < pg_catalog.now() - interval '10 minutes'
         ) then 'behind'
         else 'ok'
     end as status;

@@ -110,7 +110,7 @@ returns void
 language plpgsql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     if p_at is null then
@@ -120,7 +120,7 @@ begin
             detail = 'A batch gives a time for every message or for none.',
             hint = 'Pass occurred_at => NULL for the whole batch to store its messages as happening now.';
     end if;
-    if not pg_catalog.isfinite(p_at) or p_at > now() + interval '1 day' then
+    if not pg_catalog.isfinite(p_at) or p_at > pg_catalog.now() + interval '1 day' then
         raise exception '%occurred_at % is not a time a message can have happened', p_what, p_at
         using
             errcode = 'AM020',
@@ -138,7 +138,7 @@ returns void
 language plpgsql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     raise exception 'conversation % not found', coalesce(p_conversation_id::text, 'NULL')
@@ -160,7 +160,7 @@ returns void
 language plpgsql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_owner text;
@@ -172,7 +172,7 @@ begin
         perform agentmem_private.conv_not_found(p_conversation_id);
     end if;
     if v_owner <> p_user_id then
-        raise exception 'conversation % is not a conversation of user %', p_conversation_id, quote_literal(p_user_id)
+        raise exception 'conversation % is not a conversation of user %', p_conversation_id, pg_catalog.quote_literal(p_user_id)
         using
             errcode = 'AM030',
             detail = 'It belongs to another user of the current tenant.',
@@ -193,7 +193,7 @@ create or replace function agentmem.start_conversation(
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
@@ -240,7 +240,8 @@ declare
     v_tenant text := agentmem.current_tenant();
     v_conversation_id uuid := agentmem_private.uuid_arg('conversation_id', store_messages.conversation_id);
     v_model text := coalesce(store_messages.model, agentmem_private.default_model());
-    v_n int := coalesce(cardinality(store_messages.roles), 0);
+    v_n int := coalesce(pg_catalog.cardinality(store_messages.roles), 0);
+    v_vector_schema text := agentmem_private.vector_schema();
     v_what text;
     v_first int;
     v_user text;
@@ -273,20 +274,20 @@ begin
         raise exception 'a batch holds 1 to % messages, got %', v_max, v_n
         using errcode = 'AM020', hint = 'Split a larger import into several calls.';
     end if;
-    if coalesce(cardinality(store_messages.contents), 0) <> v_n
-        or coalesce(cardinality(store_messages.embeddings), v_n) <> v_n
-        or coalesce(cardinality(store_messages.metadata), v_n) <> v_n
-        or coalesce(cardinality(store_messages.occurred_at), v_n) <> v_n
-        or array_ndims(store_messages.contents) <> 1 then
+    if coalesce(pg_catalog.cardinality(store_messages.contents), 0) <> v_n
+        or coalesce(pg_catalog.cardinality(store_messages.embeddings), v_n) <> v_n
+        or coalesce(pg_catalog.cardinality(store_messages.metadata), v_n) <> v_n
+        or coalesce(pg_catalog.cardinality(store_messages.occurred_at), v_n) <> v_n
+        or pg_catalog.array_ndims(store_messages.contents) <> 1 then
         raise exception 'roles, contents, embeddings (and metadata, occurred_at if given) must be arrays of the same length'
         using
             errcode = 'AM020',
             detail = pg_catalog.format(
                 'roles: %s, contents: %s, embeddings: %s, metadata: %s, occurred_at: %s', v_n,
-                coalesce(cardinality(store_messages.contents), 0),
-                coalesce(cardinality(store_messages.embeddings)::text, 'NULL'),
-                coalesce(cardinality(store_messages.metadata)::text, 'NULL'),
-                coalesce(cardinality(store_messages.occurred_at)::text, 'NULL')
+                coalesce(pg_catalog.cardinality(store_messages.contents), 0),
+                coalesce(pg_catalog.cardinality(store_messages.embeddings)::text, 'NULL'),
+                coalesce(pg_catalog.cardinality(store_messages.metadata)::text, 'NULL'),
+                coalesce(pg_catalog.cardinality(store_messages.occurred_at)::text, 'NULL')
             );
     end if;
     -- The call's size, before any message is read: contents and metadata as
@@ -346,7 +347,7 @@ begin
     -- The row lock on the conversation serialises writers of one conversation
     -- until commit; a rolled-back insert rolls next_index back with it: no gap.
     update agentmem.conversations as c
-    set next_index = c.next_index + v_n, updated_at = now()
+    set next_index = c.next_index + v_n, updated_at = pg_catalog.now()
     where c.tenant_id = v_tenant and c.conversation_id = v_conversation_id
     returning c.next_index - v_n, c.user_id into v_first, v_user;
     if not found then
@@ -361,7 +362,7 @@ begin
         m.tenant_id = v_tenant and m.conversation_id = v_conversation_id
         and m.message_index = v_first - 1;
     if store_messages.occurred_at is null then
-        v_times := array_fill(greatest(now(), v_last), array[v_n]);
+        v_times := pg_catalog.array_fill(greatest(pg_catalog.now(), v_last), array[v_n]);
     else
         if store_messages.occurred_at[1] < v_last then
             raise exception '%occurred_at % is earlier than the conversation''s last message (%, message_index %)',
@@ -453,12 +454,12 @@ begin
     if cardinality(v_jobs) > 0 then
         if cardinality(v_queued) > 0 then
             perform agentmem_private.enqueue_embedding_jobs(
-                v_tenant, 'message', array(select v_ids[q] from unnest(v_queued) as q),
-                array(select store_messages.contents[q] from unnest(v_queued) as q), array[v_model]
+                v_tenant, 'message', array(select v_ids[q] from pg_catalog.unnest(v_queued) as q),
+                array(select store_messages.contents[q] from pg_catalog.unnest(v_queued) as q), array[v_model]
             );
         end if;
         perform agentmem_private.enqueue_embedding_jobs(
-            v_tenant, 'message', v_ids, store_messages.contents, array(select x from unnest(v_jobs) as x where x <> v_model)
+            v_tenant, 'message', v_ids, store_messages.contents, array(select x from pg_catalog.unnest(v_jobs) as x where x <> v_model)
         );
     end if;
     if v_n = 1 then
@@ -468,7 +469,7 @@ begin
         return;
     end if;
     return query
-    select v_ids[g.i], v_first + g.i - 1 from generate_series(1, v_n) as g (i)
+    select v_ids[g.i], v_first + g.i - 1 from pg_catalog.generate_series(1, v_n) as g (i)
     order by g.i;
 end
 $$;
@@ -501,7 +502,7 @@ create or replace function agentmem.store_message(
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     -- PL/pgSQL, not SQL: the statement's plan is kept for the session
@@ -551,7 +552,7 @@ create or replace function agentmem.recent_messages(
 language plpgsql
 stable
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -601,7 +602,7 @@ create or replace function agentmem.set_summary(
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
@@ -630,7 +631,7 @@ begin
             hint = 'Summarise again from the stored summary (short_term_context returns it).';
     end if;
     update agentmem.conversations as c
-    set summary = set_summary.summary, summary_through = set_summary.through_index, updated_at = now()
+    set summary = set_summary.summary, summary_through = set_summary.through_index, updated_at = pg_catalog.now()
     where c.tenant_id = v_tenant and c.conversation_id = v_conversation_id;
 end
 $$;
@@ -659,7 +660,7 @@ create or replace function agentmem.short_term_context(
 language plpgsql
 stable
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 #variable_conflict use_column
 declare

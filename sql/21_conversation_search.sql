@@ -21,7 +21,7 @@ create or replace function agentmem_private.text_match_messages(
 language plpgsql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 set enable_bitmapscan = on
 as $$
 declare
@@ -38,13 +38,13 @@ begin
     -- occurred_at)): a narrow one of a big user is read row by row like a
     -- small user, through that index.
     if p_since is null and p_until is null then
-        select count(*) into v_rows from (
+        select pg_catalog.count(*) into v_rows from (
             select from agentmem.messages as m
             where m.tenant_id = p_tenant and m.user_id = p_user_id
             limit 1001
         ) as s;
     else
-        select count(*) into v_rows from (
+        select pg_catalog.count(*) into v_rows from (
             select from agentmem.messages as m
             where
                 m.tenant_id = p_tenant and m.user_id = p_user_id
@@ -63,18 +63,18 @@ begin
         -- (p50, same run, bench/bench_hybrid.py's data).
         if p_conversation_id is null then
             return query
-            select r.message_id, (row_number() over (order by r.score desc, r.message_id))::int
+            select r.message_id, (pg_catalog.row_number() over (order by r.score desc, r.message_id))::int
             from (
-                select m.message_id, ts_rank(m.content_tsv, p_query) as score
+                select m.message_id, pg_catalog.ts_rank(m.content_tsv, p_query) as score
                 from agentmem.messages as m
                 where m.tenant_id = p_tenant and m.user_id = p_user_id and m.content_tsv @@ p_query
                 order by 2 desc, 1 limit p_k
             ) as r;
         else
             return query
-            select r.message_id, (row_number() over (order by r.score desc, r.message_id))::int
+            select r.message_id, (pg_catalog.row_number() over (order by r.score desc, r.message_id))::int
             from (
-                select m.message_id, ts_rank(m.content_tsv, p_query) as score
+                select m.message_id, pg_catalog.ts_rank(m.content_tsv, p_query) as score
                 from agentmem.messages as m
                 where
                     m.tenant_id = p_tenant and m.user_id = p_user_id and m.content_tsv @@ p_query
@@ -89,8 +89,8 @@ begin
     -- planner weighs the GIN index on content_tsv against the user's B-tree
     -- indexes (bitmap scans off for a window of up to 1,000 rows, as above).
     return query execute pg_catalog.format(
-        'select r.message_id, (row_number() over (order by r.score desc, r.message_id))::int '
-        'from (select m.message_id, ts_rank(m.content_tsv, $3) as score '
+        'select r.message_id, (pg_catalog.row_number() over (order by r.score desc, r.message_id))::int '
+        'from (select m.message_id, pg_catalog.ts_rank(m.content_tsv, $3) as score '
         '      from agentmem.messages as m '
         '      where m.tenant_id = $1 and m.user_id = $2 and m.content_tsv @@ $3 %s%s%s '
         '      order by 2 desc, 1 limit $4) as r '
@@ -127,7 +127,7 @@ create or replace function agentmem.search_messages(
 language plpgsql
 stable
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
@@ -139,7 +139,7 @@ declare
     v_vec_ids uuid[];
     v_vec_distances float8[];
     v_txt_ids uuid[];
-    v_now timestamptz := coalesce(search_messages.until, now());
+    v_now timestamptz := coalesce(search_messages.until, pg_catalog.now());
     v_half_life float8;
 begin
     perform agentmem_private.check_user_id(search_messages.user_id);
@@ -170,8 +170,8 @@ begin
     -- reads one is sent whole to a worker, where the nested query fails.
     if search_messages.query_embedding is not null then
         select
-            array_agg(n.id order by n.distance, n.id),
-            array_agg(n.distance order by n.distance, n.id)
+            pg_catalog.array_agg(n.id order by n.distance, n.id),
+            pg_catalog.array_agg(n.distance order by n.distance, n.id)
         into v_vec_ids, v_vec_distances
         from agentmem_private.vector_search(
             table_name => 'message_embeddings', tenant_id => v_tenant, model => v_model, dimension => v_dim,
@@ -186,7 +186,7 @@ begin
             or 1 - n.distance >= search_messages.min_similarity);
     end if;
     if v_query is not null then
-        select array_agg(x.message_id order by x.text_rank) into v_txt_ids
+        select pg_catalog.array_agg(x.message_id order by x.text_rank) into v_txt_ids
         from agentmem_private.text_match_messages(
             v_tenant, search_messages.user_id, v_query,
             case when search_messages.query_embedding is null and v_half_life is null then search_messages.k else v_pool end,
@@ -220,14 +220,19 @@ begin
             (1 - v_vec_distances[f.vector_rank])::real as similarity,
             f.vector_rank,
             f.text_rank,
-            f.score * pg_catalog.power(
-                0.5::float8,
-                greatest(extract(epoch from v_now - m.occurred_at)::float8, 0) / v_half_life
-            ) as score,
+            -- A row older than 1,000 half-lives weighs 0: 0.5 ^ 1,075 is below
+            -- the smallest double, and power() and * raise 22003 on an underflow.
+            case when greatest(extract(epoch from v_now - m.occurred_at)::float8, 0::float8) / v_half_life < 1000::float8
+                then f.score * pg_catalog.power(
+                    0.5::float8,
+                    greatest(extract(epoch from v_now - m.occurred_at)::float8, 0::float8) / v_half_life
+                )
+                else 0::float8
+            end as score,
             m.occurred_at
         from agentmem_private.fuse_ranks(
             v_vec_ids, v_txt_ids, search_messages.rrf_k,
-            coalesce(cardinality(v_vec_ids), 0) + coalesce(cardinality(v_txt_ids), 0)
+            coalesce(pg_catalog.cardinality(v_vec_ids), 0) + coalesce(pg_catalog.cardinality(v_txt_ids), 0)
         ) as f
         inner join agentmem.messages as m on m.tenant_id = v_tenant and m.message_id = f.id
     ) as w
@@ -268,7 +273,7 @@ whenever the window holds k matching rows. Each row carries occurred_at (when th
 beside created_at (when it was stored).
 recency_half_life (NULL by default: off): a positive interval; each candidate of the pool (of both
 branches) has its score multiplied by 0.5 ^ (age / recency_half_life), age = (until, else now) minus
-occurred_at (0 for a later message), and the k best of those come back (with one branch too).
+occurred_at (0 for a later message; a message older than 1,000 half-lives weighs 0), and the k best of those come back (with one branch too).
 Limits: k 1 to 1,000; candidate_pool 1 to 1,000 (default 60); rrf_k 0 to 1,000 (default 60) (AM020);
 query_text at most 100,000 characters (AM021); AM010/AM011 for a bad query embedding or model.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
@@ -284,7 +289,7 @@ create or replace function agentmem.context_window(
 language plpgsql
 stable
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -340,7 +345,7 @@ create or replace function agentmem.search_with_context(
 language plpgsql
 stable
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -372,8 +377,8 @@ begin
     -- The hits first, on their own: Citus sends the windows' query whole to the
     -- tenant's worker, where a call of search_messages inside it could not run.
     select
-        array_agg(h.message_id), array_agg(h.conversation_id), array_agg(h.message_index),
-        array_agg(h.similarity), array_agg(h.vector_rank), array_agg(h.text_rank), array_agg(h.score)
+        pg_catalog.array_agg(h.message_id), pg_catalog.array_agg(h.conversation_id), pg_catalog.array_agg(h.message_index),
+        pg_catalog.array_agg(h.similarity), pg_catalog.array_agg(h.vector_rank), pg_catalog.array_agg(h.text_rank), pg_catalog.array_agg(h.score)
     into v_ids, v_conversations, v_indexes, v_similarities, v_vector_ranks, v_text_ranks, v_scores
     from agentmem.search_messages(
         user_id => search_with_context.user_id,
@@ -393,7 +398,7 @@ begin
     with hits as materialized (
         select
             u.message_id, u.conversation_id, u.message_index, u.similarity, u.vector_rank, u.text_rank, u.score
-        from unnest(v_ids, v_conversations, v_indexes, v_similarities, v_vector_ranks, v_text_ranks, v_scores)
+        from rows from (pg_catalog.unnest(v_ids), pg_catalog.unnest(v_conversations), pg_catalog.unnest(v_indexes), pg_catalog.unnest(v_similarities), pg_catalog.unnest(v_vector_ranks), pg_catalog.unnest(v_text_ranks), pg_catalog.unnest(v_scores))
             as u (message_id, conversation_id, message_index, similarity, vector_rank, text_rank, score)
     ),
 
@@ -413,7 +418,7 @@ begin
         select
             s.*,
             case
-                when s.lo <= max(s.hi) over (
+                when s.lo <= pg_catalog.max(s.hi) over (
                     partition by s.conversation_id order by s.lo, s.hi
                     rows between unbounded preceding and 1 preceding
                 ) + 1 then 0
@@ -425,14 +430,14 @@ begin
     grouped as (
         select
             mk.*,
-            sum(mk.starts) over (partition by mk.conversation_id order by mk.lo, mk.hi) as grp
+            pg_catalog.sum(mk.starts) over (partition by mk.conversation_id order by mk.lo, mk.hi) as grp
         from marked as mk
     ),
 
     windows as (
         select
-            g.conversation_id, min(g.lo) as lo, max(g.hi) as hi, max(g.similarity) as best,
-            max(g.score) as best_score
+            g.conversation_id, pg_catalog.min(g.lo) as lo, pg_catalog.max(g.hi) as hi, pg_catalog.max(g.similarity) as best,
+            pg_catalog.max(g.score) as best_score
         from grouped as g
         group by g.conversation_id, g.grp
     ),
@@ -440,7 +445,7 @@ begin
     ranked as (
         select
             w.*,
-            (row_number() over (order by w.best_score desc, w.best desc nulls last, w.conversation_id, w.lo))::int
+            (pg_catalog.row_number() over (order by w.best_score desc, w.best desc nulls last, w.conversation_id, w.lo))::int
                 as wrank
         from windows as w
     )

@@ -13,7 +13,7 @@ returns text[]
 language plpgsql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_bad text;
@@ -22,36 +22,36 @@ begin
         raise exception 'doc_ids must be an array of document ids, not NULL'
         using errcode = 'AM020', hint = 'Pass ''{}'' for a turn that retrieved nothing.';
     end if;
-    if cardinality(p_doc_ids) = 0 then
+    if pg_catalog.cardinality(p_doc_ids) = 0 then
         return '{}';
     end if;
-    if array_ndims(p_doc_ids) <> 1 or array_lower(p_doc_ids, 1) <> 1 then
+    if pg_catalog.array_ndims(p_doc_ids) <> 1 or pg_catalog.array_lower(p_doc_ids, 1) <> 1 then
         raise exception 'doc_ids must be a one-dimensional array indexed from 1'
         using
             errcode = 'AM020',
-            detail = pg_catalog.format('Got dimensions %s.', array_dims(p_doc_ids)),
+            detail = pg_catalog.format('Got dimensions %s.', pg_catalog.array_dims(p_doc_ids)),
             hint = 'Pass a plain array such as array[''doc-1'', ''doc-2''].';
     end if;
-    if cardinality(p_doc_ids) > 1000 then
-        raise exception 'doc_ids holds % ids; the limit is 1000', cardinality(p_doc_ids)
+    if pg_catalog.cardinality(p_doc_ids) > 1000 then
+        raise exception 'doc_ids holds % ids; the limit is 1000', pg_catalog.cardinality(p_doc_ids)
         using errcode = 'AM020', hint = 'Record the documents the turn really used, not the whole corpus.';
     end if;
-    select d into v_bad from unnest(p_doc_ids) as d
+    select d into v_bad from pg_catalog.unnest(p_doc_ids) as d
     where agentmem_private.is_blank(d) limit 1;
     if found then
         raise exception 'doc_ids may not contain NULL or blank ids'
         using errcode = 'AM020', hint = 'Pass the ids your retriever gave each document.';
     end if;
-    select d into v_bad from unnest(p_doc_ids) as d
-    where length(d) > 1000 limit 1;
+    select d into v_bad from pg_catalog.unnest(p_doc_ids) as d
+    where pg_catalog.length(d) > 1000 limit 1;
     if found then
-        raise exception 'a document id is too large: % characters, the limit is 1000', length(v_bad)
+        raise exception 'a document id is too large: % characters, the limit is 1000', pg_catalog.length(v_bad)
         using errcode = 'AM021', hint = 'Use a short stable id (a path, a key), not the document''s text.';
     end if;
     -- Duplicates go; the first occurrence keeps its place.
     return array(
-        select u.d from unnest(p_doc_ids) with ordinality as u (d, ord)
-        group by u.d order by min(u.ord)
+        select u.d from pg_catalog.unnest(p_doc_ids) with ordinality as u (d, ord)
+        group by u.d order by pg_catalog.min(u.ord)
     );
 end
 $$;
@@ -65,7 +65,7 @@ returns void
 language plpgsql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     if p_conversation_id is null or not exists (
@@ -87,7 +87,7 @@ returns int
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -117,7 +117,7 @@ begin
     values (v_tenant, v_message_id, v_msg.conversation_id, v_msg.message_index, v_ids)
     on conflict on constraint retrievals_pkey do update
         set doc_ids = excluded.doc_ids, created_at = excluded.created_at;
-    return cardinality(v_ids);
+    return pg_catalog.cardinality(v_ids);
 end
 $$;
 
@@ -139,7 +139,7 @@ returns agentmem.topic_shift_row
 language plpgsql
 stable
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
@@ -176,15 +176,15 @@ begin
         return v_row;
     end if;
     select
-        count(*) filter (where s.in_last and s.in_prev),
-        count(*)
+        pg_catalog.count(*) filter (where s.in_last and s.in_prev),
+        pg_catalog.count(*)
     into v_inter, v_union
     from (
-        select d.id, bool_or(d.src = 1) as in_last, bool_or(d.src = 2) as in_prev
+        select d.id, pg_catalog.bool_or(d.src = 1) as in_last, pg_catalog.bool_or(d.src = 2) as in_prev
         from (
-            select l.id, 1 as src from unnest(v_last.doc_ids) as l (id)
+            select l.id, 1 as src from pg_catalog.unnest(v_last.doc_ids) as l (id)
             union all
-            select p.id, 2 as src from unnest(v_prev.doc_ids) as p (id)
+            select p.id, 2 as src from pg_catalog.unnest(v_prev.doc_ids) as p (id)
         ) as d
         group by d.id
     ) as s;
@@ -213,7 +213,7 @@ returns text[]
 language plpgsql
 stable
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
@@ -223,7 +223,7 @@ declare
 begin
     perform agentmem_private.check_range('lookback', unseen_docs.lookback, 0, 1000);
     perform agentmem_private.check_conversation(v_tenant, v_conversation_id);
-    if unseen_docs.lookback = 0 or cardinality(v_ids) = 0 then
+    if unseen_docs.lookback = 0 or pg_catalog.cardinality(v_ids) = 0 then
         return v_ids;
     end if;
     -- One statement, planned for these arguments on every call (EXECUTE): the
@@ -232,7 +232,7 @@ begin
     -- recorded, whichever plan PL/pgSQL would have cached for the session.
     execute $q$
         with wanted as (
-            select u.id, u.ord from unnest($3) with ordinality as u (id, ord)
+            select u.id, u.ord from pg_catalog.unnest($3) with ordinality as u (id, ord)
         ),
         turns as (
             select m.message_id
@@ -246,7 +246,7 @@ begin
             select distinct w.id
             from turns as t
             inner join agentmem.retrievals as r on r.tenant_id = $1 and r.message_id = t.message_id
-            cross join lateral unnest(r.doc_ids) as d (id)
+            cross join lateral pg_catalog.unnest(r.doc_ids) as d (id)
             inner join wanted as w on d.id = w.id
         )
         select array(

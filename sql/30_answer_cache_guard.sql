@@ -19,7 +19,7 @@ language sql
 immutable
 parallel safe
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select 16384
 $$;
@@ -32,12 +32,12 @@ returns void
 language plpgsql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
-    if octet_length(p_question) > agentmem_private.guard_max_bytes() then
+    if pg_catalog.octet_length(p_question) > agentmem_private.guard_max_bytes() then
         raise exception '% is % bytes; the guard reads questions of up to % bytes',
-            p_what, octet_length(p_question), agentmem_private.guard_max_bytes()
+            p_what, pg_catalog.octet_length(p_question), agentmem_private.guard_max_bytes()
         using
             errcode = 'AM021',
             hint = 'Longer questions are served from exact matches only (cache_lookup does so by itself).';
@@ -54,24 +54,24 @@ language plpgsql
 immutable
 parallel safe
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
-    if octet_length(question) > 4194304 then
-        raise exception 'question is % bytes; the cache accepts up to 4 MiB', octet_length(question)
+    if pg_catalog.octet_length(question) > 4194304 then
+        raise exception 'question is % bytes; the cache accepts up to 4 MiB', pg_catalog.octet_length(question)
         using errcode = 'AM021', hint = 'Questions that long are not worth caching.';
     end if;
     -- Normalising runs four regular expressions whose cost grows with the
     -- text (6 s for 4 MiB): past the guard's limit (16384 bytes, as
     -- agentmem_private.guard_max_bytes(), which this security invoker function
     -- cannot call as the application role) a question is its own key.
-    if octet_length(question) > 16384 then
+    if pg_catalog.octet_length(question) > 16384 then
         return question;
     end if;
-    return btrim(regexp_replace(
-        regexp_replace(
-            regexp_replace(
-                regexp_replace(lower(question), '([[:alpha:]])[''’]([[:alpha:]])', '\1\2', 'g'),
+    return pg_catalog.btrim(pg_catalog.regexp_replace(
+        pg_catalog.regexp_replace(
+            pg_catalog.regexp_replace(
+                pg_catalog.regexp_replace(pg_catalog.lower(question), '([[:alpha:]])[''’]([[:alpha:]])', '\1\2', 'g'),
                 '([$€£¥%])', ' \1 ', 'g'
             ),
             '[^[:alnum:][:space:]$€£¥%]+', ' ', 'g'
@@ -95,17 +95,17 @@ language sql
 immutable
 parallel safe
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
-    select regexp_split_to_array(btrim(regexp_replace(
-        regexp_replace(
-            regexp_replace(
-                regexp_replace(
-                    regexp_replace(
-                        regexp_replace(
-                            regexp_replace(
-                                regexp_replace(
-                                    replace(lower(question), '’', ''''),
+    select pg_catalog.regexp_split_to_array(pg_catalog.btrim(pg_catalog.regexp_replace(
+        pg_catalog.regexp_replace(
+            pg_catalog.regexp_replace(
+                pg_catalog.regexp_replace(
+                    pg_catalog.regexp_replace(
+                        pg_catalog.regexp_replace(
+                            pg_catalog.regexp_replace(
+                                pg_catalog.regexp_replace(
+                                    pg_catalog.replace(pg_catalog.lower(question), '’', ''''),
                                     -- enumeration markers opening list items: "1)", "(2)", "a)", "(b)"
                                     '(^|[[:space:]:;,])[(]?([0-9]{1,2}|[a-z])[)](?=[[:space:]]|$)', '\1 ', 'g'
                                 ),
@@ -139,7 +139,7 @@ language plpgsql
 immutable
 parallel safe
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tokens text[];
@@ -184,7 +184,7 @@ begin
         v_val := null;
         -- digits, decimals (3d5 = 3.5), digits glued to a word (30days, 5pm, 1st)
         if v_tok ~ '^\d+(d\d+)?$' then
-            v_val := replace(v_tok, 'd', '.')::numeric;
+            v_val := pg_catalog.replace(v_tok, 'd', '.')::numeric;
         elsif v_tok ~ '^\d+(st|nd|rd|th)$' then
             v_out := v_out || ('ord:' || (substring(v_tok from '^\d+'))::numeric::text);
         elsif v_tok ~ '^\d+[a-z]+$' then
@@ -194,9 +194,9 @@ begin
                 v_val := v_val * 1000;
             end if;
         elsif v_tok = any(v_units) then
-            v_val := array_position(v_units, v_tok) - 1;
+            v_val := pg_catalog.array_position(v_units, v_tok) - 1;
         elsif v_tok = any(v_tens) then
-            v_val := (array_position(v_tens, v_tok) + 1) * 10;
+            v_val := (pg_catalog.array_position(v_tens, v_tok) + 1) * 10;
         end if;
         if v_tok = 'one' and (
             v_prev in (
@@ -216,7 +216,7 @@ begin
                 v_cur := v_cur + v_val;
             else
                 if v_in_number and v_cur is not null then
-                    v_out := v_out || ('num:' || trim_scale(v_total + v_cur)::text);
+                    v_out := v_out || ('num:' || pg_catalog.trim_scale(v_total + v_cur)::text);
                     v_total := 0;
                 end if;
                 v_cur := v_val;
@@ -234,7 +234,7 @@ begin
             v_in_number := true;
         else
             if v_in_number then
-                v_out := v_out || ('num:' || trim_scale(v_total + coalesce(v_cur, 0))::text);
+                v_out := v_out || ('num:' || pg_catalog.trim_scale(v_total + coalesce(v_cur, 0))::text);
                 v_total := 0;
                 v_cur := null;
                 v_in_number := false;
@@ -242,7 +242,7 @@ begin
         end if;
         -- words with a meaning a paraphrase must keep
         if v_tok = any(v_ordinals) then
-            v_out := v_out || ('ord:' || array_position(v_ordinals, v_tok)::text);
+            v_out := v_out || ('ord:' || pg_catalog.array_position(v_ordinals, v_tok)::text);
         elsif v_tok in ('$', 'dollar', 'dollars', 'usd', 'bucks') then
             v_out := v_out || 'cur:usd'::text;
         elsif v_tok in ('€', 'euro', 'euros', 'eur') then
@@ -256,7 +256,7 @@ begin
         elsif v_tok in ('%', 'percent', 'percentage') then
             v_out := v_out || 'pct'::text;
         elsif v_tok = any(v_months) and not (v_tok = 'may' and v_prev !~ '^\d+$' and v_prev <> 'of') then
-            v_out := v_out || ('month:' || array_position(v_months, v_tok)::text);
+            v_out := v_out || ('month:' || pg_catalog.array_position(v_months, v_tok)::text);
         elsif v_tok in ('today', 'tonight', 'tomorrow', 'yesterday') then
             v_out := v_out || ('day:' || v_tok);
         elsif v_tok in (
@@ -318,7 +318,7 @@ begin
     if v_negs > 0 and v_negs % 2 = 0 then
         v_out := v_out || 'neg2'::text;
     end if;
-    return array(select distinct f from unnest(v_out) as f order by f);
+    return array(select distinct f from pg_catalog.unnest(v_out) as f order by f);
 end
 $$;
 
@@ -332,7 +332,7 @@ language plpgsql
 immutable
 parallel safe
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     perform agentmem_private.check_guard_question('question', question_guard_features.question);
@@ -363,17 +363,17 @@ language sql
 immutable
 parallel safe
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select
         array(
-            select x.tag from unnest(p_fa) as x (tag)
-            where x.tag !~ '^neg:' or substr(x.tag, 5) = any(p_tb)
+            select x.tag from pg_catalog.unnest(p_fa) as x (tag)
+            where x.tag !~ '^neg:' or pg_catalog.substr(x.tag, 5) = any(p_tb)
             order by x.tag
         )
         = array(
-            select y.tag from unnest(p_fb) as y (tag)
-            where y.tag !~ '^neg:' or substr(y.tag, 5) = any(p_ta)
+            select y.tag from pg_catalog.unnest(p_fb) as y (tag)
+            where y.tag !~ '^neg:' or pg_catalog.substr(y.tag, 5) = any(p_ta)
             order by y.tag
         )
 $$;
@@ -388,7 +388,7 @@ language plpgsql
 immutable
 parallel safe
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_ta text[];
@@ -419,20 +419,20 @@ language plpgsql
 immutable
 parallel safe
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     -- The question is read once, and no more of it than the guard reads.
-    v_question text := lower(regexp_replace(left(question, agentmem_private.guard_max_bytes()), '\s+', ' ', 'g'));
+    v_question text := pg_catalog.lower(pg_catalog.regexp_replace(pg_catalog.left(question, agentmem_private.guard_max_bytes()), '\s+', ' ', 'g'));
     v_markers text[];
     v_out text[] := '{}';
     v_marker text;
 begin
     -- One pass over the answer for each kind of marker.
-    select array_agg(distinct a.marker order by a.marker) into v_markers
+    select pg_catalog.array_agg(distinct a.marker order by a.marker) into v_markers
     from (
         select m[1] as marker
-        from regexp_matches(
+        from pg_catalog.regexp_matches(
             answer,
             '((?:[$€£¥]\s?\d[\d,.]*)|(?:\d[\d,.]*\s?(?:dollars?|euros?|pounds?|usd|eur|gbp)\M)'
             || '|(?:\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4})'
@@ -442,18 +442,18 @@ begin
         ) as m
         union all
         select n[1]
-        from regexp_matches(answer, '(?:[^.!?:\n\s]\s+)([[:upper:]][[:lower:]]+)', 'g') as n
+        from pg_catalog.regexp_matches(answer, '(?:[^.!?:\n\s]\s+)([[:upper:]][[:lower:]]+)', 'g') as n
     ) as a;
     -- Each marker is searched in the (bounded) question: at most 1,000 of them,
     -- so the cost is bounded whatever the answer. An answer with more distinct
     -- names, dates and amounts than that counts as personalised.
     foreach v_marker in array coalesce(v_markers[1:1000], '{}') loop
-        if position(lower(regexp_replace(v_marker, '\s+', ' ', 'g')) in v_question) = 0 then
+        if position(pg_catalog.lower(pg_catalog.regexp_replace(v_marker, '\s+', ' ', 'g')) in v_question) = 0 then
             v_out := v_out || v_marker;
         end if;
     end loop;
-    if cardinality(v_out) = 0 and cardinality(v_markers) > 1000 then
-        v_out := array[pg_catalog.format('%s distinct names, dates and amounts', cardinality(v_markers))];
+    if pg_catalog.cardinality(v_out) = 0 and pg_catalog.cardinality(v_markers) > 1000 then
+        v_out := array[pg_catalog.format('%s distinct names, dates and amounts', pg_catalog.cardinality(v_markers))];
     end if;
     return v_out;
 end

@@ -6,7 +6,7 @@ returns bigint
 language plpgsql
 stable
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     -- The tenant as a value, not a call in the query: Citus routes the query
@@ -30,7 +30,7 @@ returns bigint
 language sql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     insert into agentmem.corpus_versions as cv (tenant_id, version)
     values (agentmem.current_tenant(), 1)
@@ -51,18 +51,18 @@ returns agentmem.cache_intents
 language plpgsql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_row agentmem.cache_intents;
 begin
     select * into v_row from agentmem.cache_intents as ci where ci.intent = p_intent;
     if not found then
-        raise exception 'unknown cache intent: %', coalesce(left(p_intent, 100), 'NULL')
+        raise exception 'unknown cache intent: %', coalesce(pg_catalog.left(p_intent, 100), 'NULL')
         using
             errcode = 'AM020',
             detail = 'Known intents: '
-            || (select string_agg(ci.intent, ', ' order by ci.intent) from agentmem.cache_intents as ci),
+            || (select pg_catalog.string_agg(ci.intent, ', ' order by ci.intent) from agentmem.cache_intents as ci),
             hint = 'Use one of them, or ask the DBA to add a row to agentmem.cache_intents.';
     end if;
     return v_row;
@@ -77,7 +77,7 @@ returns text
 language plpgsql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_norm text;
@@ -85,8 +85,8 @@ begin
     if p_question is null then
         raise exception '% is missing', p_what using errcode = 'AM020';
     end if;
-    if octet_length(p_question) > 4194304 then
-        raise exception '% is % bytes; the cache accepts up to 4 MiB', p_what, octet_length(p_question)
+    if pg_catalog.octet_length(p_question) > 4194304 then
+        raise exception '% is % bytes; the cache accepts up to 4 MiB', p_what, pg_catalog.octet_length(p_question)
         using errcode = 'AM021', hint = 'Questions that long are not worth caching.';
     end if;
     v_norm := agentmem.normalize_question(p_question);
@@ -131,14 +131,14 @@ returns void
 language plpgsql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     if p_acl_hash is null or p_prompt_version is null or p_llm_model is null then
         raise exception 'acl_hash, prompt_version and llm_model may not be NULL'
         using errcode = 'AM020', hint = 'Leave them out (default '''') for a single-scope application.';
     end if;
-    if length(p_acl_hash) > 200 or length(p_prompt_version) > 200 or length(p_llm_model) > 200 then
+    if pg_catalog.length(p_acl_hash) > 200 or pg_catalog.length(p_prompt_version) > 200 or pg_catalog.length(p_llm_model) > 200 then
         raise exception 'acl_hash, prompt_version and llm_model are limited to 200 characters'
         using errcode = 'AM020', hint = 'Pass a hash of the ACL, not the ACL itself.';
     end if;
@@ -168,7 +168,7 @@ create or replace function agentmem.cache_store(
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
@@ -179,7 +179,7 @@ declare
     v_ttl interval := coalesce(cache_store.ttl, v_intent.ttl);
     v_markers text[];
     v_entry uuid;
-    v_sources text[] := array(select distinct s from unnest(cache_store.source_ids) as s order by s);
+    v_sources text[] := array(select distinct s from pg_catalog.unnest(cache_store.source_ids) as s order by s);
     v_expires timestamptz;
 begin
     perform agentmem_private.cache_check_scope(cache_store.acl_hash, cache_store.prompt_version, cache_store.llm_model);
@@ -201,11 +201,11 @@ begin
     perform agentmem_private.cache_check_sources(cache_store.source_ids);
     if not coalesce(cache_store.safe_to_share, false) then
         v_markers := agentmem_private.personal_markers(cache_store.answer, cache_store.question);
-        if cardinality(v_markers) > 0 then
+        if pg_catalog.cardinality(v_markers) > 0 then
             return query select
                 false, null::uuid,
                 'answer looks personalised: it contains '
-                || array_to_string(v_markers[1:5], ', ')
+                || pg_catalog.array_to_string(v_markers[1:5], ', ')
                 || ', not in the question; pass safe_to_share => true if it is fit for everyone',
                 null::timestamptz;
             return;
@@ -215,12 +215,12 @@ begin
     if cache_store.user_id is not null then
         perform agentmem_private.lock_user(v_tenant, cache_store.user_id, false);
     end if;
-    v_expires := now() + v_ttl;
+    v_expires := pg_catalog.now() + v_ttl;
     insert into agentmem.cache_entries as e (
         tenant_id, question, question_norm, question_key, acl_hash, corpus_version, prompt_version,
         llm_model, intent, answer, model, embedding, source_ids, user_id, conversation_id, expires_at
     ) values (
-        v_tenant, cache_store.question, v_norm, sha256(convert_to(v_norm, 'UTF8')), cache_store.acl_hash,
+        v_tenant, cache_store.question, v_norm, pg_catalog.sha256(pg_catalog.convert_to(v_norm, 'UTF8')), cache_store.acl_hash,
         agentmem.corpus_version(), cache_store.prompt_version, cache_store.llm_model, v_intent.intent,
         cache_store.answer, v_model, cache_store.question_embedding,
         v_sources,
@@ -236,11 +236,11 @@ begin
     where s.tenant_id = v_tenant and s.entry_id = v_entry and s.doc_id <> all(cache_store.source_ids);
     -- One multi-row insert, the values written into it as literals
     -- (store_messages says why).
-    if cardinality(v_sources) > 0 then
+    if pg_catalog.cardinality(v_sources) > 0 then
         execute 'insert into agentmem.cache_entry_sources (tenant_id, doc_id, entry_id) values '
             || (
-                select string_agg(pg_catalog.format('(%L, %L, %L::uuid)', v_tenant, d.doc_id, v_entry), ', ')
-                from unnest(v_sources) as d (doc_id)
+                select pg_catalog.string_agg(pg_catalog.format('(%L, %L, %L::uuid)', v_tenant, d.doc_id, v_entry), ', ')
+                from pg_catalog.unnest(v_sources) as d (doc_id)
             )
             || ' on conflict on constraint cache_entry_sources_pkey do nothing';
     end if;
@@ -301,7 +301,7 @@ create or replace function agentmem.cache_lookup(
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
@@ -334,10 +334,10 @@ begin
     select e.* into v_entry
     from agentmem.cache_entries as e
     where
-        e.tenant_id = v_tenant and e.question_key = sha256(convert_to(v_norm, 'UTF8'))
+        e.tenant_id = v_tenant and e.question_key = pg_catalog.sha256(pg_catalog.convert_to(v_norm, 'UTF8'))
         and e.acl_hash = cache_lookup.acl_hash and e.corpus_version = v_version
         and e.prompt_version = cache_lookup.prompt_version and e.llm_model = cache_lookup.llm_model
-        and e.expires_at > now() and e.question_norm = v_norm
+        and e.expires_at > pg_catalog.now() and e.question_norm = v_norm
         and e.withdrawn_at is null
     order by e.created_at desc
     limit 1;
@@ -357,7 +357,7 @@ begin
     -- 2. semantic: the nearest questions in the same key; the first one over the threshold that
     --    carries the same guard features is the hit
     -- A question longer than the guard reads is served by exact match only.
-    if not v_intent.high_stakes and octet_length(cache_lookup.question) <= agentmem_private.guard_max_bytes() then
+    if not v_intent.high_stakes and pg_catalog.octet_length(cache_lookup.question) <= agentmem_private.guard_max_bytes() then
         v_tokens := agentmem_private.guard_tokens(cache_lookup.question);
         v_features := agentmem_private.guard_features(v_tokens);
         -- The nearest questions in the key, unexpired and of at most the guard's size: the
@@ -366,7 +366,7 @@ begin
         -- own HNSW index, else the model's). Their ids first, into variables: on a Citus
         -- cluster a statement that both reads a distributed table and calls a function that
         -- reads one is sent whole to a worker, where the nested query fails.
-        select array_agg(n.id order by n.distance, n.id), array_agg(n.distance order by n.distance, n.id)
+        select pg_catalog.array_agg(n.id order by n.distance, n.id), pg_catalog.array_agg(n.distance order by n.distance, n.id)
         into v_ids, v_distances
         from agentmem_private.vector_search(
             table_name => 'cache_entries', tenant_id => v_tenant, model => v_model, dimension => v_dim,
@@ -379,7 +379,7 @@ begin
             select
                 e.entry_id, e.question, e.answer, e.source_ids, ci.threshold, ci.high_stakes,
                 (1 - n.distance)::real as similarity
-            from unnest(v_ids, v_distances) with ordinality as n (id, distance, nearness)
+            from rows from (pg_catalog.unnest(v_ids), pg_catalog.unnest(v_distances)) with ordinality as n (id, distance, nearness)
             inner join agentmem.cache_entries as e on e.tenant_id = v_tenant and e.entry_id = n.id
             inner join agentmem.cache_intents as ci on e.intent = ci.intent
             order by n.nearness
@@ -435,7 +435,7 @@ begin
         false, null::text, v_best_similarity, v_best_question, null::uuid, null::text, null::text[], v_hit_id,
         case
             when v_intent.high_stakes then 'high-stakes intent: exact matches only'
-            when octet_length(cache_lookup.question) > agentmem_private.guard_max_bytes()
+            when pg_catalog.octet_length(cache_lookup.question) > agentmem_private.guard_max_bytes()
                 then 'question over 16 kB: exact matches only'
             when v_best_entry is null then 'no cached question in this scope'
             when v_best_guard then 'nearest question below the threshold'
@@ -472,7 +472,7 @@ returns void
 language sql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     update agentmem.cache_hits as h
     set entry_id = null
@@ -489,7 +489,7 @@ returns bigint
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_count bigint;
@@ -510,7 +510,7 @@ returns bigint
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
@@ -537,18 +537,18 @@ returns bigint
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_version bigint;
     v_ids uuid[];
 begin
-    select coalesce(max(cv.version), 0) into v_version
+    select coalesce(pg_catalog.max(cv.version), 0) into v_version
     from agentmem.corpus_versions as cv where cv.tenant_id = p_tenant;
     v_ids := array(
         select x.entry_id from (
             (select d.entry_id from agentmem.cache_entries as d
-                where d.tenant_id = p_tenant and d.expires_at <= now()
+                where d.tenant_id = p_tenant and d.expires_at <= pg_catalog.now()
                 limit p_batch)
             union
             (select d.entry_id from agentmem.cache_entries as d
@@ -571,7 +571,7 @@ returns bigint
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();

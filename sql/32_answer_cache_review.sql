@@ -9,7 +9,7 @@ returns table (
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     perform agentmem_private.check_range('n', sample_hits.n, 1, 10000);
@@ -21,7 +21,7 @@ begin
     where
         h.tenant_id = (select agentmem.current_tenant()) and h.reviewed_correct is null
         and (h.kind <> 'miss' or (h.guard_passed and h.similarity <> 'NaN' and h.similarity >= sample_hits.min_similarity))
-    order by random()
+    order by pg_catalog.random()
     limit sample_hits.n;
 end
 $$;
@@ -40,7 +40,7 @@ returns void
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_hit_id uuid := agentmem_private.uuid_arg('hit_id', review_hit.hit_id);
@@ -48,13 +48,13 @@ declare
     v_entry uuid;
     v_kind text;
     v_wrong boolean;
-    v_now timestamptz := now();
+    v_now timestamptz := pg_catalog.now();
 begin
     if correct is null then
         raise exception 'correct must be true or false' using errcode = 'AM020';
     end if;
     update agentmem.cache_hits as h
-    set reviewed_correct = review_hit.correct, reviewed_at = now()
+    set reviewed_correct = review_hit.correct, reviewed_at = pg_catalog.now()
     where h.tenant_id = v_tenant and h.hit_id = v_hit_id
     returning h.entry_id, h.kind into v_entry, v_kind;
     if not found then
@@ -97,7 +97,7 @@ create or replace function agentmem.cache_report(
 language plpgsql
 stable
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     -- numeric has NaN (and, from PostgreSQL 14, infinities): 'NaN' < 0 is false.
@@ -113,8 +113,8 @@ begin
     end if;
     if cache_report.thresholds is not null then
         perform agentmem_private.check_array('thresholds', cache_report.thresholds, 1000);
-        if cardinality(cache_report.thresholds) = 0 or exists (
-            select from unnest(cache_report.thresholds) as x
+        if pg_catalog.cardinality(cache_report.thresholds) = 0 or exists (
+            select from pg_catalog.unnest(cache_report.thresholds) as x
             where x is null or x = 'NaN' or x not between -1 and 1
         ) then
             raise exception 'thresholds must be 1 to 1000 cosine similarities between -1 and 1'
@@ -127,17 +127,17 @@ begin
     -- or more. The cost is the log's rows, whatever the number of thresholds.
     return query
     with t as (
-        select x.threshold, row_number() over (order by x.threshold) as i
+        select x.threshold, pg_catalog.row_number() over (order by x.threshold) as i
         from (
             select distinct y::real as threshold
-            from unnest(coalesce(
+            from pg_catalog.unnest(coalesce(
                 cache_report.thresholds,
-                array(select (g / 100.0)::real from generate_series(85, 99) as g)
+                array(select (g / 100.0)::real from pg_catalog.generate_series(85, 99) as g)
             )) as y
         ) as x
     ),
     ts as (
-        select array_agg(t.threshold order by t.threshold) as a, count(*) as k from t
+        select pg_catalog.array_agg(t.threshold order by t.threshold) as a, pg_catalog.count(*) as k from t
     ),
     b as (
         select
@@ -146,9 +146,9 @@ begin
                 when hh.guard_passed and hh.similarity <> 'NaN' then pg_catalog.width_bucket(hh.similarity, ts.a)
                 else 0
             end as reach,
-            count(*) as n,
-            count(hh.reviewed_correct) as rv,
-            count(*) filter (where not hh.reviewed_correct) as rw
+            pg_catalog.count(*) as n,
+            pg_catalog.count(hh.reviewed_correct) as rv,
+            pg_catalog.count(*) filter (where not hh.reviewed_correct) as rw
         from agentmem.cache_hits as hh
         cross join ts
         where hh.tenant_id = (select agentmem.current_tenant()) and hh.created_at >= cache_report.since
@@ -157,10 +157,10 @@ begin
     per as (
         select
             t.threshold,
-            (select coalesce(sum(b.n), 0) from b)::bigint as queries,
-            coalesce(sum(sum(b.n)) over w, 0)::bigint as hits,
-            coalesce(sum(sum(b.rv)) over w, 0)::bigint as reviewed,
-            coalesce(sum(sum(b.rw)) over w, 0)::bigint as reviewed_wrong
+            (select coalesce(pg_catalog.sum(b.n), 0) from b)::bigint as queries,
+            coalesce(pg_catalog.sum(pg_catalog.sum(b.n)) over w, 0)::bigint as hits,
+            coalesce(pg_catalog.sum(pg_catalog.sum(b.rv)) over w, 0)::bigint as reviewed,
+            coalesce(pg_catalog.sum(pg_catalog.sum(b.rw)) over w, 0)::bigint as reviewed_wrong
         from t
         left join b on t.i = b.reach
         group by t.threshold, t.i
@@ -179,10 +179,10 @@ begin
     )
     select
         r.threshold, r.queries, r.hits, r.reviewed, r.reviewed_wrong,
-        round(r.hpk, 2), round(r.wpk, 2),
-        round((r.hpk - r.wpk) * cache_report.cost_uncached - r.wpk * cache_report.cost_wrong, 2),
+        pg_catalog.round(r.hpk, 2), pg_catalog.round(r.wpk, 2),
+        pg_catalog.round((r.hpk - r.wpk) * cache_report.cost_uncached - r.wpk * cache_report.cost_wrong, 2),
         (
-            select count(*) from agentmem.cache_entries as e
+            select pg_catalog.count(*) from agentmem.cache_entries as e
             where
                 e.tenant_id = agentmem.current_tenant() and e.withdrawn_at is not null
                 and e.withdrawn_at >= cache_report.since

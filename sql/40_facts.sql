@@ -30,16 +30,16 @@ create or replace function agentmem_private.enqueue_fact_jobs(
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_models text[] := agentmem_private.embedding_job_models(p_tenant, p_model, p_has_vector);
 begin
-    if cardinality(v_models) > 0 then
+    if pg_catalog.cardinality(v_models) > 0 then
         -- The fact's own model first: the payload goes to its job.
         perform agentmem_private.enqueue_embedding_jobs(
             p_tenant, 'fact', array[p_fact_id], array[p_fact],
-            array(select p_model where not p_has_vector union all select m from unnest(v_models) as m where m <> p_model),
+            array(select p_model where not p_has_vector union all select m from pg_catalog.unnest(v_models) as m where m <> p_model),
             p_payload
         );
     end if;
@@ -108,12 +108,12 @@ create or replace function agentmem.upsert_fact(
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
     v_model text := coalesce(upsert_fact.model, agentmem_private.default_model());
-    v_subject text := btrim(upsert_fact.subject);
+    v_subject text := pg_catalog.btrim(upsert_fact.subject);
     v_sources uuid[];
     v_old agentmem.facts;
     v_similarity real;
@@ -124,13 +124,13 @@ begin
     perform agentmem_private.check_fact_subject(v_subject);
     perform agentmem_private.check_fact_text(upsert_fact.fact);
     if upsert_fact.merge_threshold is null or upsert_fact.merge_threshold = 'NaN'
-        or upsert_fact.merge_threshold not between 0 and 1 then
+        or upsert_fact.merge_threshold not between 0::float8 and 1::float8 then
         raise exception 'merge_threshold must be between 0 and 1, got %',
             coalesce(upsert_fact.merge_threshold::text, 'NULL')
         using errcode = 'AM020';
     end if;
     perform agentmem_private.check_array('source_message_ids', upsert_fact.source_message_ids, 10000);
-    if array_position(upsert_fact.source_message_ids, null) is not null then
+    if pg_catalog.array_position(upsert_fact.source_message_ids, null) is not null then
         raise exception 'source_message_ids contains NULL'
         using errcode = 'AM020', hint = 'Pass the ids of the messages the fact was extracted from.';
     end if;
@@ -141,14 +141,14 @@ begin
     else
         perform agentmem_private.check_embedding(v_model, upsert_fact.embedding);
     end if;
-    v_sources := array(select distinct s from unnest(coalesce(upsert_fact.source_message_ids, '{}')) as s order by s);
+    v_sources := array(select distinct s from pg_catalog.unnest(coalesce(upsert_fact.source_message_ids, '{}')) as s order by s);
     -- When it became true: as given, else when its latest source message
     -- happened, else now.
     if v_from is null then
-        select max(m.occurred_at) into v_from
+        select pg_catalog.max(m.occurred_at) into v_from
         from agentmem.messages as m
         where m.tenant_id = v_tenant and m.message_id = any(v_sources);
-        v_from := coalesce(v_from, now());
+        v_from := coalesce(v_from, pg_catalog.now());
     end if;
     if not pg_catalog.isfinite(v_from) or not coalesce(pg_catalog.isfinite(upsert_fact.valid_to), true)
         or upsert_fact.valid_to <= v_from then
@@ -166,8 +166,8 @@ begin
     perform pg_catalog.pg_advisory_xact_lock(
         pg_catalog.hashtextextended(
             pg_catalog.format(
-                'agentmem.fact/%s/%s/%s/%s/%s', length(v_tenant), v_tenant, length(upsert_fact.user_id),
-                upsert_fact.user_id, lower(v_subject)
+                'agentmem.fact/%s/%s/%s/%s/%s', pg_catalog.length(v_tenant), v_tenant, pg_catalog.length(upsert_fact.user_id),
+                upsert_fact.user_id, pg_catalog.lower(v_subject)
             ), 5
         )
     );
@@ -176,7 +176,7 @@ begin
     from agentmem.facts as f
     where
         f.tenant_id = v_tenant and f.user_id = upsert_fact.user_id
-        and lower(f.subject) = lower(v_subject) and f.model = v_model
+        and pg_catalog.lower(f.subject) = pg_catalog.lower(v_subject) and f.model = v_model
     for update;
 
     if not found then
@@ -201,16 +201,16 @@ begin
         -- once); what it is compared with when its vector comes is the last
         -- embedded version (kept by the job while rewrites pile up).
         if v_old.embedding is not null then
-            v_payload := jsonb_build_object(
-                'prev_subject', v_old.subject, 'prev_fact', v_old.fact, 'prev_sources', to_jsonb(v_old.source_message_ids),
+            v_payload := pg_catalog.jsonb_build_object(
+                'prev_subject', v_old.subject, 'prev_fact', v_old.fact, 'prev_sources', pg_catalog.to_jsonb(v_old.source_message_ids),
                 'prev_valid_from', v_old.valid_from, 'prev_valid_to', v_old.valid_to,
                 'prev_recorded_at', v_old.updated_at, 'prev_embedding', v_old.embedding::text,
-                'merge_threshold', upsert_fact.merge_threshold, 'new_sources', to_jsonb(v_sources)
+                'merge_threshold', upsert_fact.merge_threshold, 'new_sources', pg_catalog.to_jsonb(v_sources)
             );
         else
-            select j.payload || jsonb_build_object('new_sources', to_jsonb(array(
-                select distinct s from unnest(
-                    array(select jsonb_array_elements_text(j.payload -> 'new_sources'))::uuid [] || v_sources
+            select j.payload || pg_catalog.jsonb_build_object('new_sources', pg_catalog.to_jsonb(array(
+                select distinct s from pg_catalog.unnest(
+                    array(select pg_catalog.jsonb_array_elements_text(j.payload -> 'new_sources'))::uuid [] || v_sources
                 ) as s order by s
             )))
             into v_payload
@@ -223,11 +223,11 @@ begin
             fact = upsert_fact.fact,
             embedding = null,
             source_message_ids = array(
-                select distinct s from unnest(f.source_message_ids || v_sources) as s order by s
+                select distinct s from pg_catalog.unnest(f.source_message_ids || v_sources) as s order by s
             ),
             valid_from = v_from,
             valid_to = upsert_fact.valid_to,
-            updated_at = now()
+            updated_at = pg_catalog.now()
         where f.tenant_id = v_tenant and f.fact_id = v_old.fact_id;
         perform agentmem_private.enqueue_fact_jobs(v_tenant, v_old.fact_id, upsert_fact.fact, v_model, false, v_payload);
         fact_id := v_old.fact_id;
@@ -248,11 +248,11 @@ begin
             fact = upsert_fact.fact,
             embedding = upsert_fact.embedding,
             source_message_ids = array(
-                select distinct s from unnest(f.source_message_ids || v_sources) as s order by s
+                select distinct s from pg_catalog.unnest(f.source_message_ids || v_sources) as s order by s
             ),
             valid_from = least(f.valid_from, v_from),
             valid_to = upsert_fact.valid_to,
-            updated_at = now()
+            updated_at = pg_catalog.now()
         where f.tenant_id = v_tenant and f.fact_id = v_old.fact_id;
         perform agentmem_private.enqueue_fact_jobs(v_tenant, v_old.fact_id, upsert_fact.fact, v_model, true, null);
         fact_id := v_old.fact_id;
@@ -262,7 +262,7 @@ begin
         return;
     end if;
 
-    v_similarity := (1 - (v_old.embedding <=> upsert_fact.embedding))::real;
+    v_similarity := (1::float8 - agentmem_private.cosine_distance(v_old.embedding, upsert_fact.embedding))::real;
     fact_id := v_old.fact_id;
     similarity := v_similarity;
     -- A NaN similarity (a degenerate vector stored before check_embedding
@@ -274,11 +274,11 @@ begin
             fact = upsert_fact.fact,
             embedding = upsert_fact.embedding,
             source_message_ids = array(
-                select distinct s from unnest(f.source_message_ids || v_sources) as s order by s
+                select distinct s from pg_catalog.unnest(f.source_message_ids || v_sources) as s order by s
             ),
             valid_from = least(f.valid_from, v_from),
             valid_to = upsert_fact.valid_to,
-            updated_at = now()
+            updated_at = pg_catalog.now()
         where f.tenant_id = v_tenant and f.fact_id = v_old.fact_id;
         action := 'merged';
     else
@@ -315,7 +315,7 @@ begin
             source_message_ids = v_sources,
             valid_from = v_from,
             valid_to = upsert_fact.valid_to,
-            updated_at = now()
+            updated_at = pg_catalog.now()
         where f.tenant_id = v_tenant and f.fact_id = v_old.fact_id;
         action := 'replaced';
     end if;
@@ -361,16 +361,16 @@ returns text
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     -- The one place a fact's time window is written: recall_facts passes it to
     -- the vector search (agentmem_private.vector_search's row_check) and the
     -- words branch reads it.
     select case when p_since is not null or p_until is not null then pg_catalog.format(
-        ' and (tstzrange(%3$I.valid_from, %3$I.valid_to) && tstzrange(%1$L::timestamptz, %2$L::timestamptz)'
+        ' and (pg_catalog.tstzrange(%3$I.valid_from, %3$I.valid_to) && pg_catalog.tstzrange(%1$L::timestamptz, %2$L::timestamptz)'
         ' or exists (select from agentmem.fact_history as fh where fh.tenant_id = %3$I.tenant_id'
-        ' and fh.fact_id = %3$I.fact_id and fh.change = ''replaced'' and tstzrange(fh.valid_from, fh.valid_to)'
-        ' && tstzrange(%1$L::timestamptz, %2$L::timestamptz))) ',
+        ' and fh.fact_id = %3$I.fact_id and fh.change = ''replaced'' and pg_catalog.tstzrange(fh.valid_from, fh.valid_to)'
+        ' && pg_catalog.tstzrange(%1$L::timestamptz, %2$L::timestamptz))) ',
         p_since, p_until, p_alias
     ) else ' ' end
 $$;
@@ -391,12 +391,12 @@ create or replace function agentmem_private.text_match_facts(
 language plpgsql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     return query execute
-    'select r.fact_id, (row_number() over (order by r.score desc, r.fact_id))::int '
-    'from (select f.fact_id, ts_rank(f.fact_tsv, $4) as score '
+    'select r.fact_id, (pg_catalog.row_number() over (order by r.score desc, r.fact_id))::int '
+    'from (select f.fact_id, pg_catalog.ts_rank(f.fact_tsv, $4) as score '
     '      from agentmem.facts as f '
     '      where f.tenant_id = $1 and f.user_id = $2 and f.model = $3 and f.fact_tsv @@ $4 '
     || agentmem_private.fact_window_check(p_since => p_since, p_until => p_until, p_alias => 'f')
@@ -438,7 +438,7 @@ create or replace function agentmem.recall_facts(
 language plpgsql
 stable
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
@@ -482,8 +482,8 @@ begin
     -- reads one is sent whole to a worker, where the nested query fails.
     if recall_facts.query_embedding is not null then
         select
-            array_agg(n.id order by n.distance, n.id),
-            array_agg((1 - n.distance)::real order by n.distance, n.id)
+            pg_catalog.array_agg(n.id order by n.distance, n.id),
+            pg_catalog.array_agg((1 - n.distance)::real order by n.distance, n.id)
         into v_vec_ids, v_vec_similarities
         from agentmem_private.vector_search(
             table_name => 'facts', tenant_id => v_tenant, model => v_model, dimension => v_dim,
@@ -494,7 +494,7 @@ begin
         ) as n;
     end if;
     if v_query is not null then
-        select array_agg(x.fact_id order by x.text_rank) into v_txt_ids
+        select pg_catalog.array_agg(x.fact_id order by x.text_rank) into v_txt_ids
         from agentmem_private.text_match_facts(
             v_tenant, recall_facts.user_id, v_model, v_query,
             case when recall_facts.query_embedding is null then recall_facts.k else v_pool end,
@@ -519,9 +519,9 @@ begin
         from agentmem.fact_history as h
         where
             (v_since is not null or v_until is not null)
-            and not tstzrange(f.valid_from, f.valid_to) && tstzrange(v_since, v_until)
+            and not pg_catalog.tstzrange(f.valid_from, f.valid_to) && pg_catalog.tstzrange(v_since, v_until)
             and h.tenant_id = v_tenant and h.fact_id = f.fact_id and h.change = 'replaced'
-            and tstzrange(h.valid_from, h.valid_to) && tstzrange(v_since, v_until)
+            and pg_catalog.tstzrange(h.valid_from, h.valid_to) && pg_catalog.tstzrange(v_since, v_until)
         order by h.valid_from desc
         limit 1
     ) as v on true
@@ -567,7 +567,7 @@ returns table (
 language plpgsql
 stable
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();

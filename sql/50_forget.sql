@@ -8,7 +8,7 @@ returns agentmem.erasure_log
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
@@ -31,14 +31,14 @@ begin
         raise exception 'no such conversation: %', coalesce(v_conversation_id::text, 'NULL')
         using errcode = 'AM030', hint = 'It may have been forgotten already, or belong to another tenant.';
     end if;
-    select array_agg(m.message_id), array_agg(m.content) into v_ids, v_texts
+    select pg_catalog.array_agg(m.message_id), pg_catalog.array_agg(m.content) into v_ids, v_texts
     from agentmem.messages as m
     where m.tenant_id = v_tenant and m.conversation_id = v_conversation_id;
     v_ids := coalesce(v_ids, '{}');
     v_texts := coalesce(v_texts, '{}');
 
     -- Cached answers written from it, and the hit log's copies of their questions.
-    select array_agg(e.entry_id), array_agg(e.question) || array_agg(e.answer) into v_entries, v_questions
+    select pg_catalog.array_agg(e.entry_id), pg_catalog.array_agg(e.question) || pg_catalog.array_agg(e.answer) into v_entries, v_questions
     from agentmem.cache_entries as e
     where e.tenant_id = v_tenant and e.conversation_id = v_conversation_id;
     v_entries := coalesce(v_entries, '{}');
@@ -54,39 +54,39 @@ begin
             and (h.entry_id = any(v_entries) or h.question_asked = any(v_texts))
         returning 1
     )
-    select count(*) into v_n from gone;
-    v_removed := v_removed || jsonb_build_object('cache_hits', v_n);
+    select pg_catalog.count(*) into v_n from gone;
+    v_removed := v_removed || pg_catalog.jsonb_build_object('cache_hits', v_n);
     update agentmem.cache_hits as h
     set matched_question = null, entry_id = null
     where
         h.tenant_id = v_tenant
         and (h.entry_id = any(v_entries) or h.matched_question = any(v_questions) or h.matched_question = any(v_texts));
     get diagnostics v_n = row_count;
-    v_removed := v_removed || jsonb_build_object('cache_hits_unlinked', v_n);
+    v_removed := v_removed || pg_catalog.jsonb_build_object('cache_hits_unlinked', v_n);
     delete from agentmem.cache_entries as e where e.tenant_id = v_tenant and e.entry_id = any(v_entries);
     get diagnostics v_n = row_count;
-    v_removed := v_removed || jsonb_build_object('cache_entries', v_n);
+    v_removed := v_removed || pg_catalog.jsonb_build_object('cache_entries', v_n);
 
     -- Facts: those whose every source was here go, the others lose these links.
     v_removed := v_removed || agentmem_private.prune_fact_sources(v_tenant, v_ids, true);
 
-    v_removed := v_removed || jsonb_build_object(
+    v_removed := v_removed || pg_catalog.jsonb_build_object(
         'embedding_cache', agentmem_private.forget_text_hashes(v_tenant, v_texts || v_questions)
     );
     delete from agentmem.retrievals as r
     where r.tenant_id = v_tenant and r.conversation_id = v_conversation_id;
     get diagnostics v_n = row_count;
-    v_removed := v_removed || jsonb_build_object('retrievals', v_n);
+    v_removed := v_removed || pg_catalog.jsonb_build_object('retrievals', v_n);
     delete from agentmem.message_embeddings as me where me.tenant_id = v_tenant and me.message_id = any(v_ids);
     get diagnostics v_n = row_count;
-    v_removed := v_removed || jsonb_build_object('message_embeddings', v_n);
+    v_removed := v_removed || pg_catalog.jsonb_build_object('message_embeddings', v_n);
     delete from agentmem.messages as m
     where m.tenant_id = v_tenant and m.conversation_id = v_conversation_id;
     get diagnostics v_n = row_count;
-    v_removed := v_removed || jsonb_build_object('messages', v_n);
+    v_removed := v_removed || pg_catalog.jsonb_build_object('messages', v_n);
     delete from agentmem.conversations as c
     where c.tenant_id = v_tenant and c.conversation_id = v_conversation_id;
-    v_removed := v_removed || jsonb_build_object('conversations', 1);
+    v_removed := v_removed || pg_catalog.jsonb_build_object('conversations', 1);
     return agentmem_private.forget_receipt(v_tenant, 'conversation', v_removed);
 end
 $$;
@@ -106,7 +106,7 @@ returns agentmem.erasure_log
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
@@ -130,12 +130,12 @@ begin
     where c.tenant_id = v_tenant and c.user_id = forget_user.user_id
     for update;
 
-    select array_agg(m.message_id), array_agg(m.content) into v_ids, v_texts
+    select pg_catalog.array_agg(m.message_id), pg_catalog.array_agg(m.content) into v_ids, v_texts
     from agentmem.messages as m
     where m.tenant_id = v_tenant and m.user_id = forget_user.user_id;
     v_ids := coalesce(v_ids, '{}');
     select
-        coalesce(array_agg(e.question), '{}') || coalesce(array_agg(e.answer), '{}')
+        coalesce(pg_catalog.array_agg(e.question), '{}') || coalesce(pg_catalog.array_agg(e.answer), '{}')
     into v_questions
     from agentmem.cache_entries as e
     where e.tenant_id = v_tenant and e.user_id = forget_user.user_id;
@@ -155,7 +155,7 @@ begin
 
     delete from agentmem.cache_hits as h where h.tenant_id = v_tenant and h.user_id = forget_user.user_id;
     get diagnostics v_n = row_count;
-    v_removed := v_removed || jsonb_build_object('cache_hits', v_n);
+    v_removed := v_removed || pg_catalog.jsonb_build_object('cache_hits', v_n);
     -- Other users' lookups keep their own question but forget the user's.
     update agentmem.cache_hits as h
     set matched_question = null, entry_id = null
@@ -169,39 +169,39 @@ begin
             or h.matched_question = any(v_questions)
         );
     get diagnostics v_n = row_count;
-    v_removed := v_removed || jsonb_build_object('cache_hits_unlinked', v_n);
+    v_removed := v_removed || pg_catalog.jsonb_build_object('cache_hits_unlinked', v_n);
     delete from agentmem.cache_entries as e where e.tenant_id = v_tenant and e.user_id = forget_user.user_id;
     get diagnostics v_n = row_count;
-    v_removed := v_removed || jsonb_build_object('cache_entries', v_n);
+    v_removed := v_removed || pg_catalog.jsonb_build_object('cache_entries', v_n);
 
     delete from agentmem.fact_history as h where h.tenant_id = v_tenant and h.user_id = forget_user.user_id;
     get diagnostics v_n = row_count;
-    v_removed := v_removed || jsonb_build_object('fact_history', v_n);
+    v_removed := v_removed || pg_catalog.jsonb_build_object('fact_history', v_n);
     delete from agentmem.facts as f where f.tenant_id = v_tenant and f.user_id = forget_user.user_id;
     get diagnostics v_n = row_count;
-    v_removed := v_removed || jsonb_build_object('facts', v_n);
+    v_removed := v_removed || pg_catalog.jsonb_build_object('facts', v_n);
     -- Facts of anyone else that cite the user's messages lose those links, and
     -- those whose every source was the user's go: counted with the user's own.
     v_pruned := agentmem_private.prune_fact_sources(v_tenant, v_ids, true);
-    v_removed := v_removed || jsonb_build_object(
+    v_removed := v_removed || pg_catalog.jsonb_build_object(
         'facts', (v_removed ->> 'facts')::bigint + (v_pruned ->> 'facts')::bigint,
         'fact_history', (v_removed ->> 'fact_history')::bigint + (v_pruned ->> 'fact_history')::bigint,
         'facts_unlinked', (v_pruned ->> 'facts_unlinked')::bigint
     );
 
-    v_removed := v_removed || jsonb_build_object('embedding_cache', agentmem_private.forget_text_hashes(v_tenant, v_texts));
+    v_removed := v_removed || pg_catalog.jsonb_build_object('embedding_cache', agentmem_private.forget_text_hashes(v_tenant, v_texts));
     delete from agentmem.retrievals as r where r.tenant_id = v_tenant and r.message_id = any(v_ids);
     get diagnostics v_n = row_count;
-    v_removed := v_removed || jsonb_build_object('retrievals', v_n);
+    v_removed := v_removed || pg_catalog.jsonb_build_object('retrievals', v_n);
     delete from agentmem.message_embeddings as me where me.tenant_id = v_tenant and me.user_id = forget_user.user_id;
     get diagnostics v_n = row_count;
-    v_removed := v_removed || jsonb_build_object('message_embeddings', v_n);
+    v_removed := v_removed || pg_catalog.jsonb_build_object('message_embeddings', v_n);
     delete from agentmem.messages as m where m.tenant_id = v_tenant and m.user_id = forget_user.user_id;
     get diagnostics v_n = row_count;
-    v_removed := v_removed || jsonb_build_object('messages', v_n);
+    v_removed := v_removed || pg_catalog.jsonb_build_object('messages', v_n);
     delete from agentmem.conversations as c where c.tenant_id = v_tenant and c.user_id = forget_user.user_id;
     get diagnostics v_n = row_count;
-    v_removed := v_removed || jsonb_build_object('conversations', v_n);
+    v_removed := v_removed || pg_catalog.jsonb_build_object('conversations', v_n);
 
     -- Any other table with a user_id column (added by a later release) is
     -- covered without editing this function.
@@ -224,7 +224,7 @@ begin
         execute pg_catalog.format('delete from agentmem.%I as t where t.tenant_id = $1 and t.user_id::text = $2', v_table)
         using v_tenant, forget_user.user_id;
         get diagnostics v_n = row_count;
-        v_removed := v_removed || jsonb_build_object(v_table, v_n);
+        v_removed := v_removed || pg_catalog.jsonb_build_object(v_table, v_n);
     end loop;
     return agentmem_private.forget_receipt(v_tenant, 'user', v_removed);
 end

@@ -8,7 +8,7 @@ returns agentmem.access_log
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_row agentmem.access_log;
@@ -29,7 +29,7 @@ language sql
 immutable
 parallel safe
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select
         ((extract(epoch from p_at) * 1000000)::bigint)::text || '.' || p_id::text
@@ -45,7 +45,7 @@ returns table (at timestamptz, id uuid, seq bigint)
 language plpgsql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_parts text[];
@@ -63,7 +63,7 @@ begin
         end
     );
     if v_parts is null or (p_with_seq and v_parts[3]::numeric > 9223372036854775807) then
-        raise exception 'after is not a cursor this function returned: %', left(p_cursor, 100)
+        raise exception 'after is not a cursor this function returned: %', pg_catalog.left(p_cursor, 100)
         using
             errcode = 'AM020',
             hint = 'Pass the cursor column of the last row of the previous page, or leave after out for the first page.';
@@ -98,7 +98,7 @@ create or replace function agentmem.list_conversations(
 language plpgsql
 stable
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
@@ -122,7 +122,7 @@ begin
         limit list_conversations.page_size
     ) as c
     left join lateral (
-        select count(*) as n, min(m.created_at) as first_at, max(m.created_at) as last_at
+        select pg_catalog.count(*) as n, pg_catalog.min(m.created_at) as first_at, pg_catalog.max(m.created_at) as last_at
         from agentmem.messages as m
         where m.tenant_id = v_tenant and m.conversation_id = c.conversation_id
     ) as s on true
@@ -160,7 +160,7 @@ create or replace function agentmem.list_facts(
 language plpgsql
 stable
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
@@ -230,7 +230,7 @@ returns agentmem.access_log
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
@@ -269,7 +269,7 @@ begin
 
     -- Cached answers that cite the message as a source, or were written in its
     -- conversation with its text as their question or answer.
-    select coalesce(array_agg(e.entry_id), '{}'), coalesce(array_agg(e.question), '{}') || coalesce(array_agg(e.answer), '{}')
+    select coalesce(pg_catalog.array_agg(e.entry_id), '{}'), coalesce(pg_catalog.array_agg(e.question), '{}') || coalesce(pg_catalog.array_agg(e.answer), '{}')
     into v_entries, v_questions
     from agentmem.cache_entries as e
     where
@@ -288,44 +288,44 @@ begin
         h.tenant_id = v_tenant and h.user_id = v_user
         and (h.question_asked = v_msg.content or h.entry_id = any(v_entries));
     get diagnostics v_n = row_count;
-    v_removed := v_removed || jsonb_build_object('cache_hits', v_n);
+    v_removed := v_removed || pg_catalog.jsonb_build_object('cache_hits', v_n);
     update agentmem.cache_hits as h
     set matched_question = null, entry_id = null
     where
         h.tenant_id = v_tenant
         and (h.entry_id = any(v_entries) or h.matched_question = any(v_questions) or h.matched_question = v_msg.content);
     get diagnostics v_n = row_count;
-    v_removed := v_removed || jsonb_build_object('cache_hits_unlinked', v_n);
-    v_removed := v_removed || jsonb_build_object(
+    v_removed := v_removed || pg_catalog.jsonb_build_object('cache_hits_unlinked', v_n);
+    v_removed := v_removed || pg_catalog.jsonb_build_object(
         'cache_entries', agentmem_private.delete_cache_entries(v_tenant, v_entries)
     );
 
     -- Facts whose only source it was go; others lose the link.
     v_removed := v_removed || agentmem_private.prune_fact_sources(v_tenant, array[v_msg.message_id], true);
-    v_removed := v_removed || jsonb_build_object(
+    v_removed := v_removed || pg_catalog.jsonb_build_object(
         'embedding_cache', agentmem_private.forget_text_hashes(v_tenant, array[v_msg.content] || v_questions)
     );
     delete from agentmem.retrievals as r where r.tenant_id = v_tenant and r.message_id = v_msg.message_id;
     get diagnostics v_n = row_count;
-    v_removed := v_removed || jsonb_build_object('retrievals', v_n);
+    v_removed := v_removed || pg_catalog.jsonb_build_object('retrievals', v_n);
     delete from agentmem.message_embeddings as me where me.tenant_id = v_tenant and me.message_id = v_msg.message_id;
     get diagnostics v_n = row_count;
-    v_removed := v_removed || jsonb_build_object('message_embeddings', v_n);
+    v_removed := v_removed || pg_catalog.jsonb_build_object('message_embeddings', v_n);
     delete from agentmem.messages as m where m.tenant_id = v_tenant and m.message_id = v_msg.message_id;
-    v_removed := v_removed || jsonb_build_object('messages', 1);
+    v_removed := v_removed || pg_catalog.jsonb_build_object('messages', 1);
 
     -- A running summary that covers the message may repeat it: it goes, and
     -- the next set_summary starts afresh. message_index is never reused.
     if v_conv.summary_through is not null and v_msg.message_index <= v_conv.summary_through then
         update agentmem.conversations as c
-        set summary = null, summary_through = null, updated_at = now()
+        set summary = null, summary_through = null, updated_at = pg_catalog.now()
         where c.tenant_id = v_tenant and c.conversation_id = v_conv.conversation_id;
-        v_removed := v_removed || jsonb_build_object('summaries', 1);
+        v_removed := v_removed || pg_catalog.jsonb_build_object('summaries', 1);
     else
         update agentmem.conversations as c
-        set updated_at = now()
+        set updated_at = pg_catalog.now()
         where c.tenant_id = v_tenant and c.conversation_id = v_conv.conversation_id;
-        v_removed := v_removed || jsonb_build_object('summaries', 0);
+        v_removed := v_removed || pg_catalog.jsonb_build_object('summaries', 0);
     end if;
     return agentmem_private.access_receipt(v_tenant, 'delete_message', v_removed);
 end
@@ -353,7 +353,7 @@ returns agentmem.facts
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_user text;
@@ -382,7 +382,7 @@ returns agentmem.access_log
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
@@ -396,10 +396,10 @@ begin
     ), '{}');
     delete from agentmem.fact_history as h where h.tenant_id = v_tenant and h.fact_id = v_fact.fact_id;
     get diagnostics v_n = row_count;
-    v_removed := v_removed || jsonb_build_object('fact_history', v_n);
+    v_removed := v_removed || pg_catalog.jsonb_build_object('fact_history', v_n);
     delete from agentmem.facts as f where f.tenant_id = v_tenant and f.fact_id = v_fact.fact_id;
-    v_removed := v_removed || jsonb_build_object('facts', 1);
-    v_removed := v_removed || jsonb_build_object('embedding_cache', agentmem_private.forget_text_hashes(v_tenant, v_texts));
+    v_removed := v_removed || pg_catalog.jsonb_build_object('facts', 1);
+    v_removed := v_removed || pg_catalog.jsonb_build_object('embedding_cache', agentmem_private.forget_text_hashes(v_tenant, v_texts));
     return agentmem_private.access_receipt(v_tenant, 'delete_fact', v_removed);
 end
 $$;
@@ -419,7 +419,7 @@ create or replace function agentmem.update_fact(
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
@@ -431,30 +431,40 @@ begin
         raise exception 'fact must be a non-empty text'
         using errcode = 'AM020', hint = 'Pass the corrected statement, e.g. "The user is not vegetarian."';
     end if;
-    if length(update_fact.fact) > 4000 then
-        raise exception 'fact is % characters long; the limit is 4000', length(update_fact.fact)
+    if pg_catalog.length(update_fact.fact) > 4000 then
+        raise exception 'fact is % characters long; the limit is 4000', pg_catalog.length(update_fact.fact)
         using errcode = 'AM021', hint = 'Split it into several standalone facts.';
     end if;
     perform agentmem_private.check_array('source_message_ids', update_fact.source_message_ids, 10000);
-    if update_fact.source_message_ids is null or array_position(update_fact.source_message_ids, null) is not null then
+    if update_fact.source_message_ids is null or pg_catalog.array_position(update_fact.source_message_ids, null) is not null then
         raise exception 'source_message_ids may not be NULL or contain NULL'
         using errcode = 'AM020', hint = 'Pass the ids of the messages the correction comes from, or ''{}''.';
     end if;
     v_old := agentmem_private.lock_fact(v_tenant, update_fact.fact_id);
     perform agentmem_private.check_embedding(v_old.model, update_fact.embedding);
-    v_sources := array(select distinct s from unnest(update_fact.source_message_ids) as s order by s);
+    v_sources := array(select distinct s from pg_catalog.unnest(update_fact.source_message_ids) as s order by s);
     insert into agentmem.fact_history as h (
         tenant_id, fact_id, user_id, subject, fact, source_message_ids, valid_from, valid_to, recorded_at, change
     ) values (
         v_tenant, v_old.fact_id, v_old.user_id, v_old.subject, v_old.fact, v_old.source_message_ids,
         -- the period the wrong version claimed (it was never true: no as_of or window finds it)
-        v_old.valid_from, coalesce(v_old.valid_to, greatest(now(), v_old.valid_from + interval '1 microsecond')),
+        v_old.valid_from, coalesce(v_old.valid_to, greatest(pg_catalog.now(), v_old.valid_from + interval '1 microsecond')),
         v_old.updated_at, 'corrected'
     );
     update agentmem.facts as f
-    set fact = update_fact.fact, embedding = update_fact.embedding, source_message_ids = v_sources, updated_at = now()
+    set fact = update_fact.fact, embedding = update_fact.embedding, source_message_ids = v_sources, updated_at = pg_catalog.now()
     where f.tenant_id = v_tenant and f.fact_id = v_old.fact_id;
-    v_removed := jsonb_build_object(
+    -- The old text's embedding jobs must never land on the corrected fact: its
+    -- job in its own model goes (the correction brings its vector; a worker
+    -- holding it is told gone), and its jobs in the models the tenant is being
+    -- re-embedded into are queued again for the new text (a new lease: the
+    -- worker holding the old one is told gone).
+    delete from agentmem.embedding_jobs as j
+    where j.tenant_id = v_tenant and j.fact_id = v_old.fact_id and j.model = v_old.model;
+    delete from agentmem.embedding_jobs as j
+    where j.tenant_id = v_tenant and j.fact_id = v_old.fact_id and j.model <> v_old.model;
+    perform agentmem_private.enqueue_fact_jobs(v_tenant, v_old.fact_id, update_fact.fact, v_old.model, true, null);
+    v_removed := pg_catalog.jsonb_build_object(
         'facts_updated', 1,
         'fact_history', 1,
         'embeddings_replaced', 1,
@@ -470,7 +480,9 @@ $$;
 comment on function agentmem.update_fact(uuid, text, vector, uuid[]) is
 'Correct one fact of the current tenant by hand: the new text and its embedding (same model) replace the old ones; the old version goes to the fact''s history as a correction (list_facts with include_superseded shows it with status corrected).
 The old embedding is overwritten and the
-embedding-cache rows of the old text go. source_message_ids: the messages the correction comes from
+embedding-cache rows of the old text go. An embedding job of the old text still queued or held by a worker
+never lands: in the fact''s model it is dropped (its worker''s completion comes back gone), in a model
+the tenant is being re-embedded into it is queued again for the new text. source_message_ids: the messages the correction comes from
 (default none: a correction by hand). Returns the receipt (kept in agentmem.access_log; no content).
 Takes the user''s erasure lock exclusive, as forget_user does. Errors: AM030 a fact not in the current
 tenant; AM020 a blank fact or bad source_message_ids; AM021 a fact over 4,000 characters; AM010 an

@@ -22,7 +22,7 @@ language sql
 immutable
 parallel safe
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$ select 1 $$;
 
 comment on function agentmem_private.export_format_version() is
@@ -34,7 +34,7 @@ language sql
 immutable
 parallel safe
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$ select 8 * 1024 * 1024 $$;
 
 comment on function agentmem_private.import_max_line_bytes() is
@@ -85,9 +85,9 @@ returns jsonb
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
-    select jsonb_build_object('agentmem_version', s.applied_by_version, 'schema_version', s.version)
+    select pg_catalog.jsonb_build_object('agentmem_version', s.applied_by_version, 'schema_version', s.version)
     from agentmem.schema_migrations as s
     order by s.version desc
     limit 1
@@ -102,9 +102,9 @@ returns text[]
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
-    select array['tenant_id'] || coalesce(array_agg(a.attname::text), '{}')
+    select array['tenant_id'] || coalesce(pg_catalog.array_agg(a.attname::text), '{}')
     from pg_catalog.pg_attribute as a
     where
         a.attrelid = p_table and a.attnum > 0 and not a.attisdropped
@@ -120,7 +120,7 @@ returns setof text
 language plpgsql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 set timezone = 'UTC'
 as $$
 declare
@@ -136,12 +136,12 @@ declare
     v_installed jsonb := agentmem_private.installed_version();
 begin
     return next (
-        jsonb_build_object(
+        pg_catalog.jsonb_build_object(
             'type', 'header', 'format', 'agentmem-export',
             'format_version', agentmem_private.export_format_version(),
-            'exported_at', now(), 'scope', 'user', 'tenant_id', p_tenant, 'user_id', p_user,
+            'exported_at', pg_catalog.now(), 'scope', 'user', 'tenant_id', p_tenant, 'user_id', p_user,
             'models', coalesce((
-                select jsonb_agg(jsonb_build_object('model', mo.model, 'dimension', mo.dimension) order by mo.model)
+                select pg_catalog.jsonb_agg(pg_catalog.jsonb_build_object('model', mo.model, 'dimension', mo.dimension) order by mo.model)
                 from agentmem.models as mo
                 where mo.model in (
                     select me.model from agentmem.message_embeddings as me
@@ -156,7 +156,7 @@ begin
     )::text;
 
     return query
-    select (jsonb_build_object('type', 'conversation') || (to_jsonb(c) - v_skip_c))::text
+    select (pg_catalog.jsonb_build_object('type', 'conversation') || (pg_catalog.to_jsonb(c) - v_skip_c))::text
     from agentmem.conversations as c
     where c.tenant_id = p_tenant and c.user_id = p_user
     order by c.created_at, c.conversation_id;
@@ -165,10 +165,10 @@ begin
 
     return query
     select (
-        jsonb_build_object('type', 'message') || (to_jsonb(m) - v_skip_m)
-        || jsonb_build_object('embeddings', coalesce((
-            select jsonb_agg(
-                jsonb_build_object('model', me.model, 'embedding', me.embedding, 'created_at', me.created_at)
+        pg_catalog.jsonb_build_object('type', 'message') || (pg_catalog.to_jsonb(m) - v_skip_m)
+        || pg_catalog.jsonb_build_object('embeddings', coalesce((
+            select pg_catalog.jsonb_agg(
+                pg_catalog.jsonb_build_object('model', me.model, 'embedding', me.embedding, 'created_at', me.created_at)
                 order by me.model
             )
             from agentmem.message_embeddings as me
@@ -183,7 +183,7 @@ begin
     v_rows := v_rows + v_n;
 
     return query
-    select (jsonb_build_object('type', 'retrieval') || (to_jsonb(r) - v_skip_r))::text
+    select (pg_catalog.jsonb_build_object('type', 'retrieval') || (pg_catalog.to_jsonb(r) - v_skip_r))::text
     from agentmem.retrievals as r
     join agentmem.messages as m on m.tenant_id = r.tenant_id and m.message_id = r.message_id
     join agentmem.conversations as c on c.tenant_id = m.tenant_id and c.conversation_id = m.conversation_id
@@ -194,9 +194,9 @@ begin
 
     return query
     select (
-        jsonb_build_object('type', 'fact') || (to_jsonb(f) - v_skip_f)
-        || jsonb_build_object('history', coalesce((
-            select jsonb_agg(to_jsonb(h) - v_skip_h order by h.replaced_at, h.valid_from, h.history_id)
+        pg_catalog.jsonb_build_object('type', 'fact') || (pg_catalog.to_jsonb(f) - v_skip_f)
+        || pg_catalog.jsonb_build_object('history', coalesce((
+            select pg_catalog.jsonb_agg(pg_catalog.to_jsonb(h) - v_skip_h order by h.replaced_at, h.valid_from, h.history_id)
             from agentmem.fact_history as h
             where h.tenant_id = p_tenant and h.fact_id = f.fact_id
         ), '[]'))
@@ -208,14 +208,14 @@ begin
     v_rows := v_rows + v_n;
 
     return query
-    select (jsonb_build_object('type', 'cache_entry') || (to_jsonb(e) - v_skip_e))::text
+    select (pg_catalog.jsonb_build_object('type', 'cache_entry') || (pg_catalog.to_jsonb(e) - v_skip_e))::text
     from agentmem.cache_entries as e
     where e.tenant_id = p_tenant and e.user_id = p_user
     order by e.created_at, e.entry_id;
     get diagnostics v_n = row_count;
     v_rows := v_rows + v_n;
 
-    return next jsonb_build_object('type', 'end', 'rows', v_rows)::text;
+    return next pg_catalog.jsonb_build_object('type', 'end', 'rows', v_rows)::text;
 end
 $$;
 
@@ -227,7 +227,7 @@ returns table (line text)
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 set timezone = 'UTC'
 as $$
 declare
@@ -239,7 +239,7 @@ begin
     perform agentmem_private.lock_user(v_tenant, export_user.user_id, true);
     return query select l from agentmem_private.export_user_lines(v_tenant, export_user.user_id) as l;
     get diagnostics v_n = row_count;
-    perform agentmem_private.access_receipt(v_tenant, 'export_user', jsonb_build_object('rows', v_n - 2));
+    perform agentmem_private.access_receipt(v_tenant, 'export_user', pg_catalog.jsonb_build_object('rows', v_n - 2));
 end
 $$;
 
@@ -260,7 +260,7 @@ returns jsonb
 language plpgsql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     return p_text::jsonb;
@@ -277,7 +277,7 @@ returns void
 language plpgsql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     raise exception '%', p_message
@@ -293,21 +293,21 @@ returns bigint
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_cols text;
     v_vals text;
     v_n bigint;
 begin
-    if p_rows is null or jsonb_array_length(p_rows) = 0 then
+    if p_rows is null or pg_catalog.jsonb_array_length(p_rows) = 0 then
         return 0;
     end if;
     -- Every column but tenant_id, generated ones and identities, by name; a
     -- NOT NULL column a row lacks takes its default.
     select
-        string_agg(pg_catalog.quote_ident(a.attname), ', ' order by a.attnum),
-        string_agg(
+        pg_catalog.string_agg(pg_catalog.quote_ident(a.attname), ', ' order by a.attnum),
+        pg_catalog.string_agg(
             case
                 when a.attnotnull and d.adbin is not null
                     then pg_catalog.format('coalesce(r.%I, %s)', a.attname, pg_catalog.pg_get_expr(d.adbin, d.adrelid))
@@ -322,8 +322,8 @@ begin
         a.attrelid = p_table and a.attnum > 0 and not a.attisdropped
         and a.attgenerated = '' and a.attidentity <> 'a' and a.attname <> 'tenant_id';
     execute pg_catalog.format(
-        'with ins as (insert into %s (tenant_id, %s) select $1, %s from jsonb_populate_recordset(null::%s, $2) as r '
-        'on conflict do nothing returning 1) select count(*) from ins',
+        'with ins as (insert into %s (tenant_id, %s) select $1, %s from pg_catalog.jsonb_populate_recordset(null::%s, $2) as r '
+        'on conflict do nothing returning 1) select pg_catalog.count(*) from ins',
         p_table, v_cols, v_vals, p_table
     ) into v_n using p_tenant, p_rows;
     return v_n;
@@ -339,7 +339,7 @@ returns jsonb
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_n int;
@@ -368,8 +368,8 @@ begin
     if p_lines is not null and v_n > 0 and (array_ndims(p_lines) <> 1 or array_lower(p_lines, 1) <> 1) then
         perform agentmem_private.import_refuse('AM020', 'lines must be a one-dimensional array from index 1', null, null);
     end if;
-    select min(i) into v_bad from unnest(p_lines) with ordinality as t (l, i)
-    where octet_length(l) > agentmem_private.import_max_line_bytes();
+    select pg_catalog.min(i) into v_bad from pg_catalog.unnest(p_lines) with ordinality as t (l, i)
+    where pg_catalog.octet_length(l) > agentmem_private.import_max_line_bytes();
     if v_bad is not null then
         perform agentmem_private.import_refuse(
             'AM021', pg_catalog.format('line %s is over %s bytes', v_bad, agentmem_private.import_max_line_bytes()),
@@ -378,8 +378,8 @@ begin
         );
     end if;
     -- Every line a JSON object.
-    select min(i) into v_bad from unnest(p_lines) with ordinality as t (l, i)
-    where l is null or jsonb_typeof(agentmem_private.try_jsonb(l)) is distinct from 'object';
+    select pg_catalog.min(i) into v_bad from pg_catalog.unnest(p_lines) with ordinality as t (l, i)
+    where l is null or pg_catalog.jsonb_typeof(agentmem_private.try_jsonb(l)) is distinct from 'object';
     if v_bad is not null then
         perform agentmem_private.import_refuse(
             'AM020', pg_catalog.format('line %s is not a JSON object', v_bad),
@@ -399,8 +399,8 @@ begin
             'The first line must be {"type": "header", "format": "agentmem-export", ...}.', null
         );
     end if;
-    if jsonb_typeof(v_header -> 'format_version') is distinct from 'number'
-        or (v_header ->> 'format_version')::numeric <> trunc((v_header ->> 'format_version')::numeric)
+    if pg_catalog.jsonb_typeof(v_header -> 'format_version') is distinct from 'number'
+        or (v_header ->> 'format_version')::numeric <> pg_catalog.trunc((v_header ->> 'format_version')::numeric)
         or (v_header ->> 'format_version')::numeric < 1 then
         perform agentmem_private.import_refuse('AM020', 'the header has no valid format_version', null, null);
     end if;
@@ -416,7 +416,7 @@ begin
             'Upgrade agentmem here (agentmem migrate) to the writer''s version or later, then import again.'
         );
     end if;
-    if v_header ->> 'scope' is distinct from 'user' or jsonb_typeof(v_header -> 'user_id') is distinct from 'string' then
+    if v_header ->> 'scope' is distinct from 'user' or pg_catalog.jsonb_typeof(v_header -> 'user_id') is distinct from 'string' then
         perform agentmem_private.import_refuse(
             'AM020', 'the header is not that of one user''s export (scope user, a user_id)',
             null, 'A tenant export is imported with agentmem.import_tenant (DBA), or agentmem import --tenant.'
@@ -425,7 +425,7 @@ begin
     v_user := v_header ->> 'user_id';
     perform agentmem_private.check_user_id(v_user);
     v_end := p_lines[v_n]::jsonb;
-    if v_end ->> 'type' is distinct from 'end' or jsonb_typeof(v_end -> 'rows') is distinct from 'number'
+    if v_end ->> 'type' is distinct from 'end' or pg_catalog.jsonb_typeof(v_end -> 'rows') is distinct from 'number'
         or (v_end ->> 'rows')::numeric <> v_n - 2 then
         perform agentmem_private.import_refuse(
             'AM020', 'the export is truncated: its last line is not the end row that counts the rows before it',
@@ -433,10 +433,10 @@ begin
         );
     end if;
 
-    select coalesce(jsonb_agg(l::jsonb order by i), '[]') into v_docs
-    from unnest(p_lines[2:v_n - 1]) with ordinality as t (l, i);
+    select coalesce(pg_catalog.jsonb_agg(l::jsonb order by i), '[]') into v_docs
+    from pg_catalog.unnest(p_lines[2:v_n - 1]) with ordinality as t (l, i);
     -- Every row of a known type, of this user and of the header's tenant.
-    select min(i) into v_bad from jsonb_array_elements(v_docs) with ordinality as t (d, i)
+    select pg_catalog.min(i) into v_bad from pg_catalog.jsonb_array_elements(v_docs) with ordinality as t (d, i)
     where
         d ->> 'type' is null
         or d ->> 'type' not in ('conversation', 'message', 'retrieval', 'fact', 'cache_entry', 'header', 'end');
@@ -446,7 +446,7 @@ begin
             'Types: header, conversation, message, retrieval, fact, cache_entry, end.', null
         );
     end if;
-    select min(i) into v_bad from jsonb_array_elements(v_docs) with ordinality as t (d, i)
+    select pg_catalog.min(i) into v_bad from pg_catalog.jsonb_array_elements(v_docs) with ordinality as t (d, i)
     where d ->> 'type' in ('header', 'end');
     if v_bad is not null then
         perform agentmem_private.import_refuse(
@@ -454,7 +454,7 @@ begin
             'import_user reads one user''s export; a tenant export goes to import_tenant.', null
         );
     end if;
-    select min(i) into v_bad from jsonb_array_elements(v_docs) with ordinality as t (d, i)
+    select pg_catalog.min(i) into v_bad from pg_catalog.jsonb_array_elements(v_docs) with ordinality as t (d, i)
     where
         (d ? 'tenant_id' and d ->> 'tenant_id' is distinct from v_header ->> 'tenant_id')
         or (d ? 'user_id' and d ->> 'user_id' is distinct from v_user)
@@ -467,37 +467,37 @@ begin
     end if;
 
     select
-        coalesce(jsonb_agg(d) filter (where d ->> 'type' = 'conversation'), '[]'),
-        coalesce(jsonb_agg(d) filter (where d ->> 'type' = 'message'), '[]'),
-        coalesce(jsonb_agg(d) filter (where d ->> 'type' = 'retrieval'), '[]'),
-        coalesce(jsonb_agg(d) filter (where d ->> 'type' = 'fact'), '[]'),
-        coalesce(jsonb_agg(d) filter (where d ->> 'type' = 'cache_entry'), '[]')
+        coalesce(pg_catalog.jsonb_agg(d) filter (where d ->> 'type' = 'conversation'), '[]'),
+        coalesce(pg_catalog.jsonb_agg(d) filter (where d ->> 'type' = 'message'), '[]'),
+        coalesce(pg_catalog.jsonb_agg(d) filter (where d ->> 'type' = 'retrieval'), '[]'),
+        coalesce(pg_catalog.jsonb_agg(d) filter (where d ->> 'type' = 'fact'), '[]'),
+        coalesce(pg_catalog.jsonb_agg(d) filter (where d ->> 'type' = 'cache_entry'), '[]')
     into v_convs, v_msgs, v_rets, v_facts, v_entries
-    from jsonb_array_elements(v_docs) as t (d);
+    from pg_catalog.jsonb_array_elements(v_docs) as t (d);
 
     -- Ids: present, well-formed, once each in the file.
     select x.id into v_id from (
-        select d ->> 'conversation_id' as id, 1 as k from jsonb_array_elements(v_convs) as t (d)
-        union all select d ->> 'message_id', 2 from jsonb_array_elements(v_msgs) as t (d)
-        union all select d ->> 'message_id', 3 from jsonb_array_elements(v_rets) as t (d)
-        union all select d ->> 'fact_id', 4 from jsonb_array_elements(v_facts) as t (d)
-        union all select d ->> 'entry_id', 5 from jsonb_array_elements(v_entries) as t (d)
+        select d ->> 'conversation_id' as id, 1 as k from pg_catalog.jsonb_array_elements(v_convs) as t (d)
+        union all select d ->> 'message_id', 2 from pg_catalog.jsonb_array_elements(v_msgs) as t (d)
+        union all select d ->> 'message_id', 3 from pg_catalog.jsonb_array_elements(v_rets) as t (d)
+        union all select d ->> 'fact_id', 4 from pg_catalog.jsonb_array_elements(v_facts) as t (d)
+        union all select d ->> 'entry_id', 5 from pg_catalog.jsonb_array_elements(v_entries) as t (d)
     ) as x
     where x.id is null or x.id !~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$'
     limit 1;
     if found then
         perform agentmem_private.import_refuse(
-            'AM020', pg_catalog.format('a row has a missing or malformed id: %s', coalesce(left(v_id, 60), 'NULL')), null, null
+            'AM020', pg_catalog.format('a row has a missing or malformed id: %s', coalesce(pg_catalog.left(v_id, 60), 'NULL')), null, null
         );
     end if;
-    select lower(x.id) into v_id from (
-        select d ->> 'conversation_id' as id, 1 as k from jsonb_array_elements(v_convs) as t (d)
-        union all select d ->> 'message_id', 2 from jsonb_array_elements(v_msgs) as t (d)
-        union all select d ->> 'message_id', 3 from jsonb_array_elements(v_rets) as t (d)
-        union all select d ->> 'fact_id', 4 from jsonb_array_elements(v_facts) as t (d)
-        union all select d ->> 'entry_id', 5 from jsonb_array_elements(v_entries) as t (d)
+    select pg_catalog.lower(x.id) into v_id from (
+        select d ->> 'conversation_id' as id, 1 as k from pg_catalog.jsonb_array_elements(v_convs) as t (d)
+        union all select d ->> 'message_id', 2 from pg_catalog.jsonb_array_elements(v_msgs) as t (d)
+        union all select d ->> 'message_id', 3 from pg_catalog.jsonb_array_elements(v_rets) as t (d)
+        union all select d ->> 'fact_id', 4 from pg_catalog.jsonb_array_elements(v_facts) as t (d)
+        union all select d ->> 'entry_id', 5 from pg_catalog.jsonb_array_elements(v_entries) as t (d)
     ) as x
-    group by x.k, lower(x.id) having count(*) > 1
+    group by x.k, pg_catalog.lower(x.id) having pg_catalog.count(*) > 1
     limit 1;
     if found then
         perform agentmem_private.import_refuse(
@@ -603,25 +603,25 @@ begin
 
     -- Ids taken by another user's rows in this tenant.
     select x.id into v_id from (
-        select (d ->> 'conversation_id')::uuid as id from jsonb_array_elements(v_convs) as t (d)
+        select (d ->> 'conversation_id')::uuid as id from pg_catalog.jsonb_array_elements(v_convs) as t (d)
         where exists (
             select from agentmem.conversations as c
             where c.tenant_id = p_tenant and c.conversation_id = (d ->> 'conversation_id')::uuid and c.user_id <> v_user
         )
         union all
-        select (d ->> 'message_id')::uuid from jsonb_array_elements(v_msgs) as t (d)
+        select (d ->> 'message_id')::uuid from pg_catalog.jsonb_array_elements(v_msgs) as t (d)
         where exists (
             select from agentmem.messages as m
             where m.tenant_id = p_tenant and m.message_id = (d ->> 'message_id')::uuid and m.user_id <> v_user
         )
         union all
-        select (d ->> 'fact_id')::uuid from jsonb_array_elements(v_facts) as t (d)
+        select (d ->> 'fact_id')::uuid from pg_catalog.jsonb_array_elements(v_facts) as t (d)
         where exists (
             select from agentmem.facts as f
             where f.tenant_id = p_tenant and f.fact_id = (d ->> 'fact_id')::uuid and f.user_id <> v_user
         )
         union all
-        select (d ->> 'entry_id')::uuid from jsonb_array_elements(v_entries) as t (d)
+        select (d ->> 'entry_id')::uuid from pg_catalog.jsonb_array_elements(v_entries) as t (d)
         where exists (
             select from agentmem.cache_entries as e
             where
@@ -640,10 +640,10 @@ begin
 
     -- Models registered here, embeddings of their dimension.
     select x.model into v_model from (
-        select e ->> 'model' as model from jsonb_array_elements(v_msgs) as t (d)
-        cross join lateral jsonb_array_elements(case when jsonb_typeof(d -> 'embeddings') = 'array' then d -> 'embeddings' else '[]' end) as e
-        union select d ->> 'model' from jsonb_array_elements(v_facts) as t (d)
-        union select d ->> 'model' from jsonb_array_elements(v_entries) as t (d)
+        select e ->> 'model' as model from pg_catalog.jsonb_array_elements(v_msgs) as t (d)
+        cross join lateral pg_catalog.jsonb_array_elements(case when pg_catalog.jsonb_typeof(d -> 'embeddings') = 'array' then d -> 'embeddings' else '[]' end) as e
+        union select d ->> 'model' from pg_catalog.jsonb_array_elements(v_facts) as t (d)
+        union select d ->> 'model' from pg_catalog.jsonb_array_elements(v_entries) as t (d)
     ) as x
     where x.model is null or not exists (select from agentmem.models as mo where mo.model = x.model)
     limit 1;
@@ -655,13 +655,14 @@ begin
         );
     end if;
     for v_model, v_vec in
-        select e ->> 'model', e ->> 'embedding' from jsonb_array_elements(v_msgs) as t (d)
-        cross join lateral jsonb_array_elements(d -> 'embeddings') as e
-        union all select d ->> 'model', d ->> 'embedding' from jsonb_array_elements(v_facts) as t (d)
-        union all select d ->> 'model', d ->> 'embedding' from jsonb_array_elements(v_entries) as t (d)
+        select e ->> 'model', e ->> 'embedding' from pg_catalog.jsonb_array_elements(v_msgs) as t (d)
+        cross join lateral pg_catalog.jsonb_array_elements(d -> 'embeddings') as e
+        union all select d ->> 'model', d ->> 'embedding' from pg_catalog.jsonb_array_elements(v_facts) as t (d)
+        union all select d ->> 'model', d ->> 'embedding' from pg_catalog.jsonb_array_elements(v_entries) as t (d)
     loop
         begin
-            perform agentmem_private.check_embedding(v_model, v_vec::vector);
+            v_vector := v_vec;
+            perform agentmem_private.check_embedding(v_model, v_vector);
         exception when sqlstate 'AM010' then
             perform agentmem_private.import_refuse(
                 'AM010', 'the export holds an embedding that does not fit its model: ' || sqlerrm, null, null
@@ -674,35 +675,35 @@ begin
     end loop;
 
     -- Facts new here (a fact already there keeps its history as it is).
-    select coalesce(jsonb_agg(d), '[]') into v_new_facts from jsonb_array_elements(v_facts) as t (d)
+    select coalesce(pg_catalog.jsonb_agg(d), '[]') into v_new_facts from pg_catalog.jsonb_array_elements(v_facts) as t (d)
     where not exists (
         select from agentmem.facts as f where f.tenant_id = p_tenant and f.fact_id = (d ->> 'fact_id')::uuid
     );
     begin
-        v_count := v_count || jsonb_build_object(
+        v_count := v_count || pg_catalog.jsonb_build_object(
             'conversations', agentmem_private.import_insert('agentmem.conversations', p_tenant, v_convs),
             'messages', agentmem_private.import_insert('agentmem.messages', p_tenant, v_msgs)
         );
-        v_count := v_count || jsonb_build_object(
+        v_count := v_count || pg_catalog.jsonb_build_object(
             'message_embeddings', agentmem_private.import_insert('agentmem.message_embeddings', p_tenant, (
-                select coalesce(jsonb_agg(
-                    e || jsonb_build_object(
+                select coalesce(pg_catalog.jsonb_agg(
+                    e || pg_catalog.jsonb_build_object(
                         'message_id', d -> 'message_id', 'user_id', d -> 'user_id',
                         'conversation_id', d -> 'conversation_id'
                     )
                     -- the message's time, where the file has it (a copy, as in the table)
-                    || case when d ? 'occurred_at' then jsonb_build_object('occurred_at', d -> 'occurred_at') else '{}' end
+                    || case when d ? 'occurred_at' then pg_catalog.jsonb_build_object('occurred_at', d -> 'occurred_at') else '{}' end
                 ), '[]')
-                from jsonb_array_elements(v_msgs) as t (d)
-                cross join lateral jsonb_array_elements(d -> 'embeddings') as e
+                from pg_catalog.jsonb_array_elements(v_msgs) as t (d)
+                cross join lateral pg_catalog.jsonb_array_elements(d -> 'embeddings') as e
             )),
             'retrievals', agentmem_private.import_insert('agentmem.retrievals', p_tenant, v_rets),
             'facts', agentmem_private.import_insert('agentmem.facts', p_tenant, v_facts),
             'fact_history', agentmem_private.import_insert('agentmem.fact_history', p_tenant, (
-                select coalesce(jsonb_agg(h || jsonb_build_object('fact_id', d -> 'fact_id', 'user_id', d -> 'user_id')), '[]')
-                from jsonb_array_elements(v_new_facts) as t (d)
-                cross join lateral jsonb_array_elements(
-                    case when jsonb_typeof(d -> 'history') = 'array' then d -> 'history' else '[]' end
+                select coalesce(pg_catalog.jsonb_agg(h || pg_catalog.jsonb_build_object('fact_id', d -> 'fact_id', 'user_id', d -> 'user_id')), '[]')
+                from pg_catalog.jsonb_array_elements(v_new_facts) as t (d)
+                cross join lateral pg_catalog.jsonb_array_elements(
+                    case when pg_catalog.jsonb_typeof(d -> 'history') = 'array' then d -> 'history' else '[]' end
                 ) as h
             )),
             'cache_entries', agentmem_private.import_insert('agentmem.cache_entries', p_tenant, v_entries)
@@ -712,16 +713,16 @@ begin
         update agentmem.conversations as c
         set next_index = x.next_index
         from (
-            select (d ->> 'conversation_id')::uuid as conversation_id, max((d ->> 'message_index')::int) + 1 as next_index
-            from jsonb_array_elements(v_msgs) as t (d)
+            select (d ->> 'conversation_id')::uuid as conversation_id, pg_catalog.max((d ->> 'message_index')::int) + 1 as next_index
+            from pg_catalog.jsonb_array_elements(v_msgs) as t (d)
             group by 1
         ) as x
         where c.tenant_id = p_tenant and c.conversation_id = x.conversation_id and c.next_index < x.next_index;
         -- The reverse index of the cached answers' sources.
         insert into agentmem.cache_entry_sources as s (tenant_id, doc_id, entry_id)
         select distinct p_tenant, src, (d ->> 'entry_id')::uuid
-        from jsonb_array_elements(v_entries) as t (d)
-        cross join lateral jsonb_array_elements_text(coalesce(d -> 'source_ids', '[]')) as src
+        from pg_catalog.jsonb_array_elements(v_entries) as t (d)
+        cross join lateral pg_catalog.jsonb_array_elements_text(coalesce(d -> 'source_ids', '[]')) as src
         on conflict do nothing;
     exception
         when unique_violation or exclusion_violation then
@@ -739,7 +740,7 @@ begin
                 'AM020', 'a value of the export does not fit its column: ' || sqlerrm, null, null
             );
     end;
-    return v_count || jsonb_build_object('rows_read', v_n - 2);
+    return v_count || pg_catalog.jsonb_build_object('rows_read', v_n - 2);
 end
 $$;
 
@@ -752,7 +753,7 @@ returns agentmem.access_log
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
@@ -761,7 +762,7 @@ declare
 begin
     -- The user's lock exclusive: an import runs alone among the user's writes,
     -- so two imports of one file leave one copy.
-    if v_user is not null and not agentmem_private.is_blank(v_user) and length(v_user) <= 256 then
+    if v_user is not null and not agentmem_private.is_blank(v_user) and pg_catalog.length(v_user) <= 256 then
         perform agentmem_private.lock_user(v_tenant, v_user, true);
     end if;
     v_count := agentmem_private.import_user_lines(v_tenant, import_user.lines);
@@ -800,7 +801,7 @@ returns table (line text)
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 set timezone = 'UTC'
 as $$
 declare
@@ -817,9 +818,9 @@ begin
         raise exception 'tenant_id must be a non-empty text' using errcode = 'AM020';
     end if;
     line := (
-        jsonb_build_object(
+        pg_catalog.jsonb_build_object(
             'type', 'header', 'format', 'agentmem-export', 'format_version', agentmem_private.export_format_version(),
-            'exported_at', now(), 'scope', 'tenant', 'tenant_id', export_tenant.tenant_id
+            'exported_at', pg_catalog.now(), 'scope', 'tenant', 'tenant_id', export_tenant.tenant_id
         ) || agentmem_private.installed_version()
     )::text;
     return next;
@@ -840,10 +841,10 @@ begin
         v_rows := v_rows + v_n;
         v_users := v_users + 1;
     end loop;
-    line := jsonb_build_object('type', 'end', 'rows', v_rows, 'users', v_users)::text;
+    line := pg_catalog.jsonb_build_object('type', 'end', 'rows', v_rows, 'users', v_users)::text;
     return next;
     perform agentmem_private.access_receipt(
-        export_tenant.tenant_id, 'export_tenant', jsonb_build_object('users', v_users, 'rows', v_rows - 2 * v_users)
+        export_tenant.tenant_id, 'export_tenant', pg_catalog.jsonb_build_object('users', v_users, 'rows', v_rows - 2 * v_users)
     );
 end
 $$;
@@ -863,7 +864,7 @@ returns jsonb
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_count jsonb := '{}';
@@ -872,7 +873,7 @@ declare
     v_i int;
     v_doc jsonb;
     v_users int := 0;
-    v_n int := coalesce(cardinality(import_tenant.lines), 0);
+    v_n int := coalesce(pg_catalog.cardinality(import_tenant.lines), 0);
     v_key text;
 begin
     perform agentmem_private.check_sees_every_tenant(
@@ -909,13 +910,13 @@ begin
         end loop;
         v_one := agentmem_private.import_user_lines(import_tenant.tenant_id, import_tenant.lines[v_start:v_i - 1]);
         v_users := v_users + 1;
-        for v_key in select jsonb_object_keys(v_one) loop
-            v_count := v_count || jsonb_build_object(
+        for v_key in select pg_catalog.jsonb_object_keys(v_one) loop
+            v_count := v_count || pg_catalog.jsonb_build_object(
                 v_key, coalesce((v_count ->> v_key)::bigint, 0) + (v_one ->> v_key)::bigint
             );
         end loop;
     end loop;
-    v_count := v_count || jsonb_build_object('users', v_users);
+    v_count := v_count || pg_catalog.jsonb_build_object('users', v_users);
     perform agentmem_private.access_receipt(import_tenant.tenant_id, 'import_tenant', v_count);
     return v_count;
 end

@@ -15,16 +15,16 @@ returns agentmem.retention_policies
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_row agentmem.retention_policies;
 begin
-    if p_kind is null or p_kind not in ('messages', 'cached_answers', 'hit_log', 'facts', 'erasure_log', 'job_runs') then
-        raise exception 'unknown kind of data: %', coalesce(left(p_kind, 100), 'NULL')
+    if p_kind is null or p_kind not in ('messages', 'cached_answers', 'hit_log', 'facts', 'erasure_log', 'job_runs', 'access_log') then
+        raise exception 'unknown kind of data: %', coalesce(pg_catalog.left(p_kind, 100), 'NULL')
         using
             errcode = 'AM020',
-            hint = 'Kinds: messages, cached_answers, hit_log, facts, erasure_log, job_runs.';
+            hint = 'Kinds: messages, cached_answers, hit_log, facts, erasure_log, job_runs, access_log.';
     end if;
     if p_max_age is not null and p_max_age <= interval '0' then
         raise exception 'max_age must be a positive interval, got %', p_max_age
@@ -47,7 +47,7 @@ returns agentmem.retention_policies
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     return agentmem_private.put_retention_policy(agentmem.current_tenant(), kind, max_age);
@@ -55,7 +55,7 @@ end
 $$;
 
 comment on function agentmem.set_retention_policy(text, interval) is
-'Keep one kind of the current tenant''s data (messages, cached_answers, hit_log, facts, erasure_log, job_runs) at most max_age; it overrides the installation default (agentmem.set_default_retention_policy).
+'Keep one kind of the current tenant''s data (messages, cached_answers, hit_log, facts, erasure_log, job_runs, access_log) at most max_age; it overrides the installation default (agentmem.set_default_retention_policy).
 max_age NULL keeps that kind forever. Raises AM020 for an unknown kind or a non-positive age.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
 Called by: the application (agentmem_app).';
@@ -65,7 +65,7 @@ returns boolean
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     delete from agentmem.retention_policies as p
@@ -85,7 +85,7 @@ returns agentmem.retention_policies
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     if not agentmem_private.bypasses_rls() then
@@ -110,7 +110,7 @@ returns boolean
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     if not agentmem_private.bypasses_rls() then
@@ -134,7 +134,7 @@ create or replace function agentmem_private.retention_delete(
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_left int := p_batch;
@@ -155,7 +155,7 @@ begin
     v_sql := pg_catalog.format(
         'with victim as ('
         '  select t.tenant_id, t.%1$I as k from agentmem.%2$I as t'
-        '  where t.tenant_id = any($1) and t.%3$I < now() - $2'
+        '  where t.tenant_id = any($1) and t.%3$I < pg_catalog.now() - $2'
         '  order by t.%3$I limit $3%5$s'
         ') '
         'delete from agentmem.%2$I as t using victim as v '
@@ -214,7 +214,7 @@ begin
         for v_row in execute pg_catalog.format(
             'with victim as ('
             '  select t.tenant_id, t.%1$I as k from agentmem.%2$I as t'
-            '  where t.tenant_id <> all($1) and t.%3$I < now() - $2 and t.tenant_id %6$s $4'
+            '  where t.tenant_id <> all($1) and t.%3$I < pg_catalog.now() - $2 and t.tenant_id %6$s $4'
             '  order by t.tenant_id, t.%3$I limit $3%5$s'
             ') '
             'delete from agentmem.%2$I as t using victim as v '
@@ -254,7 +254,7 @@ returns bigint
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_count bigint := 0;
@@ -273,10 +273,10 @@ begin
                     select g.tenant_id, g.key, g.detail
                     from agentmem_private.retention_delete('messages', 'messages', 'message_id', 'created_at', p_batch) as g
                 )
-                select gone.tenant_id, array_agg(gone.key::uuid), array_agg(gone.detail)
+                select gone.tenant_id, pg_catalog.array_agg(gone.key::uuid), pg_catalog.array_agg(gone.detail)
                 from gone group by gone.tenant_id
             loop
-                v_count := v_count + cardinality(v_ids);
+                v_count := v_count + pg_catalog.cardinality(v_ids);
                 perform agentmem_private.prune_fact_sources(v_tenant, v_ids, false);
                 perform agentmem_private.forget_text_hashes(v_tenant, v_texts);
             end loop;
@@ -284,25 +284,28 @@ begin
             -- cache_hits.entry_id of the removed entries: set null by
             -- cache_hits_entry_fk on one server, here on Citus (no such key).
             for v_tenant, v_ids in
-                select g.tenant_id, array_agg(g.key::uuid)
+                select g.tenant_id, pg_catalog.array_agg(g.key::uuid)
                 from agentmem_private.retention_delete('cached_answers', 'cache_entries', 'entry_id', 'created_at', p_batch) as g
                 group by g.tenant_id
             loop
-                v_count := v_count + cardinality(v_ids);
+                v_count := v_count + pg_catalog.cardinality(v_ids);
                 perform agentmem_private.unlink_cache_hits(v_tenant, v_ids);
             end loop;
         when 'hit_log' then
-            select count(*) into v_count
+            select pg_catalog.count(*) into v_count
             from agentmem_private.retention_delete('hit_log', 'cache_hits', 'hit_id', 'created_at', p_batch);
         when 'facts' then
-            select count(*) into v_count
+            select pg_catalog.count(*) into v_count
             from agentmem_private.retention_delete('facts', 'facts', 'fact_id', 'updated_at', p_batch);
         when 'erasure_log' then
-            select count(*) into v_count
+            select pg_catalog.count(*) into v_count
             from agentmem_private.retention_delete('erasure_log', 'erasure_log', 'erasure_id', 'erased_at', p_batch);
         when 'job_runs' then
-            select count(*) into v_count
+            select pg_catalog.count(*) into v_count
             from agentmem_private.retention_delete('job_runs', 'job_runs', 'run_id', 'finished_at', p_batch);
+        when 'access_log' then
+            select pg_catalog.count(*) into v_count
+            from agentmem_private.retention_delete('access_log', 'access_log', 'access_id', 'logged_at', p_batch);
     end case;
     return v_count;
 end
@@ -316,10 +319,10 @@ returns agentmem.job_runs
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
-    v_started timestamptz := clock_timestamp();
+    v_started timestamptz := pg_catalog.clock_timestamp();
     v_kind text;
     v_count bigint;
     v_n bigint;
@@ -338,16 +341,16 @@ begin
     if not pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtextextended('agentmem.apply_retention', 5)) then
         v_row.job := 'retention';
         v_row.started_at := v_started;
-        v_row.finished_at := clock_timestamp();
+        v_row.finished_at := pg_catalog.clock_timestamp();
         v_row.rows_removed := '{}';
         v_row.total_removed := 0;
         v_row.error := 'skipped: another apply_retention run is in progress';
         return v_row;
     end if;
-    foreach v_kind in array array['messages', 'cached_answers', 'hit_log', 'facts', 'erasure_log', 'job_runs'] loop
+    foreach v_kind in array array['messages', 'cached_answers', 'hit_log', 'facts', 'erasure_log', 'job_runs', 'access_log'] loop
         begin
             v_count := agentmem_private.retention_kind(v_kind, apply_retention.batch_size);
-            v_removed := v_removed || jsonb_build_object(v_kind, v_count);
+            v_removed := v_removed || pg_catalog.jsonb_build_object(v_kind, v_count);
             v_total := v_total + v_count;
         exception when others then
             v_errors := v_errors || pg_catalog.format('%s: %s (SQLSTATE %s)', v_kind, sqlerrm, sqlstate);
@@ -363,21 +366,21 @@ begin
             select distinct e.tenant_id
             from agentmem.cache_entries as e
             left join agentmem.corpus_versions as c on e.tenant_id = c.tenant_id
-            where e.expires_at <= now() or e.corpus_version < c.version
+            where e.expires_at <= pg_catalog.now() or e.corpus_version < c.version
         loop
             exit when v_count >= apply_retention.batch_size;
             v_n := agentmem_private.sweep_cache_of(v_tenant, least(apply_retention.batch_size - v_count, 100000)::int);
             v_count := v_count + v_n;
         end loop;
-        v_removed := v_removed || jsonb_build_object('cache_sweep', v_count);
+        v_removed := v_removed || pg_catalog.jsonb_build_object('cache_sweep', v_count);
         v_total := v_total + v_count;
     exception when others then
         v_errors := v_errors || pg_catalog.format('cache_sweep: %s (SQLSTATE %s)', sqlerrm, sqlstate);
     end;
     insert into agentmem.job_runs as r (tenant_id, job, started_at, finished_at, rows_removed, total_removed, error)
     values (
-        '', 'retention', v_started, clock_timestamp(), v_removed, v_total,
-        nullif(array_to_string(v_errors, '; '), '')
+        '', 'retention', v_started, pg_catalog.clock_timestamp(), v_removed, v_total,
+        nullif(pg_catalog.array_to_string(v_errors, '; '), '')
     )
     returning * into v_row;
     return v_row;

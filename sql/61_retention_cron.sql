@@ -5,9 +5,9 @@ returns text
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
-    select 'agentmem-retention:' || current_database()
+    select 'agentmem-retention:' || pg_catalog.current_database()
 $$;
 
 comment on function agentmem_private.cron_job_name() is
@@ -27,7 +27,7 @@ returns setof record
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_cron_db text := pg_catalog.current_setting('cron.database_name', true);
@@ -42,7 +42,7 @@ begin
             hint = 'Call ' || p_call || ' from any scheduler (cron, a systemd timer, a Kubernetes '
             || 'CronJob, your application) every few minutes as a superuser or BYPASSRLS role: it is safe to run too often.';
     end if;
-    if v_cron_db = current_database() then
+    if v_cron_db = pg_catalog.current_database() then
         if not exists (select from pg_catalog.pg_extension where extname = 'pg_cron') then
             raise exception 'pg_cron is loaded but its extension is not created in database %', v_cron_db
             using
@@ -57,7 +57,7 @@ begin
     where e.extname = 'dblink';
     if v_dblink is null then
         raise exception 'pg_cron lives in database %, and extension dblink is not installed in database %',
-            v_cron_db, current_database()
+            v_cron_db, pg_catalog.current_database()
         using
             errcode = 'AM050',
             detail = 'Reaching pg_cron''s functions from another database needs dblink.',
@@ -92,22 +92,22 @@ returns bigint
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_sql text;
     v_jobid bigint;
 begin
-    if agentmem_private.is_blank(p_schedule) or length(p_schedule) > 200 then
+    if agentmem_private.is_blank(p_schedule) or pg_catalog.length(p_schedule) > 200 then
         raise exception 'schedule must be a cron expression of at most 200 characters, e.g. */15 * * * *'
         using errcode = 'AM020';
     end if;
-    if pg_catalog.current_setting('cron.database_name', true) = current_database() then
+    if pg_catalog.current_setting('cron.database_name', true) = pg_catalog.current_database() then
         v_sql := pg_catalog.format('select cron.schedule(%L, %L, %L)', p_jobname, p_schedule, 'select ' || p_call);
     else
         v_sql := pg_catalog.format(
             'select cron.schedule_in_database(%L, %L, %L, %L)',
-            p_jobname, p_schedule, 'select ' || p_call, current_database()
+            p_jobname, p_schedule, 'select ' || p_call, pg_catalog.current_database()
         );
     end if;
     select t.jobid into v_jobid from agentmem_private.cron_call(v_sql, 'jobid bigint', p_call) as t (jobid bigint);
@@ -124,7 +124,7 @@ returns boolean
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_removed bigint;
@@ -132,8 +132,8 @@ begin
     select t.n into v_removed
     from agentmem_private.cron_call(
         pg_catalog.format(
-            'select count(cron.unschedule(j.jobid)) from cron.job as j where j.jobname = %L and j.database = %L',
-            p_jobname, current_database()
+            'select pg_catalog.count(cron.unschedule(j.jobid)) from cron.job as j where j.jobname = %L and j.database = %L',
+            p_jobname, pg_catalog.current_database()
         ),
         'n bigint', p_call
     ) as t (n bigint);
@@ -149,7 +149,7 @@ returns bigint
 language sql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select agentmem_private.cron_schedule(
         agentmem_private.cron_job_name(), schedule_retention.schedule, 'agentmem.apply_retention()'
@@ -169,7 +169,7 @@ returns boolean
 language sql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select agentmem_private.cron_unschedule(agentmem_private.cron_job_name(), 'agentmem.apply_retention()')
 $$;
@@ -193,7 +193,7 @@ returns table (
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     return query
@@ -206,7 +206,7 @@ begin
             '  where r.jobid = j.jobid order by r.runid desc limit 1'
             ') as d on true '
             'where j.jobname = %L and j.database = %L',
-            agentmem_private.cron_job_name(), current_database()
+            agentmem_private.cron_job_name(), pg_catalog.current_database()
         ),
         'jobid bigint, schedule text, active boolean, status text, start_time timestamptz, '
         'end_time timestamptz, return_message text',
@@ -240,7 +240,7 @@ last_run as (
 ),
 
 last_error as (
-    select max(j.started_at) as last_error_at from agentmem.job_runs as j
+    select pg_catalog.max(j.started_at) as last_error_at from agentmem.job_runs as j
     where j.job = 'retention' and j.error is not null
 ),
 

@@ -10,7 +10,7 @@ returns bigint
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select coalesce(
         nullif(pg_catalog.current_setting('agentmem.index_upkeep_max_build_rows', true), '')::bigint, 50000
@@ -28,11 +28,11 @@ returns agentmem.job_runs
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 set lock_timeout = '5s'
 as $$
 declare
-    v_started timestamptz := clock_timestamp();
+    v_started timestamptz := pg_catalog.clock_timestamp();
     v_max_rows bigint := agentmem_private.index_upkeep_max_build_rows();
     v_index record;
     v_tenant record;
@@ -54,7 +54,7 @@ begin
     if not pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtextextended('agentmem.apply_index_upkeep', 5)) then
         v_row.job := 'index_upkeep';
         v_row.started_at := v_started;
-        v_row.finished_at := clock_timestamp();
+        v_row.finished_at := pg_catalog.clock_timestamp();
         v_row.rows_removed := '{}';
         v_row.total_removed := 0;
         v_row.error := 'skipped: another apply_index_upkeep run is in progress';
@@ -105,12 +105,12 @@ begin
     -- CONCURRENTLY statements for the DBA to run from psql.
     for v_tenant in
         select
-            n.table_name, n.tenant_id, n.model, max(n.row_count) as row_count,
+            n.table_name, n.tenant_id, n.model, pg_catalog.max(n.row_count) as row_count,
             pg_catalog.array_agg(n.create_statement order by n.index_kind desc) as statements,
-            bool_and(n.index_kind = 'measure') as measure_only
+            pg_catalog.bool_and(n.index_kind = 'measure') as measure_only
         from agentmem.tenants_needing_index as n
         group by n.table_name, n.tenant_id, n.model
-        order by max(n.row_count) desc, n.table_name, n.tenant_id, n.model
+        order by pg_catalog.max(n.row_count) desc, n.table_name, n.tenant_id, n.model
     loop
         if v_tenant.measure_only then
             -- both indexes built by hand (concurrently), never measured
@@ -158,7 +158,7 @@ begin
     end if;
     insert into agentmem.job_runs as r (tenant_id, job, started_at, finished_at, rows_removed, total_removed, error)
     values (
-        '', 'index_upkeep', v_started, clock_timestamp(),
+        '', 'index_upkeep', v_started, pg_catalog.clock_timestamp(),
         pg_catalog.jsonb_build_object(
             'built', v_built, 'dropped', v_dropped, 'measured', v_measured, 'left', v_left
         ),
@@ -193,12 +193,12 @@ create or replace function agentmem.schedule_index_upkeep(
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     perform agentmem_private.check_range('max_builds', schedule_index_upkeep.max_builds, 0, 1000);
     return agentmem_private.cron_schedule(
-        'agentmem-index-upkeep:' || current_database(), schedule_index_upkeep.schedule,
+        'agentmem-index-upkeep:' || pg_catalog.current_database(), schedule_index_upkeep.schedule,
         pg_catalog.format('agentmem.apply_index_upkeep(max_builds => %s)', schedule_index_upkeep.max_builds)
     );
 end
@@ -217,10 +217,10 @@ returns boolean
 language sql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select agentmem_private.cron_unschedule(
-        'agentmem-index-upkeep:' || current_database(), 'agentmem.apply_index_upkeep()'
+        'agentmem-index-upkeep:' || pg_catalog.current_database(), 'agentmem.apply_index_upkeep()'
     )
 $$;
 

@@ -11,7 +11,7 @@ returns table (table_name text, distribution text, note text)
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_colocate constant regclass := 'agentmem.conversations'::regclass;
@@ -21,7 +21,7 @@ declare
     v_fn regprocedure;
 begin
     if not exists (select from pg_catalog.pg_extension where extname = 'citus') then
-        raise exception 'Citus is not installed in database %', current_database()
+        raise exception 'Citus is not installed in database %', pg_catalog.current_database()
         using
             errcode = 'AM040',
             detail = 'agentmem.distribute() distributes the agentmem tables by tenant_id with Citus; '

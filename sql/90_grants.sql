@@ -24,7 +24,7 @@ returns table (fn regprocedure, audience text)
 language sql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select
         p.oid::regprocedure as fn,

@@ -174,7 +174,7 @@ def path_of(plans: list[str], own_index: str) -> str:
         return "own index"
     if "Index Scan using message_embeddings_nomic_embed_text_" in text and "_hnsw" in text:
         return "shared index"
-    assert "Sort Key: ((e.embedding <=> " in text, text
+    assert "Sort Key: ((e.embedding OPERATOR(public.<=>) " in text, text
     return "exact"
 
 

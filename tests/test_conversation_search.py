@@ -65,6 +65,21 @@ def test_search_with_context_merges_overlapping_windows(app):
     assert sorted(r[1] for r in rows) == [5, 8, 25] and len({r[0] for r in rows}) == 3
 
 
+def test_two_hits_whose_windows_touch_without_overlapping_come_back_as_one_window(app):
+    """Hits 5 and 8 with radius 1: windows 4-6 and 7-9 share no message but touch; the comment of
+    search_with_context promises one window 4-9 (a radius 0 window of each stays apart: 5 and 8 do not touch)."""
+    cid = start(app)
+    contents = [f"filler number {i}" for i in range(15)]
+    contents[5], contents[8] = "the zebra escaped", "the zebra was found"
+    app.execute("select agentmem.store_messages(conversation_id => %s, roles => %s, contents => %s, "
+                "embeddings => %s, model => %s)",
+                (cid, ["user"] * 15, contents, [vec(c, DIM) for c in contents], MODEL))
+    rows = app.execute("select window_rank, message_index, is_hit from agentmem.search_with_context("
+                       "user_id => 'alice', query_text => 'zebra', k => 2, radius => 1)").fetchall()
+    assert sorted(r[1] for r in rows if r[2]) == [5, 8]
+    assert {r[0] for r in rows} == {1} and [r[1] for r in rows] == list(range(4, 10))
+
+
 def test_a_second_users_messages_are_not_in_the_first_users_results(app):
     mine, theirs = start(app, user="alice"), start(app, user="bob")
     store(app, mine, "my cat is called Tom")
@@ -280,6 +295,22 @@ def test_a_narrow_window_of_a_big_user_stays_on_its_indexes(admin, history):
     # window's rows through the B-trees on occurred_at, in both branches
     assert "message_embeddings_occurred_idx" in joined
     assert "messages_user_occurred_idx" in joined
+
+
+def test_a_candidate_thousands_of_half_lives_old_weighs_zero_instead_of_failing(app):
+    """recency_half_life => '1 day' on a six-year-old message: 0.5 ^ 2,190 is below the smallest double
+    (22003, floating underflow, before); it comes back last with score 0, by words and by meaning."""
+    cid = start(app, "erin")
+    app.execute("select * from agentmem.store_messages(conversation_id => %s, roles => %s, contents => %s, "
+                "embeddings => %s, occurred_at => %s::timestamptz[])",
+                (cid, ["user"] * 2, ["garden party long ago", "garden party today"],
+                 [vec("garden party long ago"), vec("garden party today")], ["2020-01-01", "2026-01-01"]))
+    for branch in ("query_text => 'garden'", "query_embedding => %s"):
+        rows = app.execute("select content, score from agentmem.search_messages(user_id => 'erin', "
+                           f"{branch}, recency_half_life => '1 day', until => '2026-01-02')",
+                           (vec("garden party"),) if "%s" in branch else None).fetchall()
+        assert [r[0] for r in rows] == ["garden party today", "garden party long ago"]
+        assert rows[0][1] > 0 and rows[1][1] == 0
 
 
 def test_the_recency_weight_prefers_the_recent_of_two_equal_matches(app, history):

@@ -14,6 +14,7 @@ import uuid
 import numpy as np
 import psycopg
 import pytest
+from pgvector.psycopg import register_vector
 
 from agentmem.worker import Worker
 from helpers import count, sqlstate_of, vec, wait_until, worker_login_url
@@ -374,8 +375,8 @@ def test_reembedding_a_tenant_under_search_load_never_returns_fewer_than_k(
     assert count(admin, "message_embeddings", "model = 'all-minilm'") == 61
 
 
-def test_an_idle_worker_wakes_on_notify_not_on_its_poll(app, admin, make_worker):
-    w = make_worker(poll=600.0)
+def test_an_idle_worker_picks_a_job_up_within_its_poll(app, admin, make_worker):
+    w = make_worker(poll=0.5)
     t = threading.Thread(target=w.run)
     t.start()
     try:
@@ -384,7 +385,7 @@ def test_an_idle_worker_wakes_on_notify_not_on_its_poll(app, admin, make_worker)
         cid = _conversation(app)
         app.execute("select * from agentmem.store_message(conversation_id => %s, role => 'user', "
                     "content => 'wake up', embedding => null)", (cid,))
-        wait_until(lambda: count(admin, "message_embeddings") == 1, timeout=20, what="the NOTIFY to wake the worker")
+        wait_until(lambda: count(admin, "message_embeddings") == 1, timeout=20, what="the worker's next poll")
     finally:
         w.stop()
         t.join(30)
@@ -450,3 +451,123 @@ def test_the_worker_command_as_the_application_role_says_what_is_missing(app_url
     out = subprocess.run([sys.executable, "-m", "agentmem.cli", "worker", "--database-url", app_url, "--once"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 1 and "42501" in out.stderr and "grant agentmem_worker" in out.stderr
+
+
+# -- a correction and the old text's job (issue 37, item 1) --------------------------------------
+
+@pytest.mark.parametrize("claimed", ["before", "after"])
+def test_a_corrected_fact_never_gets_the_vector_of_the_text_it_corrected(app, admin, worker_url, claimed):
+    """upsert_fact without a vector queues a job for its text; update_fact corrects the text (with its
+    vector). Whether the worker claimed the job before the correction or comes after it, the old text's
+    vector never lands: the held job completes as gone, and no job of the old text is left to claim."""
+    fact_id = app.execute("select fact_id from agentmem.upsert_fact(user_id => 'u1', subject => 'diet', "
+                          "fact => 'is vegetarian', embedding => null)").fetchone()[0]
+    old_vector, new_vector = vec(DOC + "is vegetarian"), vec("eats fish")
+    with psycopg.connect(worker_url, autocommit=True) as w:
+        register_vector(w)
+        if claimed == "before":
+            jobs = w.execute("select * from agentmem.claim_embedding_jobs()").fetchall()
+            assert [j[4] for j in jobs] == [DOC + "is vegetarian"]
+        app.execute("select agentmem.update_fact(fact_id => %s, fact => 'eats fish', embedding => %s)",
+                    (fact_id, new_vector))
+        if claimed == "after":
+            jobs = w.execute("select * from agentmem.claim_embedding_jobs()").fetchall()
+            assert jobs == []
+        else:
+            out = w.execute("select * from agentmem.complete_embedding_jobs(lease_token => %s, tenant_ids => %s, "
+                            "job_ids => %s, embeddings => %s)",
+                            (jobs[0][6], [jobs[0][0]], [jobs[0][1]], [old_vector])).fetchall()
+            assert out == [(jobs[0][1], "gone")]
+    assert count(admin, "embedding_jobs") == 0
+    stored = admin.execute("select fact, embedding <=> %s, embedding <=> %s from agentmem.facts where fact_id = %s",
+                           (new_vector, old_vector, fact_id)).fetchone()
+    assert stored[0] == "eats fish" and stored[1] < 1e-6 and stored[2] > 1e-3
+    # found by the meaning of the correction, not by the meaning of what it replaced
+    hits = app.execute("select fact, similarity from agentmem.recall_facts(user_id => 'u1', query_embedding => %s)",
+                       (old_vector,)).fetchall()
+    assert all(h[1] < 0.999 for h in hits) and [h[0] for h in hits] == ["eats fish"]
+
+
+def test_a_correction_during_a_reembedding_queues_the_new_text_in_the_new_model(app, admin, worker_url):
+    """A fact's job in a model the tenant is being re-embedded into carries its text: a correction queues
+    it again with the new text (the worker holding the old one is told gone)."""
+    fact_id = app.execute("select fact_id from agentmem.upsert_fact(user_id => 'u1', subject => 'diet', "
+                          "fact => 'is vegetarian', embedding => %s)", (vec("is vegetarian"),)).fetchone()[0]
+    admin.execute("select * from agentmem.reembed(model => 'all-minilm', tenant_id => 'acme')")
+    with psycopg.connect(worker_url, autocommit=True) as w:
+        register_vector(w)
+        jobs = [j for j in w.execute("select * from agentmem.claim_embedding_jobs(model => 'all-minilm')").fetchall()
+                if j[4].endswith("is vegetarian")]
+        assert len(jobs) == 1
+        app.execute("select agentmem.update_fact(fact_id => %s, fact => 'eats fish', embedding => %s)",
+                    (fact_id, vec("eats fish")))
+        out = w.execute("select * from agentmem.complete_embedding_jobs(lease_token => %s, tenant_ids => %s, "
+                        "job_ids => %s, embeddings => %s)",
+                        (jobs[0][6], [jobs[0][0]], [jobs[0][1]], [vec("is vegetarian", 384)])).fetchall()
+        assert out == [(jobs[0][1], "gone")]
+        again = w.execute("select input from agentmem.claim_embedding_jobs(model => 'all-minilm')").fetchall()
+        assert [a[0] for a in again if "fish" in a[0] or "vegetarian" in a[0]] == [jobs[0][4].replace(
+            "is vegetarian", "eats fish")]
+
+
+# -- the claim and the lease (issue 37, tests that catch what they claim) -----------------------
+
+def test_a_claim_while_another_workers_claim_is_open_gets_other_jobs_at_once(app, admin, worker_url):
+    """Worker A's claim is still open (its transaction not committed): worker B's claim neither waits for
+    A's rows nor fails, and gets the other jobs (FOR UPDATE SKIP LOCKED)."""
+    cid = _conversation(app)
+    app.execute("select agentmem.store_messages(conversation_id => %s, roles => %s, contents => %s, "
+                "embeddings => %s)", (cid, ["user"] * 4, [f"text {i}" for i in range(4)], [None] * 4))
+    with psycopg.connect(worker_url) as a, psycopg.connect(worker_url, autocommit=True) as b:
+        mine = a.execute("select job_id from agentmem.claim_embedding_jobs(batch_size => 2)").fetchall()
+        assert len(mine) == 2  # A's transaction is open: its two rows stay locked
+        b.execute("set lock_timeout = '2s'")
+        started = time.monotonic()
+        theirs = b.execute("select job_id from agentmem.claim_embedding_jobs(batch_size => 10)").fetchall()
+        assert time.monotonic() - started < 1.5
+        assert len(theirs) == 2 and not set(theirs) & set(mine)
+        a.rollback()
+
+
+def test_a_completion_with_a_superseded_lease_token_stores_nothing(app, admin, worker_url):
+    """A's lease expired and B claimed the job again: A's completion (its token superseded) is gone and
+    stores nothing; B's lands."""
+    cid = _conversation(app)
+    app.execute("select agentmem.store_message(conversation_id => %s, role => 'user', content => 'late', "
+                "embedding => null)", (cid,))
+    with psycopg.connect(worker_url, autocommit=True) as a, psycopg.connect(worker_url, autocommit=True) as b:
+        register_vector(a)
+        register_vector(b)
+        first = a.execute("select * from agentmem.claim_embedding_jobs(lease => '1 second')").fetchall()
+        assert len(first) == 1
+        admin.execute("update agentmem.embedding_jobs set lease_until = now() - interval '1 second'")
+        second = b.execute("select * from agentmem.claim_embedding_jobs()").fetchall()
+        assert [s[1] for s in second] == [first[0][1]] and second[0][6] != first[0][6]
+        wrong = vec("something else")
+        out = a.execute("select * from agentmem.complete_embedding_jobs(lease_token => %s, tenant_ids => %s, "
+                        "job_ids => %s, embeddings => %s)",
+                        (first[0][6], [first[0][0]], [first[0][1]], [wrong])).fetchall()
+        assert out == [(first[0][1], "gone")]
+        assert count(admin, "message_embeddings") == 0 and count(admin, "embedding_cache") == 0
+        out = b.execute("select * from agentmem.complete_embedding_jobs(lease_token => %s, tenant_ids => %s, "
+                        "job_ids => %s, embeddings => %s)",
+                        (second[0][6], [second[0][0]], [second[0][1]], [vec(DOC + "late")])).fetchall()
+        assert out == [(second[0][1], "embedded")]
+        assert count(admin, "message_embeddings") == 1 and count(admin, "embedding_jobs") == 0
+
+
+def test_a_listening_application_login_never_hears_of_another_tenants_write(app, admin, connect, app_url):
+    """Any login may LISTEN on any channel: an application login listening on the queue's channel hears
+    nothing when a tenant stores text without a vector (it heard every such write, with the model)."""
+    ear = connect(app_url)
+    ear.execute("listen agentmem_embedding_jobs")
+    globex = connect(app_url, tenant="globex")
+    cid = _conversation(globex)
+    globex.execute("select * from agentmem.store_message(conversation_id => %s, role => 'user', "
+                   "content => 'a secret', embedding => null)", (cid,))
+    globex.execute("select * from agentmem.upsert_fact(user_id => 'u1', subject => 's', fact => 'a secret fact', "
+                   "embedding => null)")
+    globex.execute("select * from agentmem.cache_store(question => 'a secret question?', question_embedding => null, "
+                   "answer => 'x')")
+    assert count(admin, "embedding_jobs", "tenant_id = 'globex'") == 3
+    assert list(ear.notifies(timeout=1.0, stop_after=1)) == []

@@ -229,6 +229,21 @@ def test_fact_history_shows_both_times_of_each_period(app, alice_moved):
     assert recorded <= replaced and recorded > utc(2024, 1, 1)
 
 
+def test_a_contradiction_clips_an_old_fact_that_ends_after_the_new_one_starts(app):
+    """Paris 2019 to 2025, then Berlin from 2023-03-01: the old period is clipped at Berlin's start, so
+    the periods of the subject never overlap (history says Paris until 2023-03-01, not 2025)."""
+    from helpers import upsert
+    first = upsert(app, "alice", "home_city", "Alice lives in Paris", valid_from=utc(2019, 1, 1),
+                   valid_to=utc(2025, 1, 1))
+    second = upsert(app, "alice", "home_city", "Alice moved to Berlin", valid_from=utc(2023, 3, 1))
+    assert second[0] == first[0] and second[1] == "replaced"
+    rows = app.execute("select fact, valid_from, valid_to from agentmem.fact_history(fact_id => %s)",
+                       (first[0],)).fetchall()
+    assert rows == [("Alice lives in Paris", utc(2019, 1, 1), utc(2023, 3, 1))]
+    # as of 2024 only Berlin was true
+    assert [r[0] for r in recall(app, as_of=utc(2024, 1, 1))] == ["Alice moved to Berlin"]
+
+
 def test_an_overlapping_period_is_refused_with_its_sqlstate(app, admin, alice_moved):
     from helpers import upsert
     with pytest.raises(psycopg.Error) as info:

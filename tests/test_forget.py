@@ -122,6 +122,26 @@ def test_forget_user_leaves_nothing_that_refers_to_the_user_and_touches_no_one_e
     assert "u1" not in logged.replace("acme", "") and "zorkmid" not in logged
 
 
+def test_forget_user_of_a_user_whose_only_trace_is_a_looked_up_question_leaves_no_cached_embedding(app, admin):
+    """zed never wrote anything: one cache_lookup, its question embedded through the embedding cache (as
+    the driver does, with the model's query prefix). forget_user('zed') leaves no embedding-cache row of
+    the question, and another user's cached text stays."""
+    model = "all-minilm"
+    prefix = admin.execute("select query_prefix from agentmem.models where model = %s", (model,)).fetchone()[0]
+    question = "what is the wifi password of the office?"
+    app.execute("select agentmem.embedding_cache_store(model => %s, texts => %s, embeddings => %s)",
+                (model, [prefix + question, "someone else's text"],
+                 [vec(prefix + question, 384), vec("someone else's text", 384)]))
+    app.execute("select * from agentmem.cache_lookup(question => %s, question_embedding => %s, model => %s, "
+                "user_id => 'zed')", (question, vec(prefix + question, 384), model))
+    assert count(admin, "cache_hits", "user_id = 'zed'") == 1 and count(admin, "embedding_cache") == 2
+    receipt = app.execute("select rows_removed from agentmem.forget_user(user_id => 'zed')").fetchone()[0]
+    assert receipt["embedding_cache"] == 1 and receipt["cache_hits"] == 1
+    assert count(admin, "cache_hits") == 0 and count(admin, "embedding_cache") == 1
+    assert app.execute("select count(*) from agentmem.embedding_cache_lookup(model => %s, texts => %s) "
+                       "where embedding is not null", (model, [prefix + question])).fetchone()[0] == 0
+
+
 def test_forget_user_covers_a_table_added_later(app, admin):
     admin.execute("create table agentmem.later_notes (tenant_id text not null, user_id text, note text)")
     admin.execute("alter table agentmem.later_notes enable row level security")

@@ -88,6 +88,23 @@ def test_erasure_log_and_job_runs_have_policies_too(admin):
     assert count(admin, "erasure_log") == 1 and count(admin, "job_runs") == 1  # this run's record
 
 
+def test_the_access_log_has_a_policy_too(admin, app):
+    """access_log (exports, imports, single deletions, corrections) is a retention kind: a tenant's own
+    policy and the installation default age it by logged_at, each tenant by its own."""
+    for tenant, age in (("acme", "100 days"), ("acme", "1 day"), ("globex", "100 days"), ("initech", "100 days")):
+        admin.execute("insert into agentmem.access_log (tenant_id, kind, rows_affected, logged_at) "
+                      "values (%s, 'export_user', '{}', now() - %s::interval)", (tenant, age))
+    app.execute("select agentmem.set_retention_policy(kind => 'access_log', max_age => '30 days')")
+    admin.execute("select agentmem.set_default_retention_policy(kind => 'access_log', max_age => '365 days')")
+    admin.execute("select agentmem.set_tenant(tenant_id => 'globex')")
+    admin.execute("select agentmem.set_retention_policy(kind => 'access_log', max_age => '7 days')")
+    out = removed(run(admin))
+    assert out["access_log"] == 2
+    left = admin.execute("select tenant_id, logged_at > now() - interval '2 days' from agentmem.access_log "
+                         "order by 1").fetchall()
+    assert left == [("acme", True), ("initech", False)]  # initech: within the default's 365 days
+
+
 def test_each_run_is_recorded_with_counts_and_duration(admin):
     add_facts(admin, "acme", 2, "40 days")
     admin.execute("select agentmem.set_default_retention_policy(kind => 'facts', max_age => '1 day')")
@@ -95,7 +112,7 @@ def test_each_run_is_recorded_with_counts_and_duration(admin):
     rec = admin.execute("select job, rows_removed, total_removed, error, finished_at >= started_at "
                         "from agentmem.job_runs where run_id = %s", (row[1],)).fetchone()
     assert rec[0] == "retention" and rec[1]["facts"] == 2 and rec[2] >= 2 and rec[3] is None and rec[4]
-    assert set(rec[1]) >= {"messages", "cached_answers", "hit_log", "facts", "erasure_log", "job_runs"}
+    assert set(rec[1]) >= {"messages", "cached_answers", "hit_log", "facts", "erasure_log", "job_runs", "access_log"}
     health = admin.execute("select last_run_id, last_total_removed, last_error, status, last_run_duration "
                            "from agentmem.retention_health").fetchone()
     assert health[0] == row[1] and health[1] == rec[2] and health[2] is None and health[3] == "ok"

@@ -83,7 +83,9 @@ def test_every_function_is_documented_pinned_and_definer_only_with_a_reason(admi
     queue_calls = {f"agentmem.{n}" for n in audiences(admin)["worker"]}
     for name, schema, comment, secdef, config, owner in rows:
         assert comment and comment.splitlines()[0].strip(), f"{name} has no comment"
-        assert any(c.startswith("search_path=") for c in (config or [])), f"{name} has no fixed search_path"
+        # Only schemas no caller can write: never pgvector's (often public), where an exact-type overload
+        # planted by another role would beat pg_catalog's (test_tenant_binding.py plants them).
+        assert "search_path=pg_catalog, agentmem, pg_temp" in (config or []), f"{name} pins {config}"
         if schema == "agentmem":
             assert not name.startswith("agentmem._"), f"{name}: internal helpers belong in agentmem_private"
         if secdef:  # a definer function is public, owned by agentmem_owner, and says why on a line of its own
@@ -244,3 +246,77 @@ def test_every_table_carries_tenant_id_with_forced_rls(admin):
                     else "(tenant_id = ( SELECT agentmem.current_tenant() AS current_tenant))")
         assert policies.get(name) == f"{expected} / {expected}", f"table {name}: {policies.get(name)}"
     assert len(policies) == len(rows) - len(exempt & {r[0] for r in rows})
+
+
+def test_a_table_that_lost_forced_rls_or_its_policy_gets_them_back_on_the_next_migrate(admin, admin_url):
+    """A DBA (or a restore) turned row-level security off, unforced it, dropped a policy: the next
+    agentmem migrate puts each back (sql/01_row_security.sql compares the catalogue on every install)."""
+    from pathlib import Path
+
+    from agentmem.migrate import Migrator, Source
+    admin.execute("alter table agentmem.messages no force row level security")
+    admin.execute("alter table agentmem.facts disable row level security")
+    admin.execute("drop policy tenant_isolation on agentmem.cache_entries")
+    admin.execute("alter policy tenant_isolation on agentmem.conversations using (true) with check (true)")
+    Migrator(admin_url, Source.load(Path(__file__).resolve().parents[1])).migrate()
+    test_every_table_carries_tenant_id_with_forced_rls(admin)
+
+
+UNFILTERED = """
+create function agentmem.{name}(p_table text) returns setof text
+language plpgsql stable security definer set search_path = pg_catalog, agentmem, pg_temp as $$
+begin
+    -- every row of the table, no tenant filter of its own
+    return query execute pg_catalog.format('select distinct tenant_id::text from agentmem.%I', p_table);
+end $$;
+alter function agentmem.{name}(text) owner to agentmem_owner;
+grant execute on function agentmem.{name}(text) to agentmem_app;
+"""
+
+
+def test_the_policies_alone_confine_a_function_that_filters_no_tenant(admin, app, connect, app_url):
+    """The functions filter by tenant themselves as well, so the catalogue test alone would not notice a
+    policy that lets rows through. Here definer functions (as agentmem_owner, like the API) whose own
+    tenant filter is removed (a generic read of every table, and recent_messages with its filters cut
+    out) read only the current tenant's rows: the policies hold alone."""
+    import re
+    from helpers import store_message, upsert
+    globex = connect(app_url, tenant="globex")
+    for conn, tenant in ((app, "acme"), (globex, "globex")):
+        cid = conn.execute("select agentmem.start_conversation(user_id => 'u1')").fetchone()[0]
+        store_message(conn, cid, f"{tenant} secret")
+        upsert(conn, "u1", "city", f"{tenant} city")
+        conn.execute("select * from agentmem.cache_store(question => %s, question_embedding => null, answer => 'x')",
+                     (f"{tenant} question?",))
+        conn.execute("select * from agentmem.export_user(user_id => 'u1')").fetchall()
+    globex_cid = globex.execute("select conversation_id from agentmem.list_conversations(user_id => 'u1')"
+                                ).fetchone()[0]
+    tables = [r[0] for r in admin.execute(
+        "select c.relname from pg_class as c where c.relnamespace = 'agentmem'::regnamespace and c.relkind = 'r' "
+        "and c.relrowsecurity and has_table_privilege('agentmem_owner', c.oid, 'select') "
+        "and exists (select from pg_attribute as a where a.attrelid = c.oid "
+        "and a.attname = 'tenant_id' and not a.attisdropped) order by 1").fetchall()]
+    admin.execute(UNFILTERED.format(name="test_unfiltered_tenants"))
+    source = admin.execute("select pg_get_functiondef('agentmem.recent_messages(anycompatible, int, timestamptz, "
+                           "timestamptz)'::regprocedure)").fetchone()[0]
+    stripped = re.sub(r"\b(\w+)\.tenant_id = v_tenant and ", "", source)
+    assert stripped.count("tenant_id = v_tenant") == 0 and stripped != source
+    admin.execute(re.sub(r"\brecent_messages\b", "test_recent_messages_unfiltered", stripped))
+    admin.execute("alter function agentmem.test_recent_messages_unfiltered(anycompatible, int, timestamptz, timestamptz) "
+                  "owner to agentmem_owner")
+    admin.execute("grant execute on function agentmem.test_recent_messages_unfiltered(anycompatible, int, "
+                  "timestamptz, timestamptz) to agentmem_app")
+    seen_by_all = {t: {r[0] for r in admin.execute(
+        "select distinct tenant_id::text from agentmem.%s" % t).fetchall()} for t in tables}
+    assert {"acme", "globex"} <= seen_by_all["messages"] | seen_by_all["facts"]
+    for table in tables:
+        seen = {r[0] for r in app.execute("select * from agentmem.test_unfiltered_tenants(p_table => %s)", (table,))}
+        assert seen <= {"acme"}, f"{table}: {seen}"
+        if "acme" in seen_by_all[table]:
+            assert seen == {"acme"}, table  # the function does read: it is the policy that stops globex's rows
+    # the real function with its filters cut out: globex's conversation is not found from acme
+    assert sqlstate_of(app, "select * from agentmem.test_recent_messages_unfiltered(conversation_id => %s)",
+                       (globex_cid,)) == "AM030"
+    assert [r[0] for r in globex.execute(
+        "select content from agentmem.test_recent_messages_unfiltered(conversation_id => %s)", (globex_cid,))
+    ] == ["globex secret"]

@@ -6,9 +6,13 @@ from __future__ import annotations
 import json
 
 import psycopg
+import psycopg.sql
 import pytest
 
-from helpers import count, run_threads, scratch_database, sqlstate_of, vec
+from pgvector.psycopg import register_vector
+
+from helpers import (count, run_threads, scratch_database, sqlstate_of, start_conversation, store_message, upsert, vec,
+                     worker_login_url)
 
 
 def add_message(conn, cid, content: str = "hello"):

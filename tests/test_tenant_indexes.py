@@ -41,7 +41,8 @@ def test_tenant_index_ddl_create_view_and_drop(admin, tiny):
     name = admin.execute("select agentmem_private.tenant_index_name('message_embeddings', 'acme', %s)",
                          (TINY,)).fetchone()[0]
     assert ddl.startswith(f"create index concurrently if not exists {name} on agentmem.message_embeddings "
-                          "using hnsw ((l2_normalize(embedding::vector(8))::vector(8)) vector_cosine_ops) with (m = 32, ef_construction = 128)")
+                          "using hnsw ((public.l2_normalize(embedding::public.vector(8))::public.vector(8)) public.vector_cosine_ops) "
+                          "with (m = 32, ef_construction = 128)")
     assert ddl.endswith(f"where tenant_id = 'acme' and model = '{TINY}'")
     in_tx = admin.execute("select agentmem.tenant_index_ddl(tenant_id => 'o''brien', model => %s, "
                           "concurrently => false)", (TINY,)).fetchone()[0]
@@ -51,7 +52,7 @@ def test_tenant_index_ddl_create_view_and_drop(admin, tiny):
                               (TINY,)).fetchone()[0]
     exact_name = name.removesuffix("_hnsw") + "_exact"
     assert exact_ddl == (f"create index concurrently if not exists {exact_name} on agentmem.message_embeddings "
-                         "using ivfflat ((l2_normalize(embedding::vector(8))::halfvec(8)) halfvec_cosine_ops) "
+                         "using ivfflat ((public.l2_normalize(embedding::public.vector(8))::public.halfvec(8)) public.halfvec_cosine_ops) "
                          f"with (lists = 1) where tenant_id = 'acme' and model = '{TINY}'")
 
     admin.execute("set agentmem.tenant_index_min_rows = 10")
@@ -396,4 +397,4 @@ def test_facts_and_answer_cache_use_the_tenant_index_and_exact_scans(admin, app,
                      "question_embedding => %s, model => %s)", (q, TINY))
     text = "\n".join(plans)
     assert "Index Scan using" not in text or "_hnsw" not in text, text
-    assert "Sort Key: ((e.embedding <=> " in text, text
+    assert "Sort Key: ((e.embedding OPERATOR(public.<=>) " in text, text

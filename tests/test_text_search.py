@@ -257,7 +257,7 @@ def test_the_text_branch_reads_only_the_users_rows_and_the_vector_branch_still_u
     if plans is not None:  # None on Citus, where the plans are the workers' (helpers.plans_of)
         text_plans = [p for p in plans if "content_tsv @@" in p]
         assert text_plans and "Bitmap Index Scan on messages_content_tsv_idx" in text_plans[-1], text_plans
-        knn = [p for p in plans if "Order By: ((embedding)::vector(384) <=>" in p]
+        knn = [p for p in plans if "Order By: ((embedding)::public.vector(384) OPERATOR(public.<=>)" in p]
         assert knn, "no plan of the vector branch ordered by the HNSW index:\n" + "\n---\n".join(plans)
         assert "Index Scan using message_embeddings_all_minilm_" in knn[0] and "_hnsw" in knn[0]
 

@@ -24,6 +24,7 @@ DISTANCE = re.compile(r"<=>|<->|<#>|<\+>|<~>|<%>")  # pgvector's distance operat
 # Functions that compare two vectors they hold, which is no search: they read no index.
 NOT_A_SEARCH = {
     "agentmem_private.vector_distance",  # the one place
+    "agentmem_private.cosine_distance",  # pgvector's <=> qualified with its schema, for the two below
     "agentmem.upsert_fact",  # a fact's stored embedding against its new one (near-duplicate merge)
     "agentmem_private.apply_fact_vector",  # the same check, when the new version's vector arrives later
 }
@@ -122,7 +123,7 @@ SEARCH = ("select message_id from agentmem.search_messages(user_id => 'alice', q
 
 def counted(plans: list[str]) -> bool:
     """Whether the search counted the user's message embeddings (agentmem_private.count_user_rows)."""
-    return any("select count(*)" in p and "agentmem.message_embeddings" in p for p in plans)
+    return any("select pg_catalog.count(*)" in p and "agentmem.message_embeddings" in p for p in plans)
 
 
 def recall(app, tenant: str, mine: np.ndarray, my_ids: list, queries: np.ndarray) -> float:
@@ -253,7 +254,7 @@ def test_small_tenant_among_big_ones_gets_k_results_through_the_hnsw_index(admin
                           "k => %s, model => 'all-minilm')", (q, K),
                           settings={"agentmem.exact_search_max_rows": "100"})
     assert len(got) == K
-    knn = [p for p in plans if "Order By: ((embedding)::vector(384) <=>" in p]
+    knn = [p for p in plans if "Order By: ((embedding)::public.vector(384) OPERATOR(public.<=>)" in p]
     assert knn, "no plan of the function ordered by the HNSW index:\n" + "\n---\n".join(plans)
     assert "Index Scan using message_embeddings_all_minilm_" in knn[0] and "_hnsw" in knn[0]
 

@@ -204,7 +204,7 @@ begin
                pg_catalog.format('alter operator %s owner to %I;', pg_catalog.format('%I.%s(%s, %s)', p.schema_name, o.oprname, o.oprleft::regtype, o.oprright::regtype), v_dba::regrole::text)
         from path as p join pg_catalog.pg_operator as o on o.oprnamespace = p.oid join untrusted as u on u.nsp = p.oid and o.oprowner = u.oid
     )
-    select string_agg(schema_name || ': ' || problem, '; '), string_agg(distinct fix, ' ')
+    select pg_catalog.string_agg(schema_name || ': ' || problem, '; '), pg_catalog.string_agg(distinct fix, ' ')
       into v_rows, v_fixes from risk;
     if v_rows is not null then
         raise exception 'agentmem will not install here: a role other than the owner may write a schema of agentmem''s search_path'
@@ -234,7 +234,7 @@ comment on table agentmem.schema_migrations is
 # The session search_path under which migrations and definitions are created;
 # functions capture it with "set search_path from current".
 SEARCH_PATH_SQL = (
-    "select format('set search_path = pg_catalog, agentmem, %I, pg_temp', n.nspname) "
+    "select pg_catalog.format('set search_path = pg_catalog, agentmem, %I, pg_temp', n.nspname) "
     "from pg_catalog.pg_extension e join pg_catalog.pg_namespace n on n.oid = e.extnamespace "
     "where e.extname = 'vector'"
 )

@@ -16,9 +16,10 @@ calls, all in sql/17_embedding_jobs.sql:
 Nothing is held between the calls but the lease: a worker killed at any point
 loses no job (its lease expires and another worker claims the jobs again).
 SIGTERM (and SIGINT) finish the batch in hand, then exit. When no job is ready
-the worker waits on LISTEN agentmem_embedding_jobs (every write that queues a
-job notifies it), polling at most every ``poll`` seconds for retries whose
-backoff ended. It logs progress: jobs done, jobs/s, the backlog.
+the worker claims again every ``poll`` seconds (default 1), or at once on a
+NOTIFY agentmem_embedding_jobs (sent by the DBA's reembed and
+retry_embedding_jobs only: a tenant's write notifies no one, since any login
+may LISTEN on any channel and would learn when a tenant stored text). It logs progress: jobs done, jobs/s, the backlog.
 
 The login role needs membership in agentmem_worker (``grant agentmem_worker to
 my_worker_login``) and nothing else.
@@ -112,7 +113,7 @@ class Worker:
 
     def __init__(self, database_url: str, *, model: str | None = None, batch_size: int = 64,
                  lease_seconds: float = 300.0, embedder: str | Callable[..., RawEmbedder] = "ollama",
-                 host: str | None = None, poll: float = 30.0, log_every: float = 10.0):
+                 host: str | None = None, poll: float = 1.0, log_every: float = 10.0):
         import psycopg
         from pgvector.psycopg import register_vector
         self.database_url = database_url
