@@ -70,7 +70,7 @@ begin
     execute pg_catalog.format($f$
         create or replace function agentmem.tenant_binding_mode()
         returns text language sql immutable parallel safe security invoker
-        set search_path from current
+        set search_path = pg_catalog, agentmem, pg_temp
         as %L
     $f$, case
         when pg_catalog.to_regclass('pg_catalog.pg_dist_local_group') is null
@@ -83,7 +83,7 @@ begin
     execute pg_catalog.format($f$
         create or replace function agentmem_private.tenant_jwt_claim()
         returns text[] language sql immutable parallel safe security invoker
-        set search_path from current
+        set search_path = pg_catalog, agentmem, pg_temp
         as %L
     $f$, pg_catalog.format('select %L::pg_catalog.text[]', pg_catalog.string_to_array(coalesce(v_claim, 'tenant_id'), '.')));
     comment on function agentmem.tenant_binding_mode() is
@@ -112,7 +112,7 @@ language sql
 immutable
 parallel safe
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select false
 $$;
@@ -783,7 +783,7 @@ returns void
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_orphans oid[];
@@ -793,14 +793,14 @@ begin
     -- rows go here. The catalogue is read apart from the tables (on Citus
     -- they are reference tables, which a statement does not join with a
     -- catalogue of the coordinator).
-    select array_agg(k.role_oid) into v_orphans
+    select pg_catalog.array_agg(k.role_oid) into v_orphans
     from (
         select g.role_oid from agentmem.tenant_grants as g
         union
         select l.role_oid from agentmem.local_tenant_logins as l
     ) as k;
-    select array_agg(o.role_oid) into v_orphans
-    from unnest(v_orphans) as o (role_oid)
+    select pg_catalog.array_agg(o.role_oid) into v_orphans
+    from pg_catalog.unnest(v_orphans) as o (role_oid)
     where not exists (select from pg_catalog.pg_roles as r where r.oid = o.role_oid);
     if v_orphans is not null then
         delete from agentmem.tenant_grants as g where g.role_oid = any(v_orphans);
@@ -820,7 +820,7 @@ returns boolean
 language plpgsql
 volatile
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     if require_local_tenant.role_name is null
@@ -859,7 +859,7 @@ returns boolean
 language sql
 stable
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select exists (
         select from agentmem.local_tenant_logins as l
@@ -931,7 +931,7 @@ begin
     -- A session learns of the new mode (a replaced function) at its next
     -- transaction: one already open may keep the old mode until it ends
     -- (counted where pg_stat_activity shows it: superusers, pg_read_all_stats).
-    select count(*) into v_open
+    select pg_catalog.count(*) into v_open
     from pg_catalog.pg_stat_activity as a
     where
         a.datname = pg_catalog.current_database() and a.pid <> pg_catalog.pg_backend_pid()
@@ -940,8 +940,8 @@ begin
         raise notice 'agentmem: % session% of this database % in an open transaction, which may keep tenant binding mode % until it ends',
             v_open, case when v_open > 1 then 's' else '' end, case when v_open > 1 then 'are' else 'is' end, v_old
         using hint = 'The change holds for every transaction that starts after this one commits. To end the '
-        || 'older ones: select pg_terminate_backend(pid) from pg_stat_activity where datname = current_database() '
-        || 'and xact_start < now() and pid <> pg_backend_pid();';
+        || 'older ones: select pg_terminate_backend(pid) from pg_stat_activity where datname = pg_catalog.current_database() '
+        || 'and xact_start < pg_catalog.now() and pid <> pg_backend_pid();';
     end if;
     select b.* into v_row from agentmem.tenant_binding as b;
     return v_row;
@@ -963,7 +963,7 @@ returns table (tenant_id text, scope text, granted_at timestamptz, binding_mode 
 language sql
 stable
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
     select
         nullif(g.tenant, ''), g.scope, g.granted_at,

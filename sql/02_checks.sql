@@ -87,14 +87,14 @@ begin
         using errcode = 'AM020', hint = 'Pass e.g. ''{"source": "import"}''::jsonb.';
     end if;
     v_text := p_metadata::text;
-    if length(v_text) > 100000 then
-        raise exception '% is too large: % characters, the limit is 100000', p_what, length(v_text)
+    if pg_catalog.length(v_text) > 100000 then
+        raise exception '% is too large: % characters, the limit is 100000', p_what, pg_catalog.length(v_text)
         using errcode = 'AM021', hint = 'Keep large payloads outside agentmem and store a reference.';
     end if;
     -- Depth: each level opens with a { or a [, so a text holding at most 32
     -- of them (inside strings too: counted, never missed) is at most 32 deep,
     -- and the walk below is skipped (what nearly every message's metadata is).
-    if length(v_text) - length(pg_catalog.translate(v_text, '{[', '')) <= 32 then
+    if pg_catalog.length(v_text) - pg_catalog.length(pg_catalog.translate(v_text, '{[', '')) <= 32 then
         return p_metadata;
     end if;
     -- Otherwise a walk that never goes below level 33, so at most 100,000

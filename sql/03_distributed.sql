@@ -7,12 +7,12 @@ returns boolean
 language plpgsql
 stable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_distributed boolean;
 begin
-    if to_regclass('pg_catalog.pg_dist_partition') is null then
+    if pg_catalog.to_regclass('pg_catalog.pg_dist_partition') is null then
         return false;
     end if;
     execute 'select exists (select from pg_catalog.pg_dist_partition where logicalrelid = $1)'

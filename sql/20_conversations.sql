@@ -48,7 +48,7 @@ language sql
 immutable
 parallel safe
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$ select 1000 $$;
 
 comment on function agentmem_private.store_messages_max() is
@@ -61,7 +61,7 @@ language sql
 immutable
 parallel safe
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$ select 10000000::bigint $$;
 
 comment on function agentmem_private.store_messages_max_chars() is
@@ -73,11 +73,11 @@ returns void
 language plpgsql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     if p_role is null or p_role not in ('user', 'assistant', 'tool', 'system') then
-        raise exception '%unknown role %', p_what, coalesce(quote_literal(p_role), 'NULL')
+        raise exception '%unknown role %', p_what, coalesce(pg_catalog.quote_literal(p_role), 'NULL')
         using errcode = 'AM020', hint = 'role is one of user, assistant, tool, system.';
     end if;
 end
@@ -92,11 +92,11 @@ returns void
 language plpgsql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
-    if length(p_title) > 1000 then
-        raise exception 'title is too large: % characters, the limit is 1000', length(p_title)
+    if pg_catalog.length(p_title) > 1000 then
+        raise exception 'title is too large: % characters, the limit is 1000', pg_catalog.length(p_title)
         using errcode = 'AM021';
     end if;
 end
@@ -231,7 +231,7 @@ create or replace function agentmem.store_messages(
 language plpgsql
 volatile
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 -- to_tsvector's notice of a word over 2,047 characters would carry the whole insert as its context
 set client_min_messages = warning
 as $$
@@ -270,7 +270,7 @@ begin
         agentmem_private.check_array('embeddings', store_messages.embeddings, v_max),
         agentmem_private.check_array('metadata', store_messages.metadata, v_max),
         agentmem_private.check_array('occurred_at', store_messages.occurred_at, v_max);
-    if v_n not between 1 and v_max or array_ndims(store_messages.roles) <> 1 then
+    if v_n not between 1 and v_max or pg_catalog.array_ndims(store_messages.roles) <> 1 then
         raise exception 'a batch holds 1 to % messages, got %', v_max, v_n
         using errcode = 'AM020', hint = 'Split a larger import into several calls.';
     end if;
@@ -293,11 +293,11 @@ begin
     -- The call's size, before any message is read: contents and metadata as
     -- text, each message's length kept to cut the inserts into pieces.
     v_lens := array(
-        select coalesce(length(store_messages.contents[g.i]), 0) + coalesce(length(store_messages.metadata[g.i]::text), 0)
-        from generate_series(1, v_n) as g (i)
+        select coalesce(pg_catalog.length(store_messages.contents[g.i]), 0) + coalesce(pg_catalog.length(store_messages.metadata[g.i]::text), 0)
+        from pg_catalog.generate_series(1, v_n) as g (i)
         order by g.i
     );
-    select sum(x) into v_chars from unnest(v_lens) as x;
+    select pg_catalog.sum(x) into v_chars from pg_catalog.unnest(v_lens) as x;
     if v_chars > agentmem_private.store_messages_max_chars() then
         raise exception 'the batch holds % characters of contents and metadata; the limit is % per call',
             v_chars, agentmem_private.store_messages_max_chars()
@@ -378,7 +378,7 @@ begin
     if v_n = 1 then
         v_queued := case when store_messages.embeddings[1] is null then array[1] else '{}'::int[] end;
     else
-        v_queued := array(select g.i from generate_series(1, v_n) as g (i) where store_messages.embeddings[g.i] is null);
+        v_queued := array(select g.i from pg_catalog.generate_series(1, v_n) as g (i) where store_messages.embeddings[g.i] is null);
     end if;
 
     if v_n = 1 then
@@ -386,7 +386,7 @@ begin
         -- statements, their plans cached for the session, the vector passed
         -- as it came (no text round trip); a one-row VALUES with the tenant's
         -- id routes to its shard on Citus as cache_store's insert does.
-        v_ids := array[gen_random_uuid()];
+        v_ids := array[pg_catalog.gen_random_uuid()];
         insert into agentmem.messages as m (
             tenant_id, message_id, conversation_id, user_id, message_index, role, content, metadata, occurred_at
         ) values (
@@ -410,7 +410,7 @@ begin
         -- COPY, refused under row-level security; not array parameters subscripted
         -- per row ($2[i]), which Citus copies whole for every reference (a batch
         -- of 100 took 2.5 s).
-        v_ids := array(select gen_random_uuid() from generate_series(1, v_n));
+        v_ids := array(select pg_catalog.gen_random_uuid() from pg_catalog.generate_series(1, v_n));
         v_from := 1;
         while v_from <= v_n loop
             v_to := v_from;
@@ -423,25 +423,25 @@ begin
                 || '(tenant_id, message_id, conversation_id, user_id, message_index, role, content, metadata, occurred_at) '
                 || 'values '
                 || (
-                    select string_agg(pg_catalog.format(
+                    select pg_catalog.string_agg(pg_catalog.format(
                         '(%L, %L::uuid, %L::uuid, %L, %s, %L, %L, %L::jsonb, %L::timestamptz)',
                         v_tenant, v_ids[g.i], v_conversation_id, v_user, v_first + g.i - 1,
                         store_messages.roles[g.i], store_messages.contents[g.i],
                         coalesce(store_messages.metadata[g.i], '{}'::jsonb), v_times[g.i]
                     ), ', ' order by g.i)
-                    from generate_series(v_from, v_to) as g (i)
+                    from pg_catalog.generate_series(v_from, v_to) as g (i)
                 );
-            if cardinality(v_queued) = 0
-                or exists (select from generate_series(v_from, v_to) as g (i) where store_messages.embeddings[g.i] is not null) then
+            if pg_catalog.cardinality(v_queued) = 0
+                or exists (select from pg_catalog.generate_series(v_from, v_to) as g (i) where store_messages.embeddings[g.i] is not null) then
                 execute 'insert into agentmem.message_embeddings '
                     || '(tenant_id, message_id, model, user_id, conversation_id, embedding, occurred_at) values '
                     || (
-                        select string_agg(pg_catalog.format(
-                            '(%L, %L::uuid, %L, %L, %L::uuid, %L::vector, %L::timestamptz)',
+                        select pg_catalog.string_agg(pg_catalog.format(
+                            '(%L, %L::uuid, %L, %L, %L::uuid, %L::%I.vector, %L::timestamptz)',
                             v_tenant, v_ids[g.i], v_model, v_user, v_conversation_id, store_messages.embeddings[g.i],
-                            v_times[g.i]
+                            v_vector_schema, v_times[g.i]
                         ), ', ' order by g.i)
-                        from generate_series(v_from, v_to) as g (i)
+                        from pg_catalog.generate_series(v_from, v_to) as g (i)
                         where store_messages.embeddings[g.i] is not null
                     );
             end if;
@@ -450,9 +450,9 @@ begin
     end if;
     -- Embedding jobs, in this transaction: for the messages without a vector,
     -- and for every model the tenant is being re-embedded into.
-    v_jobs := agentmem_private.embedding_job_models(v_tenant, v_model, cardinality(v_queued) = 0);
-    if cardinality(v_jobs) > 0 then
-        if cardinality(v_queued) > 0 then
+    v_jobs := agentmem_private.embedding_job_models(v_tenant, v_model, pg_catalog.cardinality(v_queued) = 0);
+    if pg_catalog.cardinality(v_jobs) > 0 then
+        if pg_catalog.cardinality(v_queued) > 0 then
             perform agentmem_private.enqueue_embedding_jobs(
                 v_tenant, 'message', array(select v_ids[q] from pg_catalog.unnest(v_queued) as q),
                 array(select store_messages.contents[q] from pg_catalog.unnest(v_queued) as q), array[v_model]

@@ -177,7 +177,7 @@ begin
         return null;
     end if;
     v_tokens := p_tokens || array['']::text[];   -- sentinel: ends a trailing number phrase
-    for v_i in 1 .. cardinality(v_tokens) loop
+    for v_i in 1 .. pg_catalog.cardinality(v_tokens) loop
         v_tok := v_tokens[v_i];
         v_next := coalesce(v_tokens[v_i + 1], '');
         v_next2 := coalesce(v_tokens[v_i + 2], '');

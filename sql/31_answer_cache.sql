@@ -106,16 +106,16 @@ returns void
 language plpgsql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     perform agentmem_private.check_array('source_ids', p_source_ids, 1000);
-    if p_source_ids is null or array_position(p_source_ids, null) is not null
-        or exists (select from unnest(p_source_ids) as d where agentmem_private.is_blank(d)) then
+    if p_source_ids is null or pg_catalog.array_position(p_source_ids, null) is not null
+        or exists (select from pg_catalog.unnest(p_source_ids) as d where agentmem_private.is_blank(d)) then
         raise exception 'source_ids may not be NULL or contain NULL or blank ids'
         using errcode = 'AM020', hint = 'Pass the ids of the documents the answer was written from, or ''{}''.';
     end if;
-    if exists (select from unnest(p_source_ids) as d where length(d) > 1000) then
+    if exists (select from pg_catalog.unnest(p_source_ids) as d where pg_catalog.length(d) > 1000) then
         raise exception 'a source id is over 1000 characters'
         using errcode = 'AM021', hint = 'Pass the document''s id, not the document.';
     end if;

@@ -55,15 +55,15 @@ returns void
 language plpgsql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     if agentmem_private.is_blank(p_subject) then
         raise exception 'subject must be a non-empty text'
         using errcode = 'AM020', hint = 'A subject names the slot a fact fills, e.g. home_city or diet.';
     end if;
-    if length(btrim(p_subject)) > 200 then
-        raise exception 'subject is % characters long; the limit is 200', length(btrim(p_subject))
+    if pg_catalog.length(pg_catalog.btrim(p_subject)) > 200 then
+        raise exception 'subject is % characters long; the limit is 200', pg_catalog.length(pg_catalog.btrim(p_subject))
         using errcode = 'AM021', hint = 'A subject is a short key, not a sentence.';
     end if;
 end
@@ -77,15 +77,15 @@ returns void
 language plpgsql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
     if agentmem_private.is_blank(p_fact) then
         raise exception 'fact must be a non-empty text'
         using errcode = 'AM020', hint = 'Pass one standalone statement, e.g. "The user lives in Lyon."';
     end if;
-    if length(p_fact) > 4000 then
-        raise exception 'fact is % characters long; the limit is 4000', length(p_fact)
+    if pg_catalog.length(p_fact) > 4000 then
+        raise exception 'fact is % characters long; the limit is 4000', pg_catalog.length(p_fact)
         using errcode = 'AM021', hint = 'Split it into several standalone facts.';
     end if;
 end

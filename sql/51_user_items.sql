@@ -507,7 +507,7 @@ create or replace function agentmem.list_users(
 language plpgsql
 stable
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
@@ -522,22 +522,22 @@ begin
     with recursive u (uid) as (
         select least(
             (
-                select min(c.user_id) from agentmem.conversations as c
+                select pg_catalog.min(c.user_id) from agentmem.conversations as c
                 where c.tenant_id = v_tenant and c.user_id > coalesce(list_users.after, '')
             ),
             (
-                select min(f.user_id) from agentmem.facts as f
+                select pg_catalog.min(f.user_id) from agentmem.facts as f
                 where f.tenant_id = v_tenant and f.user_id > coalesce(list_users.after, '')
             )
         )
         union all
         select least(
             (
-                select min(c.user_id) from agentmem.conversations as c
+                select pg_catalog.min(c.user_id) from agentmem.conversations as c
                 where c.tenant_id = v_tenant and c.user_id > u.uid
             ),
             (
-                select min(f.user_id) from agentmem.facts as f
+                select pg_catalog.min(f.user_id) from agentmem.facts as f
                 where f.tenant_id = v_tenant and f.user_id > u.uid
             )
         )
@@ -554,19 +554,19 @@ begin
     select
         p.uid,
         (
-            select count(*) from agentmem.conversations as c
+            select pg_catalog.count(*) from agentmem.conversations as c
             where c.tenant_id = v_tenant and c.user_id = p.uid
         ),
         (
-            select count(*) from agentmem.messages as m
+            select pg_catalog.count(*) from agentmem.messages as m
             where m.tenant_id = v_tenant and m.user_id = p.uid
         ),
         (
-            select count(*) from agentmem.facts as f
+            select pg_catalog.count(*) from agentmem.facts as f
             where f.tenant_id = v_tenant and f.user_id = p.uid
         ),
         (
-            select max(m.occurred_at) from agentmem.messages as m
+            select pg_catalog.max(m.occurred_at) from agentmem.messages as m
             where m.tenant_id = v_tenant and m.user_id = p.uid
         ),
         p.uid
@@ -603,7 +603,7 @@ create or replace function agentmem.list_messages(
 language plpgsql
 stable
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -626,7 +626,7 @@ begin
         m.created_at, m.occurred_at,
         coalesce(
             (
-                select array_agg(e.model order by e.model) from agentmem.message_embeddings as e
+                select pg_catalog.array_agg(e.model order by e.model) from agentmem.message_embeddings as e
                 where e.tenant_id = v_tenant and e.message_id = m.message_id
             ),
             '{}'
@@ -662,7 +662,7 @@ create or replace function agentmem.list_access_log(
 language plpgsql
 stable
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
@@ -723,7 +723,7 @@ returns table (
 language plpgsql
 stable
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
@@ -732,27 +732,27 @@ begin
     select
         v_tenant,
         (
-            select count(*) from (
+            select pg_catalog.count(*) from (
                 select c.user_id from agentmem.conversations as c where c.tenant_id = v_tenant
                 union
                 select f.user_id from agentmem.facts as f where f.tenant_id = v_tenant
             ) as u
         ),
-        (select count(*) from agentmem.conversations as c where c.tenant_id = v_tenant),
-        (select count(*) from agentmem.messages as m where m.tenant_id = v_tenant),
-        (select count(*) from agentmem.facts as f where f.tenant_id = v_tenant),
-        (select count(*) from agentmem.cache_entries as e where e.tenant_id = v_tenant),
-        (select count(*) from agentmem.cache_hits as h where h.tenant_id = v_tenant),
+        (select pg_catalog.count(*) from agentmem.conversations as c where c.tenant_id = v_tenant),
+        (select pg_catalog.count(*) from agentmem.messages as m where m.tenant_id = v_tenant),
+        (select pg_catalog.count(*) from agentmem.facts as f where f.tenant_id = v_tenant),
+        (select pg_catalog.count(*) from agentmem.cache_entries as e where e.tenant_id = v_tenant),
+        (select pg_catalog.count(*) from agentmem.cache_hits as h where h.tenant_id = v_tenant),
         agentmem_private.default_model(),
         agentmem.corpus_version(),
         j.pending, j.running, j.failed, j.oldest, j.last_error
     from (
         select
-            count(*) filter (where q.state = 'pending') as pending,
-            count(*) filter (where q.state = 'running') as running,
-            count(*) filter (where q.state = 'failed') as failed,
-            min(q.enqueued_at) filter (where q.state <> 'failed') as oldest,
-            (array_agg(q.last_error order by q.run_after desc) filter (where q.last_error is not null))[1]
+            pg_catalog.count(*) filter (where q.state = 'pending') as pending,
+            pg_catalog.count(*) filter (where q.state = 'running') as running,
+            pg_catalog.count(*) filter (where q.state = 'failed') as failed,
+            pg_catalog.min(q.enqueued_at) filter (where q.state <> 'failed') as oldest,
+            (pg_catalog.array_agg(q.last_error order by q.run_after desc) filter (where q.last_error is not null))[1]
             as last_error
         from agentmem.embedding_jobs as q
         where q.tenant_id = v_tenant
@@ -792,7 +792,7 @@ create or replace function agentmem.list_cache_entries(
 language plpgsql
 stable
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 #variable_conflict use_column
 declare
@@ -816,7 +816,7 @@ begin
         limit list_cache_entries.page_size
     ) as e
     left join lateral (
-        select count(*) as lookups, count(*) filter (where ch.reviewed_correct = false) as wrong
+        select pg_catalog.count(*) as lookups, pg_catalog.count(*) filter (where ch.reviewed_correct = false) as wrong
         from agentmem.cache_hits as ch
         where ch.tenant_id = v_tenant and ch.entry_id = e.entry_id
     ) as h on true
@@ -850,7 +850,7 @@ returns table (
 language plpgsql
 stable
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
@@ -872,18 +872,18 @@ begin
     )
     select
         v_tenant,
-        (select count(*) from agentmem.conversations as c
+        (select pg_catalog.count(*) from agentmem.conversations as c
             where c.tenant_id = v_tenant and c.user_id = memory_status.user_id),
         m.n,
-        (select count(*) from agentmem.facts as f
+        (select pg_catalog.count(*) from agentmem.facts as f
             where f.tenant_id = v_tenant and f.user_id = memory_status.user_id),
-        (select count(*) from jobs where jobs.state <> 'failed'),
-        (select count(*) from jobs where jobs.state = 'failed'),
-        (select min(jobs.enqueued_at) from jobs where jobs.state <> 'failed'),
+        (select pg_catalog.count(*) from jobs where jobs.state <> 'failed'),
+        (select pg_catalog.count(*) from jobs where jobs.state = 'failed'),
+        (select pg_catalog.min(jobs.enqueued_at) from jobs where jobs.state <> 'failed'),
         m.first_at,
         m.last_at
     from (
-        select count(*) as n, min(mm.occurred_at) as first_at, max(mm.occurred_at) as last_at
+        select pg_catalog.count(*) as n, pg_catalog.min(mm.occurred_at) as first_at, pg_catalog.max(mm.occurred_at) as last_at
         from agentmem.messages as mm
         where mm.tenant_id = v_tenant and mm.user_id = memory_status.user_id
     ) as m;
@@ -907,7 +907,7 @@ create or replace function agentmem.require_user_item(
 language plpgsql
 stable
 security definer
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();

@@ -47,7 +47,7 @@ language sql
 immutable
 parallel safe
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$ select 16 * 1024 * 1024 $$;
 
 comment on function agentmem_private.import_max_call_bytes() is
@@ -60,17 +60,17 @@ returns void
 language plpgsql
 immutable
 security invoker
-set search_path from current
+set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_bytes bigint;
 begin
-    select sum(octet_length(l)) into v_bytes from unnest(p_lines) as l;
+    select pg_catalog.sum(pg_catalog.octet_length(l)) into v_bytes from pg_catalog.unnest(p_lines) as l;
     if v_bytes > agentmem_private.import_max_call_bytes() then
         raise exception 'the lines hold % bytes; one import call takes at most %', v_bytes, agentmem_private.import_max_call_bytes()
         using
             errcode = 'AM021',
-            detail = pg_catalog.format('%s lines.', cardinality(p_lines)),
+            detail = pg_catalog.format('%s lines.', pg_catalog.cardinality(p_lines)),
             hint = 'Nothing was imported. agentmem import sends a file of any size in pieces, in one transaction; '
             || 'or split the export into pieces, each a header, rows and an end row counting them (docs/export.md).';
     end if;
@@ -363,9 +363,9 @@ declare
     v_line bigint;
     v_what text;
 begin
-    v_n := coalesce(cardinality(p_lines), 0);
+    v_n := coalesce(pg_catalog.cardinality(p_lines), 0);
     perform agentmem_private.check_import_size(p_lines);
-    if p_lines is not null and v_n > 0 and (array_ndims(p_lines) <> 1 or array_lower(p_lines, 1) <> 1) then
+    if p_lines is not null and v_n > 0 and (pg_catalog.array_ndims(p_lines) <> 1 or pg_catalog.array_lower(p_lines, 1) <> 1) then
         perform agentmem_private.import_refuse('AM020', 'lines must be a one-dimensional array from index 1', null, null);
     end if;
     select pg_catalog.min(i) into v_bad from pg_catalog.unnest(p_lines) with ordinality as t (l, i)
@@ -509,8 +509,8 @@ begin
     -- piece of the same file: agentmem import sends a large file in pieces).
     -- (anti-joins: each array is expanded once)
     select m.id into v_id
-    from (select d ->> 'message_id' as id, d ->> 'conversation_id' as conv from jsonb_array_elements(v_msgs) as t (d)) as m
-    left join (select d ->> 'conversation_id' as conv from jsonb_array_elements(v_convs) as t (d)) as c on c.conv = m.conv
+    from (select d ->> 'message_id' as id, d ->> 'conversation_id' as conv from pg_catalog.jsonb_array_elements(v_msgs) as t (d)) as m
+    left join (select d ->> 'conversation_id' as conv from pg_catalog.jsonb_array_elements(v_convs) as t (d)) as c on c.conv = m.conv
     where
         c.conv is null
         and not case when m.conv ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' then exists (
@@ -526,16 +526,16 @@ begin
     -- A retrieval record goes with its message, of the file or the user's here:
     -- its conversation and index are the message's, whatever the row says
     -- (as record_retrieval takes them), and the message is a user message.
-    select coalesce(jsonb_agg(
-        r.d || jsonb_build_object(
-            'conversation_id', coalesce(fm.d -> 'conversation_id', to_jsonb(hm.conversation_id)),
-            'message_index', coalesce(fm.d -> 'message_index', to_jsonb(hm.message_index)),
+    select coalesce(pg_catalog.jsonb_agg(
+        r.d || pg_catalog.jsonb_build_object(
+            'conversation_id', coalesce(fm.d -> 'conversation_id', pg_catalog.to_jsonb(hm.conversation_id)),
+            'message_index', coalesce(fm.d -> 'message_index', pg_catalog.to_jsonb(hm.message_index)),
             'role', coalesce(fm.d ->> 'role', hm.role)
         )
-    ), '[]'), min(r.d ->> 'message_id') filter (where fm.d is null and hm.message_id is null)
+    ), '[]'), pg_catalog.min(r.d ->> 'message_id') filter (where fm.d is null and hm.message_id is null)
     into v_rets, v_id
-    from jsonb_array_elements(v_rets) as r (d)
-    left join jsonb_array_elements(v_msgs) as fm (d) on fm.d ->> 'message_id' = r.d ->> 'message_id'
+    from pg_catalog.jsonb_array_elements(v_rets) as r (d)
+    left join pg_catalog.jsonb_array_elements(v_msgs) as fm (d) on fm.d ->> 'message_id' = r.d ->> 'message_id'
     left join agentmem.messages as hm
         on hm.tenant_id = p_tenant and hm.message_id = (r.d ->> 'message_id')::uuid and hm.user_id = v_user and fm.d is null;
     if v_id is not null then
@@ -543,7 +543,7 @@ begin
             'AM020', pg_catalog.format('retrieval record of message %s, which the export does not hold', v_id), null, null
         );
     end if;
-    select r.d ->> 'message_id' into v_id from jsonb_array_elements(v_rets) as r (d)
+    select r.d ->> 'message_id' into v_id from pg_catalog.jsonb_array_elements(v_rets) as r (d)
     where r.d ->> 'role' is distinct from 'user'
     limit 1;
     if found then
@@ -552,12 +552,12 @@ begin
             'Retrievals are recorded against user messages (record_retrieval).', null
         );
     end if;
-    select coalesce(jsonb_agg(r.d - 'role'), '[]') into v_rets from jsonb_array_elements(v_rets) as r (d);
+    select coalesce(pg_catalog.jsonb_agg(r.d - 'role'), '[]') into v_rets from pg_catalog.jsonb_array_elements(v_rets) as r (d);
 
     -- Every value as the call that writes it checks it, by the same functions
     -- (start_conversation, store_messages, record_retrieval, upsert_fact, cache_store).
     begin
-        for v_doc, v_line in select t.d, t.i + 1 from jsonb_array_elements(v_docs) with ordinality as t (d, i) loop
+        for v_doc, v_line in select t.d, t.i + 1 from pg_catalog.jsonb_array_elements(v_docs) with ordinality as t (d, i) loop
             v_what := pg_catalog.format('line %s: ', v_line);
             case v_doc ->> 'type'
                 when 'conversation' then
@@ -572,14 +572,14 @@ begin
                     end if;
                 when 'retrieval' then
                     perform agentmem_private.check_doc_ids(
-                        array(select jsonb_array_elements_text(coalesce(v_doc -> 'doc_ids', '[]')))
+                        array(select pg_catalog.jsonb_array_elements_text(coalesce(v_doc -> 'doc_ids', '[]')))
                     );
                 when 'fact' then
                     perform agentmem_private.check_fact_subject(v_doc ->> 'subject');
                     perform agentmem_private.check_fact_text(v_doc ->> 'fact');
                     perform agentmem_private.check_fact_subject(h ->> 'subject'), agentmem_private.check_fact_text(h ->> 'fact')
-                    from jsonb_array_elements(
-                        case when jsonb_typeof(v_doc -> 'history') = 'array' then v_doc -> 'history' else '[]' end
+                    from pg_catalog.jsonb_array_elements(
+                        case when pg_catalog.jsonb_typeof(v_doc -> 'history') = 'array' then v_doc -> 'history' else '[]' end
                     ) as h;
                 when 'cache_entry' then
                     perform agentmem_private.cache_check_question(v_doc ->> 'question');
@@ -589,7 +589,7 @@ begin
                         coalesce(v_doc ->> 'llm_model', '')
                     );
                     perform agentmem_private.cache_check_sources(
-                        array(select jsonb_array_elements_text(coalesce(v_doc -> 'source_ids', '[]')))
+                        array(select pg_catalog.jsonb_array_elements_text(coalesce(v_doc -> 'source_ids', '[]')))
                     );
                 else
                     null;

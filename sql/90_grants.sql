@@ -244,7 +244,7 @@ begin
             exit;
         end;
     end loop;
-    select count(*) into v_missing
+    select pg_catalog.count(*) into v_missing
     from pg_catalog.pg_proc as p
     where
         p.prosecdef
@@ -253,7 +253,7 @@ begin
     execute pg_catalog.format($f$
         create or replace function agentmem_private.tenant_mark_trusted()
         returns boolean language sql immutable parallel safe security invoker
-        set search_path from current
+        set search_path = pg_catalog, agentmem, pg_temp
         as %L
     $f$, pg_catalog.format('select %L::pg_catalog.bool', v_missing = 0));
     if v_missing > 0 then
