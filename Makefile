@@ -35,7 +35,7 @@ $(VENV)/.installed: python/pyproject.toml python/dev/pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	@# the distribution is pg-agentmem (PyPI's agentmem is another project): drop a venv's older install
 	-@$(BIN)/pip uninstall -q -y agentmem >/dev/null 2>&1
-	$(BIN)/pip install -q hatchling -e './python[dev,plot]' -e ./python/dev
+	$(BIN)/pip install -q hatchling -e './python[dev,plot,ollama]' -e ./python/dev
 	touch $@
 
 venv: $(VENV)/.installed
@@ -104,7 +104,7 @@ docs: venv
 
 # The peers and the real model (torch 2.13.0 is the CPU build on disk); BENCH_ARGS=--quick for less.
 bench: venv
-	$(BIN)/pip install -q -e './python[dev,bench]'
+	$(BIN)/pip install -q -e './python[dev,bench,ollama]'
 	$(PY) bench/run.py $(BENCH_ARGS)
 
 clean:

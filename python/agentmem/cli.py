@@ -172,6 +172,9 @@ def main(argv: list[str] | None = None) -> int:
             return _cache_report(args)
         elif args.command == "worker":
             from .worker import main as worker_main
+            if args.embedder == "ollama":
+                from .embed import import_ollama
+                import_ollama()  # before connecting: a missing extra is said first
             return worker_main(args.database_url or os.environ.get("AGENTMEM_WORKER_URL") or database_url(args),
                                model=args.model, batch_size=args.batch, once=args.once,
                                lease_seconds=args.lease, embedder=args.embedder, host=args.ollama_host,
@@ -200,6 +203,9 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(exc, AgentmemError):
             print(f"agentmem: error [{exc.sqlstate or '-'}]: {exc}", file=sys.stderr)
             return 1
+        if isinstance(exc, ModuleNotFoundError) and exc.name == "ollama":  # embed.import_ollama: what to install
+            print(f"agentmem {args.command}: {exc}", file=sys.stderr)
+            return 2
         raise
     return 0
 
@@ -297,6 +303,7 @@ def _embed(text: str, model: str, query: bool, database_url: str | None, offline
     the offline lexical embedding (shared words, not meaning) in the model's registered dimension."""
     import psycopg
 
+    from .embed import import_ollama
     from .errors import EmbedderError
     from .lexical import lexical_embedding
     dimension = prefix = None
@@ -312,9 +319,11 @@ def _embed(text: str, model: str, query: bool, database_url: str | None, offline
     where = host or os.environ.get("OLLAMA_HOST") or "http://127.0.0.1:11434"
     reason = "--offline was given" if offline else None
     if not offline:
-        import httpx
-
         from .embed import OllamaEmbedder
+        try:
+            import httpx
+        except ModuleNotFoundError:  # httpx comes with the ollama client (the extra pg-agentmem[ollama])
+            import_ollama()
         embedder = OllamaEmbedder(model=model, host=host, document_prefix=prefix if prefix is not None else "",
                                   query_prefix=prefix if prefix is not None else "", use_cache=False, timeout=30.0)
         try:

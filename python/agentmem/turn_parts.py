@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 from uuid import UUID
 
+from .embed import import_ollama
+
 log = logging.getLogger("agentmem.turn")
 
 # The condenser: a small chat model is enough to resolve references, and it runs
@@ -250,7 +252,7 @@ class OllamaCondenser:
     def __call__(self, history: Sequence[Any], question: str) -> Condensed:
         if not last_turns(history):
             return Condensed(question, question, False, False, NO_HISTORY)
-        import ollama
+        ollama = import_ollama()
         try:
             response = ollama.Client(host=self.host, timeout=self.timeout).chat(
                 model=self.model, messages=condense_messages(history, question), options=self._options(question))
@@ -261,7 +263,7 @@ class OllamaCondenser:
     async def acall(self, history: Sequence[Any], question: str) -> Condensed:
         if not last_turns(history):
             return Condensed(question, question, False, False, NO_HISTORY)
-        import ollama
+        ollama = import_ollama()
         try:
             response = await ollama.AsyncClient(host=self.host, timeout=self.timeout).chat(
                 model=self.model, messages=condense_messages(history, question), options=self._options(question))
@@ -311,12 +313,12 @@ class OllamaGenerator:
         self.model, self.host, self.timeout = model, host, timeout
 
     def __call__(self, request: GenerationRequest) -> str:
-        import ollama
+        ollama = import_ollama()
         return _reply_text(ollama.Client(host=self.host, timeout=self.timeout).chat(
             model=self.model, messages=request.messages(), options={"temperature": 0}))
 
     async def acall(self, request: GenerationRequest) -> str:
-        import ollama
+        ollama = import_ollama()
         return _reply_text(await ollama.AsyncClient(host=self.host, timeout=self.timeout).chat(
             model=self.model, messages=request.messages(), options={"temperature": 0}))
 
@@ -334,12 +336,12 @@ class OllamaSummariser:
         self.model, self.host, self.timeout = model, host, timeout
 
     def __call__(self, previous: str | None, messages: Sequence[dict]) -> str:
-        import ollama
+        ollama = import_ollama()
         return _reply_text(ollama.Client(host=self.host, timeout=self.timeout).chat(
             model=self.model, messages=summary_messages(previous, messages), options={"temperature": 0}))
 
     async def acall(self, previous: str | None, messages: Sequence[dict]) -> str:
-        import ollama
+        ollama = import_ollama()
         return _reply_text(await ollama.AsyncClient(host=self.host, timeout=self.timeout).chat(
             model=self.model, messages=summary_messages(previous, messages), options={"temperature": 0}))
 
