@@ -41,7 +41,7 @@ $(VENV)/.installed: python/pyproject.toml python/dev/pyproject.toml
 venv: $(VENV)/.installed
 
 demo: venv
-	$(BIN)/agentmem dev-server start --data-dir $(DATA) >/dev/null
+	$(BIN)/agentmem dev-server start --quiet --data-dir $(DATA) >/dev/null
 	$(BIN)/agentmem demo --database-url "$$($(BIN)/agentmem dev-server url)"
 
 # From nothing to a psql prompt: the dev server started, database agentmem migrated, an application
@@ -98,7 +98,7 @@ psql-script: venv
 # The API reference, from the catalogue of the embedded server's database once migrated
 # (tests/test_docs.py fails when the committed docs/api.md is not what this writes).
 docs: venv
-	$(BIN)/agentmem dev-server start --data-dir $(DATA) >/dev/null
+	$(BIN)/agentmem dev-server start --quiet --data-dir $(DATA) >/dev/null
 	$(BIN)/agentmem migrate --database-url "$$($(BIN)/agentmem dev-server url)" >/dev/null
 	$(BIN)/agentmem docs --database-url "$$($(BIN)/agentmem dev-server url)" -o docs/api.md
 

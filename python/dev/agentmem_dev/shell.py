@@ -49,13 +49,13 @@ def installed(url: str) -> bool:
         return conn.execute("select pg_catalog.to_regclass('agentmem.schema_migrations') is not null").fetchone()[0]
 
 
-def dev_server_start(data_dir: Path) -> int:
+def dev_server_start(data_dir: Path, quiet: bool = False) -> int:
     """`agentmem dev-server start`: the URL of the dev server's database agentmem on stdout;
     on stderr, what to run next when agentmem is not installed there yet."""
     from . import devserver
     url = ensure_database(devserver.start(data_dir))
     print(url)
-    if not installed(url):
+    if not quiet and not installed(url):
         print(f"agentmem is not installed in database {DATABASE} yet. Next: agentmem migrate --database-url {url}\n"
               "  or: agentmem psql (migrates it, then opens psql there as an application login)", file=sys.stderr)
     return 0
