@@ -25,7 +25,8 @@ help:
 	@echo "make docs         docs/api.md from the catalogue"
 	@echo "make bench        the benchmarks (BENCH_ARGS=--quick for less)"
 	@echo "make venv         only the virtualenv .venv (then . .venv/bin/activate puts agentmem on PATH)"
-	@echo "make clean        stop the dev server and delete .pgdata/"
+	@echo "make clean        stop the dev and test servers and delete .pgdata/"
+	@echo "Ports: the dev server AGENTMEM_EMBEDDED_PORT (default 55418), the test server AGENTMEM_TEST_PORT (55419)"
 
 # Two packages, both editable: the runtime pg-agentmem (python/: the driver, the migrator, the
 # runtime commands) and the development tools pg-agentmem-dev (python/dev/: the dev server, agentmem
@@ -107,6 +108,8 @@ bench: venv
 	$(BIN)/pip install -q -e './python[dev,bench,ollama]'
 	$(PY) bench/run.py $(BENCH_ARGS)
 
+# Both embedded servers stop before their data goes: the dev server's and the test server's.
 clean:
 	-$(BIN)/agentmem dev-server stop --data-dir $(DATA)
+	-$(BIN)/agentmem dev-server stop --data-dir .pgdata/test
 	rm -rf .pgdata

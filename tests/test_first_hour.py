@@ -236,3 +236,44 @@ def test_a_bare_make_lists_the_targets_and_runs_nothing():
         dry = subprocess.run(["make", "--no-print-directory", "-n", "-C", str(ROOT), target],
                              capture_output=True, text=True, timeout=60)
         assert dry.returncode == 0 and command in dry.stdout, (target, dry.stdout, dry.stderr)
+
+
+def test_a_taken_port_is_one_line_naming_its_variable_and_a_default_one_moves(server):
+    """Issue 31, defect 1: another checkout's server on the dev server's port is one line naming
+    AGENTMEM_EMBEDDED_PORT (exit 2, nothing initialised); the test server, on its default port, takes a
+    free one (conftest passes or_any_free_port unless AGENTMEM_TEST_PORT was set); `make clean` stops
+    the test server too."""
+    if server.name != "embedded":
+        pytest.skip("the dev server is the embedded PostgreSQL; once is enough")
+    import socket
+
+    from agentmem_dev import devserver
+    data = ROOT / ".pgdata" / f"dev-{uuid.uuid4().hex[:8]}"
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = dict(os.environ, AGENTMEM_EMBEDDED_PORT=str(port))
+        try:
+            for command in (["dev-server", "start"], ["psql"]):
+                done = subprocess.run([AGENTMEM, *command, "--data-dir", str(data)], capture_output=True,
+                                      text=True, timeout=120, env=env)
+                assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+                (line,) = done.stderr.splitlines()
+                assert f"port {port} " in line and "AGENTMEM_EMBEDDED_PORT=" in line, line
+            assert not (data / "PG_VERSION").exists()
+            with pytest.raises(devserver.PortInUse, match="AGENTMEM_TEST_PORT"):
+                devserver.start(data, port=port, fast=True, port_variable="AGENTMEM_TEST_PORT")
+            url = devserver.start(data, port=port, fast=True, or_any_free_port=True)
+            assert f":{port}/" not in url
+            with psycopg.connect(url) as conn:
+                assert conn.execute("select 1").fetchone() == (1,)
+        finally:
+            devserver.stop(data)
+            shutil.rmtree(data, ignore_errors=True)
+    clean = subprocess.run(["make", "--no-print-directory", "-n", "-C", str(ROOT), "clean"],
+                           capture_output=True, text=True, timeout=60)
+    assert "dev-server stop --data-dir .pgdata/test" in clean.stdout
+    assert clean.stdout.index(".pgdata/test") < clean.stdout.index("rm -rf .pgdata")
+    for variable in ("AGENTMEM_TEST_PORT", "AGENTMEM_EMBEDDED_PORT"):
+        assert variable in (ROOT / "README.md").read_text() and variable in (ROOT / "tests" / "README.md").read_text()

@@ -47,7 +47,11 @@ def add_commands(sub, helps: dict[str, str]) -> dict[str, Handler]:
 def dev_server(args: argparse.Namespace) -> int:
     from . import devserver, shell
     if args.action == "start":
-        return shell.dev_server_start(args.data_dir, quiet=args.quiet)
+        try:
+            return shell.dev_server_start(args.data_dir, quiet=args.quiet)
+        except devserver.PortInUse as exc:
+            print(f"agentmem dev-server: {exc}", file=sys.stderr)
+            return 2
     if args.action == "stop":
         devserver.stop(args.data_dir)
     else:
@@ -56,9 +60,13 @@ def dev_server(args: argparse.Namespace) -> int:
 
 
 def psql(args: argparse.Namespace) -> int:
-    from . import shell
-    return shell.psql(args.data_dir, args.database_url, args.tenant, args.login, args.psql_bin,
-                      args.psql_args, args.quiet)
+    from . import devserver, shell
+    try:
+        return shell.psql(args.data_dir, args.database_url, args.tenant, args.login, args.psql_bin,
+                          args.psql_args, args.quiet)
+    except devserver.PortInUse as exc:
+        print(f"agentmem psql: {exc}", file=sys.stderr)
+        return 2
 
 
 def docs(args: argparse.Namespace) -> int:
