@@ -252,3 +252,53 @@ def test_in_a_cluster_without_the_roles_a_createrole_dba_installs_then_a_second_
     with psycopg.connect(cluster.db_url("dba_two_db", "dba_two_app"), autocommit=True) as app:
         app.execute("select agentmem.set_tenant(tenant_id => 'acme')")
         assert app.execute("select agentmem.start_conversation(user_id => 'alice')").fetchone()[0] is not None
+
+
+def test_a_non_superuser_dba_is_told_what_to_ask_a_superuser_for(server, dba_database):
+    """Issue 31, defect 5: a DBA who is not a superuser, with no tenant set, reading the views across
+    tenants (health, retention_health) or scheduling retention hears AM041 and the one statement a
+    superuser runs, not AM001 or a raw 42501 of pg_cron's settings; with a tenant set the views show
+    that tenant; once the superuser has run the statement they show every tenant."""
+    role, name, version = dba_database
+    superuser(server, name, "create extension if not exists vector")
+    for statement in readme_superuser_statements(role, version):
+        superuser(server, name, statement)
+    m.Migrator(server.db_url(name, role), m.Source.load(ROOT)).migrate()
+    with psycopg.connect(server.db_url(name), autocommit=True) as conn:  # a job run in two tenants
+        for tenant in ("acme", "globex"):
+            conn.execute("insert into agentmem.job_runs (tenant_id, job, started_at, error) "
+                         "values (%s, 'retention', now(), %s)", (tenant, f"boom in {tenant}"))
+    with psycopg.connect(server.db_url(name, role), autocommit=True) as dba:
+        for query, what in (("select * from agentmem.health", "agentmem.health"),
+                            ("select * from agentmem.retention_health", "agentmem.retention_health")):
+            with pytest.raises(psycopg.Error) as info:
+                dba.execute(query)
+            assert info.value.sqlstate == "AM041" and what in info.value.diag.message_primary
+            assert statement_of(info.value.diag.message_hint) == f"alter role {role} bypassrls;"
+        with pytest.raises(psycopg.Error) as info:
+            dba.execute("select agentmem.schedule_retention()")
+        assert info.value.sqlstate == "AM041"
+        assert statement_of(info.value.diag.message_hint) == f"alter role {role} bypassrls;"
+        # with a tenant: that tenant's rows, and pg_cron's state as a note, not an error
+        dba.execute("select agentmem.grant_tenant(role_name => %s, tenant_id => 'acme')", (role,))
+        dba.execute("select agentmem.set_tenant(tenant_id => 'acme')")
+        health = dba.execute("select job, last_error from agentmem.health where job = 'retention'").fetchall()
+        assert health == [("retention", "boom in acme")]
+        note, status = dba.execute("select cron_note, status from agentmem.retention_health").fetchone()
+        assert status == "failing" and note
+        if server.name == "debian15":  # pg_cron is loaded, in another database, its settings hidden
+            assert f'grant pg_read_all_settings to {role};' in note
+        else:
+            assert "pg_cron is not available" in note
+    superuser(server, name, f"alter role {role} bypassrls")
+    with psycopg.connect(server.db_url(name, role), autocommit=True) as dba:
+        errors = dba.execute("select last_error from agentmem.health where job = 'retention'").fetchone()
+        assert errors[0].startswith("boom in")
+        assert dba.execute("select count(*) from agentmem.retention_health").fetchone() == (1,)
+        with pytest.raises(psycopg.Error) as info:
+            dba.execute("select agentmem.schedule_retention()")
+        if server.name == "debian15":
+            assert info.value.sqlstate == "AM041"
+            assert statement_of(info.value.diag.message_hint) == f"grant pg_read_all_settings to {role};"
+        else:
+            assert info.value.sqlstate == "AM050"
