@@ -365,3 +365,12 @@ def test_psql_md_export_and_import_run_as_pasted(server, dbname, app, admin, tmp
             admin.execute("select f.fact from agentmem.facts as f where f.tenant_id = %s and f.user_id = 'alice'",
                           (tenant,)).fetchall()
     assert memory("globex") == memory("acme") and len(memory("acme")) == 3
+
+
+def test_the_readme_creates_the_login_it_grants():
+    """Issue 31, defect 8: the install block makes my_app_login before --grant-app-role names it."""
+    block = readme_block("**With Python**", "sh")
+    lines = block.splitlines()
+    made = next(i for i, line in enumerate(lines) if "create role my_app_login login" in line)
+    granted = next(i for i, line in enumerate(lines) if "--grant-app-role my_app_login" in line)
+    assert made < granted
