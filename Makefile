@@ -9,7 +9,7 @@ DATA   ?= .pgdata/embedded
 # agentmem of the embedded dev server (started if needed).
 DB_URL = $(if $(AGENTMEM_DATABASE_URL),$(AGENTMEM_DATABASE_URL),$$($(BIN)/agentmem dev-server start --data-dir $(DATA) 2>/dev/null))
 
-.PHONY: help venv demo psql examples test test-slow test-pg15 pg15 citus test-citus lint migrate status psql-script docs bench clean
+.PHONY: help venv demo psql examples test test-slow test-pg15 pg15 citus test-citus lint migrate status psql-script dist docs bench clean
 .DEFAULT_GOAL := help
 
 help:
@@ -22,6 +22,7 @@ help:
 	@echo "make migrate      install or upgrade agentmem (AGENTMEM_DATABASE_URL, default the dev server)"
 	@echo "make status       its migrations, applied and pending"
 	@echo "make psql-script  build/agentmem-install.psql, the psql-only installer"
+	@echo "make dist         the release files in dist/: both wheels, agentmem-install.psql, SHA256SUMS"
 	@echo "make docs         docs/api.md from the catalogue"
 	@echo "make bench        the benchmarks (BENCH_ARGS=--quick for less)"
 	@echo "make venv         only the virtualenv .venv (then . .venv/bin/activate puts agentmem on PATH)"
@@ -95,6 +96,18 @@ status: venv
 psql-script: venv
 	mkdir -p build
 	$(BIN)/agentmem psql-script --source . -o build/agentmem-install.psql
+
+# The release files (DIST, default dist/): the wheels of pg-agentmem and pg-agentmem-dev, the psql
+# installer, and their checksums (sha256sum -c SHA256SUMS checks them). Built from the checkout
+# with the venv's hatchling, without a download.
+DIST ?= dist
+dist: venv
+	rm -rf $(DIST)
+	mkdir -p $(DIST)
+	$(BIN)/pip wheel -q --no-deps --no-build-isolation -w $(DIST) ./python ./python/dev
+	$(BIN)/agentmem psql-script --source . -o $(DIST)/agentmem-install.psql
+	cd $(DIST) && sha256sum *.whl agentmem-install.psql > SHA256SUMS
+	@cat $(DIST)/SHA256SUMS
 
 # The API reference, from the catalogue of the embedded server's database once migrated
 # (tests/test_docs.py fails when the committed docs/api.md is not what this writes).

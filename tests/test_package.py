@@ -183,3 +183,21 @@ def test_in_a_fresh_venv_the_runtime_commands_work_on_the_server(fresh_venv, adm
     assert embed.returncode == 0, embed.stderr
     literal = embed.stdout.strip()
     assert literal.startswith("[") and literal.endswith("]") and len(literal[1:-1].split(",")) == 384
+
+
+def test_make_dist_writes_both_wheels_the_psql_installer_and_their_checksums(tmp_path):
+    """Issue 31, defect 2: the release files, built from the checkout, with SHA256SUMS that check."""
+    dist = tmp_path / "dist"
+    done = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), "dist", f"DIST={dist}"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    files = sorted(p.name for p in dist.iterdir())
+    assert files == ["SHA256SUMS", "agentmem-install.psql", "pg_agentmem-0.1.0-py3-none-any.whl",
+                     "pg_agentmem_dev-0.1.0-py3-none-any.whl"]
+    check = subprocess.run(["sha256sum", "-c", "SHA256SUMS"], cwd=dist, capture_output=True, text=True)
+    assert check.returncode == 0 and check.stdout.count(": OK") == 3, check.stdout + check.stderr
+    from agentmem import migrate as m
+    assert (dist / "agentmem-install.psql").read_text() == m.render_psql(m.Source.load(ROOT))
+    readme = (ROOT / "README.md").read_text()
+    assert "make dist" in readme and "pip install './python[ollama]'" in readme
+    assert "get `agentmem-install.psql` from the release" not in readme
