@@ -374,3 +374,22 @@ def test_the_readme_creates_the_login_it_grants():
     made = next(i for i, line in enumerate(lines) if "create role my_app_login login" in line)
     granted = next(i for i, line in enumerate(lines) if "--grant-app-role my_app_login" in line)
     assert made < granted
+
+
+def test_pg15_script_keeps_its_apt_changes_scoped():
+    """Issue 31, defect 13: scripts/pg15-debian.sh installs only what is missing, never upgrades a
+    package for its own sake and lists the upgrades apt needs first (AGENTMEM_PG15_NO_UPGRADE=1 stops
+    there), writes nothing into /etc/apt (trixie's source list is a private apt configuration) and
+    removes the entry its earlier versions left; its header says all this."""
+    script = (ROOT / "scripts" / "pg15-debian.sh").read_text()
+    header = script.split("set -euo pipefail")[0]
+    for said in ("--no-upgrade", "AGENTMEM_PG15_NO_UPGRADE=1", "nothing is added to /etc/apt", "is removed"):
+        assert said in header, said
+    installs = [line for line in script.splitlines()
+                if re.search(r"apt-get (-\S+ )*install ", line) and "die " not in line]
+    assert installs and all("--no-upgrade" in line for line in installs), installs
+    assert not re.search(r">>?\s*\"?/etc/apt", script) and "tee /etc/apt" not in script
+    assert re.search(r'rm -f "\$OLD_SRC_LIST"', script)
+    assert "Dir::Etc::SourceList=$APT_PRIVATE" in script and "Dir::State::Lists=$APT_PRIVATE" in script
+    run = subprocess.run(["bash", "-n", str(ROOT / "scripts" / "pg15-debian.sh")], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr
