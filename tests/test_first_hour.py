@@ -369,7 +369,7 @@ def test_psql_md_export_and_import_run_as_pasted(server, dbname, app, admin, tmp
 
 def test_the_readme_creates_the_login_it_grants():
     """Issue 31, defect 8: the install block makes my_app_login before --grant-app-role names it."""
-    block = readme_block("**With Python**", "sh")
+    block = readme_block("**With Python.**", "sh")
     lines = block.splitlines()
     made = next(i for i, line in enumerate(lines) if "create role my_app_login login" in line)
     granted = next(i for i, line in enumerate(lines) if "--grant-app-role my_app_login" in line)
