@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 DATA   ?= .pgdata/embedded
 # The database of `make migrate` / `make status`: AGENTMEM_DATABASE_URL when set, else the database
 # agentmem of the embedded dev server (started if needed).
-DB_URL = $(if $(AGENTMEM_DATABASE_URL),$(AGENTMEM_DATABASE_URL),$$($(BIN)/agentmem dev-server start --data-dir $(DATA) 2>/dev/null))
+DB_URL = $(if $(AGENTMEM_DATABASE_URL),$(AGENTMEM_DATABASE_URL),$$($(BIN)/agentmem dev-server start --quiet --data-dir $(DATA)))
 
 .PHONY: help venv demo psql examples test test-slow test-pg15 pg15 citus test-citus lint migrate status psql-script dist docs bench clean
 .DEFAULT_GOAL := help
