@@ -9,15 +9,20 @@ DATA   ?= .pgdata/embedded
 # agentmem of the embedded dev server (started if needed).
 DB_URL = $(if $(AGENTMEM_DATABASE_URL),$(AGENTMEM_DATABASE_URL),$$($(BIN)/agentmem dev-server start --quiet --data-dir $(DATA)))
 
-.PHONY: help venv demo psql examples test test-slow test-pg15 pg15 citus test-citus lint migrate status psql-script dist docs bench clean
+
+.PHONY: help venv demo demo-web psql examples test test-slow test-pooler screenshots inspect browser test-pg15 pg15 citus test-citus lint migrate status psql-script dist docs bench clean
 .DEFAULT_GOAL := help
 
 help:
 	@echo "make demo         a narrated tour: venv, embedded PostgreSQL 18 + pgvector (.pgdata/), migrate"
-	@echo "make psql         psql on the dev server's database agentmem, migrated, as an application login (tenant acme)"
+	@echo "make demo-web     the same as a chat page in the browser (the inspector's /chat), its URL printed"
+	@echo "make psql         psql on the dev server's database agentmem, migrated, as an application login (tenant acme), as its application login"
 	@echo "make examples     the Node.js and Java programs of examples/ on the embedded server"
 	@echo "make test         the whole suite on the embedded server (test-pg15, test-citus: the other two servers)"
 	@echo "make test-slow    the security probes (marker slow, a few minutes): hostile tenant and inputs, kill -9"
+	@echo "make test-pooler  the driver, the worker and the examples through PgBouncer in transaction mode"
+	@echo "make inspect      agentmem inspect: the browser page over the dev server's database (tenant acme)"
+	@echo "make screenshots  docs/inspect/*.png from the inspector's browser tests (tests/test_inspect.py, test_inspect_chat.py)"
 	@echo "make lint         sqlfluff on the SQL, mypy on the clients"
 	@echo "make migrate      install or upgrade agentmem (AGENTMEM_DATABASE_URL, default the dev server)"
 	@echo "make status       its migrations, applied and pending"
@@ -37,7 +42,7 @@ $(VENV)/.installed: python/pyproject.toml python/dev/pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	@# the distribution is pg-agentmem (PyPI's agentmem is another project): drop a venv's older install
 	-@$(BIN)/pip uninstall -q -y agentmem >/dev/null 2>&1
-	$(BIN)/pip install -q hatchling -e './python[dev,plot,ollama]' -e ./python/dev
+	$(BIN)/pip install -q hatchling -e './python[dev,plot,inspect,browser,ollama]' -e ./python/dev
 	touch $@
 
 venv: $(VENV)/.installed
@@ -45,6 +50,11 @@ venv: $(VENV)/.installed
 demo: venv
 	$(BIN)/agentmem dev-server start --quiet --data-dir $(DATA) >/dev/null
 	$(BIN)/agentmem demo --database-url "$$($(BIN)/agentmem dev-server url)"
+
+# The seed's demo as a page: the inspector's chat on the dev server (database agentmem_chat), URL printed.
+demo-web: venv
+	$(BIN)/agentmem dev-server start --quiet --data-dir $(DATA) >/dev/null
+	$(BIN)/agentmem demo --web --database-url "$$($(BIN)/agentmem dev-server url)" $(DEMO_WEB_ARGS)
 
 # From nothing to a psql prompt: the dev server started, database agentmem migrated, an application
 # login, tenant acme (agentmem psql --help).
@@ -56,12 +66,41 @@ psql: venv
 examples: venv
 	VENV=$(VENV) DATA=$(DATA) bash scripts/examples.sh
 
-test: venv
+test: venv browser
 	$(BIN)/pytest -q tests
+
+# The inspector's browser tests (tests/test_inspect.py) drive Debian's headless Chromium with Playwright,
+# which cannot download a browser of its own here: install Debian's when it is missing (needs root).
+browser:
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver; \
+	  else echo "make: no /usr/bin/chromium: the inspector's browser tests are skipped (as root: apt-get install -y chromium chromium-driver)"; fi; \
+	fi
+
+# docs/inspect/*.png, written by the same browser tests (AGENTMEM_SCREENSHOTS=1).
+screenshots: venv browser
+	AGENTMEM_SCREENSHOTS=1 AGENTMEM_REQUIRE_BROWSER=1 $(BIN)/pytest -q tests/test_inspect.py tests/test_inspect_chat.py
+
+# The inspector on the dev server's database as its application login (agentmem psql's), tenant acme.
+inspect: venv
+	@url=$$($(BIN)/agentmem dev-server start --data-dir $(DATA) 2>/dev/null) && \
+	app=$$($(PY) -c 'import sys; from agentmem_dev.shell import prepare; print(prepare(sys.argv[1], tenant="acme"))' "$$url") && \
+	$(BIN)/agentmem inspect --database-url "$$app" --tenant acme $(INSPECT_ARGS)
 
 # The slow security probes (tests/test_security_probes.py, marker slow): their own embedded server.
 test-slow: venv
 	$(BIN)/pytest -q -m slow tests
+
+# The pooler leg: Debian's PgBouncer (apt-get install pgbouncer) in pool_mode = transaction in front of
+# the test server and the dev server (scripts/pgbouncer.sh, port AGENTMEM_POOLER_PORT, default 55421):
+# the driver's tests (tests marked direct skipped), tests/test_pooling.py (tenants interleaved on fewer
+# server connections, the local-tenant requirement, the worker) and the examples, all through it.
+test-pooler: venv
+	@bash scripts/pgbouncer.sh start >/dev/null
+	@status=0; \
+	AGENTMEM_TEST_POOLER_URL=$$(bash scripts/pgbouncer.sh url) $(BIN)/pytest -q tests/test_pooling.py tests/test_driver.py || status=1; \
+	VENV=$(VENV) DATA=$(DATA) POOLER_URL=$$(bash scripts/pgbouncer.sh url) bash scripts/examples.sh || status=1; \
+	bash scripts/pgbouncer.sh stop; exit $$status
 
 # The second real server: Debian's PostgreSQL 15 + pg_cron + pgvector 0.8.0 (needs root).
 pg15:
@@ -80,10 +119,12 @@ citus: venv
 test-citus: venv citus
 	AGENTMEM_TEST_SERVER=citus $(BIN)/pytest -q tests
 
-# sqlfluff on the SQL; mypy on what a type checker sees of the clients (tests/typecheck_clients.py).
+# sqlfluff on the SQL; mypy on what a type checker sees of the clients (tests/typecheck_clients.py), and on
+# the turn and the embedders, which reach the clients through their typed seams (TurnBase[M], Embedder).
 lint: venv
 	$(BIN)/sqlfluff lint sql migrations
-	MYPYPATH=python $(BIN)/mypy --follow-imports=silent tests/typecheck_clients.py
+	MYPYPATH=python $(BIN)/mypy --follow-imports=silent tests/typecheck_clients.py \
+	  python/agentmem/turn_async.py python/agentmem/turn_sync.py python/agentmem/turn_parts.py python/agentmem/embed.py python/agentmem/lexical.py
 
 migrate: venv
 	$(BIN)/agentmem migrate --database-url "$(DB_URL)"
@@ -125,4 +166,5 @@ bench: venv
 clean:
 	-$(BIN)/agentmem dev-server stop --data-dir $(DATA)
 	-$(BIN)/agentmem dev-server stop --data-dir .pgdata/test
+	-bash scripts/pgbouncer.sh stop
 	rm -rf .pgdata

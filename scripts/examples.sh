@@ -4,7 +4,9 @@
 # missing, which needs root), starts the embedded server, (re)creates the database
 # agentmem_examples, migrates it, makes the login agentmem_example_app an application role
 # granted the tenants example-*,
-# then runs both programs; fails if either does.
+# then runs both programs; fails if either does. With POOLER_URL (postgresql://HOST:PORT of a PgBouncer
+# in transaction mode in front of the dev server: make test-pooler) the programs connect through it,
+# JDBC with prepareThreshold=0 (no server-side prepared statements: docs/pooling.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -38,9 +40,15 @@ db_url=${admin_url%/*}/$DB
   -c "select agentmem.grant_tenant(role_name => '$APP', tenant_prefix => 'example-')" >/dev/null
 
 hostport=${admin_url#*@}; hostport=${hostport%%/*}
+jdbc_options=""
+if [[ -n ${POOLER_URL:-} ]]; then
+  hostport=${POOLER_URL#*://}; hostport=${hostport#*@}; hostport=${hostport%%/*}
+  jdbc_options="&prepareThreshold=0"
+  echo "== through the pooler at $hostport"
+fi
 status=0
 echo "== examples/node (pg from npm)"
 DATABASE_URL="postgresql://$APP@$hostport/$DB" node examples/node/example.js || status=1
 echo "== examples/java (JDBC: Debian's libpostgresql-jdbc-java)"
-java -cp "$JAR" examples/java/Example.java "jdbc:postgresql://$hostport/$DB?user=$APP" || status=1
+java -cp "$JAR" examples/java/Example.java "jdbc:postgresql://$hostport/$DB?user=$APP$jdbc_options" || status=1
 exit $status

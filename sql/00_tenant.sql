@@ -126,7 +126,7 @@ begin
     if exists (
         select from agentmem.tenant_grants as g
         where
-            g.role_name = session_user
+            g.role_oid = pg_catalog.to_regrole(pg_catalog.quote_ident(session_user))::pg_catalog.oid
             and (
                 g.scope = 'all'
                 or (g.scope = 'tenant' and g.tenant = may_act_as.tenant_id)
@@ -165,7 +165,8 @@ $$;
 
 comment on function agentmem.may_act_as(text) is
 'Whether this session may act as the tenant tenant_id under the installation''s tenant binding.
-Mode role: the session''s login role (session_user, which SET ROLE does not change) holds a grant of
+Mode role: the session''s login role (session_user, which SET ROLE does not change; the role itself, by
+its OID: a role created again under a dropped role''s name holds none of its grants) holds a grant of
 the tenant, of a prefix of it or of every tenant (agentmem.grant_tenant). Mode jwt: that, and the claim
 named in agentmem.tenant_binding (default tenant_id; a dotted path reaches into objects) of
 request.jwt.claims is that tenant or an array holding it (the gateway''s login, e.g. PostgREST''s
@@ -222,7 +223,7 @@ begin
             v_bound := exists (
                 select from agentmem.tenant_grants as g
                 where
-                    g.role_name = session_user
+                    g.role_oid = pg_catalog.to_regrole(pg_catalog.quote_ident(session_user))::pg_catalog.oid
                     and (
                         g.scope = 'all'
                         or (g.scope = 'tenant' and g.tenant = v_tenant)
@@ -291,6 +292,15 @@ begin
             errcode = 'AM002',
             hint = 'Pass the id of the tenant whose data this session works on.';
     end if;
+    if not coalesce(local, false) and agentmem.tenant_must_be_local() then
+        raise exception 'login % may set a tenant for the current transaction only', session_user
+        using
+            errcode = 'AM042',
+            detail = 'The DBA requires it of this login (agentmem.require_local_tenant): a tenant set for the '
+            || 'session would outlive the transaction on a pooled connection and serve the next client.',
+            hint = 'Call agentmem.set_tenant(tenant_id => ..., local => true) inside the transaction '
+            || '(BEGIN ... COMMIT, or the one implicit transaction of a pipeline).';
+    end if;
     perform pg_catalog.set_config('agentmem.tenant_id', tenant_id, coalesce(local, false));
     -- One set of rules, in current_tenant(); a refused id is rolled back with
     -- the statement that tried to set it.
@@ -302,7 +312,11 @@ comment on function agentmem.set_tenant(text, boolean) is
 'Set the tenant that every following agentmem call works on.
 With local => true the setting lasts until the end of the current transaction
 (what pooled connections should use); otherwise until the end of the session.
-Raises AM002 for an empty or malformed tenant id (1 to 128 characters, no leading or
+local => true outside a transaction block lasts for that one statement only: PostgreSQL cannot tell
+it from the first statement of a pipeline or a multi-statement query, where it lasts for the rest of it
+(docs/pooling.md), so it is not refused.
+Raises AM042 for local => false where the DBA requires a transaction-local tenant of this login
+(agentmem.require_local_tenant), AM002 for an empty or malformed tenant id (1 to 128 characters, no leading or
 trailing whitespace of any kind, no control characters), and AM041 when the installation binds tenants
 (agentmem.set_tenant_binding) and this session may not act as that tenant; a refused id is not set.
 Called by: the application (agentmem_app).';
@@ -660,8 +674,10 @@ begin
     end if;
     select s.scope, s.tenant into v_scope, v_tenant
     from agentmem_private.tenant_grant_scope(grant_tenant.tenant_id, grant_tenant.tenant_prefix, grant_tenant.all_tenants) as s;
-    insert into agentmem.tenant_grants as g (role_name, scope, tenant)
-    values (grant_tenant.role_name, v_scope, v_tenant)
+    perform agentmem_private.drop_orphan_tenant_grants();
+    insert into agentmem.tenant_grants as g (role_name, role_oid, scope, tenant)
+    values (grant_tenant.role_name, pg_catalog.to_regrole(pg_catalog.quote_ident(grant_tenant.role_name))::pg_catalog.oid,
+        v_scope, v_tenant)
     on conflict on constraint tenant_grants_pkey do nothing;
     return found;
 end
@@ -670,7 +686,9 @@ $$;
 comment on function agentmem.grant_tenant(text, text, text, boolean) is
 'Let the login role role_name act as a tenant: exactly one of tenant_id (that tenant), tenant_prefix (every tenant whose id starts with it) or all_tenants => true (every tenant: for a trusted service such as a worker).
 Checked by agentmem.current_tenant() when the installation binds tenants to roles
-(agentmem.set_tenant_binding(mode => ''role'')), from the next statement on. Returns false when the role
+(agentmem.set_tenant_binding(mode => ''role'')), from the next statement on. The grant belongs to the
+role itself (its OID): a rename keeps it; DROP ROLE ends it (a role created again under that name holds
+none of it), and its row goes at the next grant_tenant, revoke_tenant or agentmem migrate. Returns false when the role
 held that grant already. AM030 for an unknown role, AM020 unless exactly one scope is given, AM002 for a
 malformed id or prefix.
 Called by: the DBA (granted to no role).';
@@ -692,8 +710,11 @@ declare
 begin
     select s.scope, s.tenant into v_scope, v_tenant
     from agentmem_private.tenant_grant_scope(revoke_tenant.tenant_id, revoke_tenant.tenant_prefix, revoke_tenant.all_tenants) as s;
+    perform agentmem_private.drop_orphan_tenant_grants();
     delete from agentmem.tenant_grants as g
-    where g.role_name = revoke_tenant.role_name and g.scope = v_scope and g.tenant = v_tenant;
+    where
+        g.role_oid = pg_catalog.to_regrole(pg_catalog.quote_ident(revoke_tenant.role_name))::pg_catalog.oid
+        and g.scope = v_scope and g.tenant = v_tenant;
     return found;
 end
 $$;
@@ -705,24 +726,124 @@ their next statement that reads it (a transaction already running keeps what it 
 a grant was removed.
 Called by: the DBA (granted to no role).';
 
+create or replace function agentmem_private.drop_orphan_tenant_grants()
+returns void
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+declare
+    v_orphans oid[];
+begin
+    -- An event trigger does not see DROP ROLE: the grants of a dropped role
+    -- match no session from then on (they are keyed by its OID), and their
+    -- rows go here. The catalogue is read apart from the tables (on Citus
+    -- they are reference tables, which a statement does not join with a
+    -- catalogue of the coordinator).
+    select array_agg(k.role_oid) into v_orphans
+    from (
+        select g.role_oid from agentmem.tenant_grants as g
+        union
+        select l.role_oid from agentmem.local_tenant_logins as l
+    ) as k;
+    select array_agg(o.role_oid) into v_orphans
+    from unnest(v_orphans) as o (role_oid)
+    where not exists (select from pg_catalog.pg_roles as r where r.oid = o.role_oid);
+    if v_orphans is not null then
+        delete from agentmem.tenant_grants as g where g.role_oid = any(v_orphans);
+        delete from agentmem.local_tenant_logins as l where l.role_oid = any(v_orphans);
+    end if;
+end
+$$;
+
+comment on function agentmem_private.drop_orphan_tenant_grants() is
+'Internal: delete the tenant grants and the local-tenant requirements of roles that no longer exist (by
+OID). Run by grant_tenant, revoke_tenant, require_local_tenant and every install or upgrade.';
+
+select agentmem_private.drop_orphan_tenant_grants();
+
+create or replace function agentmem.require_local_tenant(role_name text, required boolean default true)
+returns boolean
+language plpgsql
+volatile
+security invoker
+set search_path from current
+as $$
+begin
+    if require_local_tenant.role_name is null
+        or not exists (select from pg_catalog.pg_roles as r where r.rolname = require_local_tenant.role_name) then
+        raise exception 'no such role: %', coalesce(require_local_tenant.role_name, 'NULL')
+        using
+            errcode = 'AM030',
+            hint = 'Name the login role the application connects as through the pool.';
+    end if;
+    perform agentmem_private.drop_orphan_tenant_grants();
+    if coalesce(require_local_tenant.required, true) then
+        insert into agentmem.local_tenant_logins as l (role_oid, role_name)
+        values (pg_catalog.to_regrole(pg_catalog.quote_ident(require_local_tenant.role_name))::pg_catalog.oid,
+            require_local_tenant.role_name)
+        on conflict (role_oid) do nothing;
+    else
+        delete from agentmem.local_tenant_logins as l
+        where l.role_oid = pg_catalog.to_regrole(pg_catalog.quote_ident(require_local_tenant.role_name))::pg_catalog.oid;
+    end if;
+    return found;
+end
+$$;
+
+comment on function agentmem.require_local_tenant(text, boolean) is
+'Require (required => true, the default) or stop requiring that login role_name set tenants per transaction.
+When required, agentmem.set_tenant with local => false raises AM042 for that login, whose hint names
+local => true (the tenant then lasts for the current transaction only). For a login behind a pool (PgBouncer in transaction mode, an application pool that
+does not reset connections), where a session''s tenant would serve the next client. It binds set_tenant
+only: a SET or set_config of agentmem.tenant_id for the session is not seen (docs/pooling.md). Keyed by
+the role''s OID (a rename keeps it). Takes effect at the login''s next set_tenant. Returns whether it
+changed anything. AM030 for an unknown role.
+Called by: the DBA (granted to no role).';
+
+create or replace function agentmem.tenant_must_be_local()
+returns boolean
+language sql
+stable
+security definer
+set search_path from current
+as $$
+    select exists (
+        select from agentmem.local_tenant_logins as l
+        where l.role_oid = pg_catalog.to_regrole(pg_catalog.quote_ident(session_user))::pg_catalog.oid
+    )
+$$;
+
+comment on function agentmem.tenant_must_be_local() is
+'Whether this session''s login role may set tenants for one transaction only (agentmem.require_local_tenant).
+When true, agentmem.set_tenant with local => false raises AM042 for this login (session_user). It reads
+agentmem.local_tenant_logins (a catalogue without row-level security) for the session''s own login only.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';
+
+-- The columns keep their order (a view is replaced in place): role_name first.
 create or replace view agentmem.tenant_grant_list as
-select
-    g.role_name,
+select  -- noqa: ST06
+    coalesce(r.rolname, g.role_name) as role_name,
     g.scope,
     g.granted_at,
     g.granted_by,
     b.mode as binding_mode,
     nullif(g.tenant, '') as tenant,
     r.oid is not null as role_exists,
-    coalesce(r.rolcanlogin, false) as role_can_login
+    coalesce(r.rolcanlogin, false) as role_can_login,
+    l.role_oid is not null as local_tenant_only
 from agentmem.tenant_grants as g
 cross join agentmem.tenant_binding as b
-left join pg_catalog.pg_roles as r on g.role_name = r.rolname
-order by g.role_name, g.scope, g.tenant;
+left join pg_catalog.pg_roles as r on g.role_oid = r.oid
+left join agentmem.local_tenant_logins as l on g.role_oid = l.role_oid
+order by coalesce(r.rolname, g.role_name), g.scope, g.tenant;
 
 comment on view agentmem.tenant_grant_list is
 'The tenants granted to login roles (agentmem.grant_tenant): scope tenant, prefix or all; whether the role
-still exists and can log in; and the installation''s binding mode (agentmem.set_tenant_binding), which says
+still exists and can log in (role_name is its name now: grants belong to the role''s OID); whether it
+must set its tenant for one transaction only (agentmem.require_local_tenant); and the installation''s binding mode (agentmem.set_tenant_binding), which says
 whether the grants are checked. For the DBA.';
 
 create or replace function agentmem.set_tenant_binding(mode text, jwt_claim text default null)
@@ -734,6 +855,8 @@ set search_path from current
 as $$
 declare
     v_row agentmem.tenant_binding;
+    v_old text := (select b.mode from agentmem.tenant_binding as b);
+    v_open bigint;
 begin
     if set_tenant_binding.mode is null or set_tenant_binding.mode not in ('none', 'role', 'jwt') then
         raise exception 'unknown tenant binding mode: %', coalesce(left(set_tenant_binding.mode, 40), 'NULL')
@@ -753,6 +876,21 @@ begin
         jwt_claim = coalesce(set_tenant_binding.jwt_claim, b.jwt_claim),
         updated_at = now();
     perform agentmem_private.generate_tenant_binding();
+    -- A session learns of the new mode (a replaced function) at its next
+    -- transaction: one already open may keep the old mode until it ends
+    -- (counted where pg_stat_activity shows it: superusers, pg_read_all_stats).
+    select count(*) into v_open
+    from pg_catalog.pg_stat_activity as a
+    where
+        a.datname = pg_catalog.current_database() and a.pid <> pg_catalog.pg_backend_pid()
+        and a.backend_type = 'client backend' and a.xact_start is not null;
+    if v_old is distinct from set_tenant_binding.mode and v_open > 0 then
+        raise notice 'agentmem: % session% of this database % in an open transaction, which may keep tenant binding mode % until it ends',
+            v_open, case when v_open > 1 then 's' else '' end, case when v_open > 1 then 'are' else 'is' end, v_old
+        using hint = 'The change holds for every transaction that starts after this one commits. To end the '
+        || 'older ones: select pg_terminate_backend(pid) from pg_stat_activity where datname = current_database() '
+        || 'and xact_start < now() and pid <> pg_backend_pid();';
+    end if;
     select b.* into v_row from agentmem.tenant_binding as b;
     return v_row;
 end
@@ -760,6 +898,36 @@ $$;
 
 comment on function agentmem.set_tenant_binding(text, text) is
 'Choose how agentmem.current_tenant() checks the tenant a session sets: mode role (the login role''s grants, agentmem.grant_tenant), jwt (the claim jwt_claim, default tenant_id or as set before, of request.jwt.claims: a string, or an array of tenant ids; a dotted path reaches into objects) or none (any tenant).
-Takes effect for every session at its next statement. AM020 for an unknown mode or a malformed
-claim name.
+Takes effect for every transaction that starts after it commits. A transaction already open keeps the
+mode it started with until it ends (PostgreSQL delivers the replaced agentmem.tenant_binding_mode() to a
+session between transactions, or when it first locks a table in the transaction): after a switch from none
+it may still set an ungranted tenant, so a NOTICE counts the sessions of this database in an open
+transaction (those pg_stat_activity shows the caller) and its hint says how to end them. AM020 for an
+unknown mode or a malformed claim name.
 Called by: the DBA (granted to no role).';
+
+create or replace function agentmem.my_tenants()
+returns table (tenant_id text, scope text, granted_at timestamptz, binding_mode text)
+language sql
+stable
+security definer
+set search_path from current
+as $$
+    select
+        nullif(g.tenant, ''), g.scope, g.granted_at,
+        (select b.mode from agentmem.tenant_binding as b)
+    from agentmem.tenant_grants as g
+    -- by the login's identity, as may_act_as: a role created again under a dropped one's name has none
+    where g.role_oid = pg_catalog.to_regrole(pg_catalog.quote_ident(session_user))::pg_catalog.oid
+    order by g.scope = 'all' desc, g.tenant, g.scope
+$$;
+
+comment on function agentmem.my_tenants() is
+'The tenant grants of this session''s login role (session_user): each tenant it may act as (scope tenant), prefix (scope prefix: every tenant starting with it) or all (tenant_id NULL), with the installation''s binding mode.
+What a door (agentmem inspect, an MCP server) offers its login: under binding mode role the grants
+decide (agentmem.may_act_as); under none every tenant may be set; under jwt the token''s claim must name
+it too. Superusers, BYPASSRLS roles and the schema''s owner may act as any tenant without a grant (no row
+here). No tenant need be set: it reads only the calling login''s own rows of agentmem.tenant_grants and
+the binding mode of agentmem.tenant_binding (catalogues without row-level security).
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';

@@ -472,7 +472,8 @@ create or replace function agentmem_private.vector_search(
     corpus_version bigint default null,
     question_max_bytes int default null,
     since timestamptz default null,
-    until timestamptz default null
+    until timestamptz default null,
+    row_check text default null
 ) returns table (id uuid, distance float8)
 language plpgsql
 stable
@@ -549,14 +550,9 @@ begin
         || case when vector_search.question_max_bytes is not null
             then pg_catalog.format(' and octet_length(e.question) <= %s', vector_search.question_max_bytes) else ''
         end
-        -- Facts: a version (current or replaced) true in [since, until),
-        -- written by agentmem_private.fact_window_check.
-        || case when vector_search.table_name = 'facts' and (vector_search.since is not null or vector_search.until is not null)
-            then agentmem_private.fact_window_check(
-                p_since => vector_search.since, p_until => vector_search.until, p_alias => 'e'
-            )
-            else ''
-        end;
+        -- The caller's own condition (recall_facts: a fact's time window,
+        -- agentmem_private.fact_window_check), checked on every row read.
+        || coalesce(vector_search.row_check, '');
 
     -- How many candidates. A user alone in a tenant with its own index (two
     -- B-tree probes find no other user) has the index's rows
@@ -736,13 +732,14 @@ end
 $$;
 
 comment on function agentmem_private.vector_search(
-    text, text, text, int, vector, int, text, uuid, text, text, text, bigint, int, timestamptz, timestamptz
+    text, text, text, int, vector, int, text, uuid, text, text, text, bigint, int, timestamptz, timestamptz, text
 ) is
 'Internal: the k rows of one tenant and model nearest a query embedding in message_embeddings, facts or
 cache_entries (ids and cosine distances, nearest first): the one vector search of search_messages,
 recall_facts and cache_lookup. Candidates: tenant_id and model, and the caller''s scope: user_id;
 conversation_id; for messages a time window, occurred_at >= since and < until (either NULL: unbounded
-on that side), for facts a version true at some time in it (a row check); the cache''s key (acl_hash, prompt_version, llm_model, corpus_version) with entries
+on that side); row_check, the caller''s own SQL condition on alias e, checked on each row read
+(recall_facts: a version of the fact true in its window); the cache''s key (acl_hash, prompt_version, llm_model, corpus_version) with entries
 unexpired and of at most question_max_bytes. At or below agentmem.exact_search_max_rows candidates an
 exact scan; above it the tenant''s own HNSW index when it has one (agentmem.create_tenant_index), else
 the model''s shared HNSW index, with iterative scans: a first pass at a small hnsw.ef_search, a second at

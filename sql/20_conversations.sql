@@ -8,7 +8,8 @@
 --   content, summary    1 .. 100,000 characters, not blank: whitespace of any kind only (AM021 above)
 --   metadata            a JSON object of at most 100,000 characters as text (AM021), 32 levels deep
 --   arrays              one-dimensional, lower bound 1 (AM020)
---   messages per batch  1 .. 10,000
+--   messages per batch  1 .. 1,000 (store_messages_max(); AM020), and at most 10,000,000 characters of
+--                       contents and metadata in all (store_messages_max_chars(); AM021)
 --   k, n                1 .. 1,000
 --   before, after, radius  0 .. 100
 --   keep_last           0 .. 1,000
@@ -40,6 +41,69 @@ begin
     end if;
 end
 $$;
+
+create or replace function agentmem_private.store_messages_max()
+returns int
+language sql
+immutable
+parallel safe
+security invoker
+set search_path from current
+as $$ select 1000 $$;
+
+comment on function agentmem_private.store_messages_max() is
+'Internal: the most messages one store_messages call takes: 1,000 (each message''s vector goes into the
+model''s HNSW index in the call, about 1 ms apiece; docs/limits.md).';
+
+create or replace function agentmem_private.store_messages_max_chars()
+returns bigint
+language sql
+immutable
+parallel safe
+security invoker
+set search_path from current
+as $$ select 10000000::bigint $$;
+
+comment on function agentmem_private.store_messages_max_chars() is
+'Internal: the most characters of contents and metadata (as text) one store_messages call takes:
+10,000,000 (docs/limits.md).';
+
+create or replace function agentmem_private.check_role(p_what text, p_role text)
+returns void
+language plpgsql
+immutable
+security invoker
+set search_path from current
+as $$
+begin
+    if p_role is null or p_role not in ('user', 'assistant', 'tool', 'system') then
+        raise exception '%unknown role %', p_what, coalesce(quote_literal(p_role), 'NULL')
+        using errcode = 'AM020', hint = 'role is one of user, assistant, tool, system.';
+    end if;
+end
+$$;
+
+comment on function agentmem_private.check_role(text, text) is
+'Internal: AM020 unless a message''s role is one of user, assistant, tool, system (p_what: a prefix for
+the message, e.g. ''message 3: '').';
+
+create or replace function agentmem_private.check_title(p_title text)
+returns void
+language plpgsql
+immutable
+security invoker
+set search_path from current
+as $$
+begin
+    if length(p_title) > 1000 then
+        raise exception 'title is too large: % characters, the limit is 1000', length(p_title)
+        using errcode = 'AM021';
+    end if;
+end
+$$;
+
+comment on function agentmem_private.check_title(text) is
+'Internal: AM021 for a conversation title over 1,000 characters (NULL: no title).';
 
 create or replace function agentmem_private.check_occurred_at(p_what text, p_at timestamptz)
 returns void
@@ -137,10 +201,7 @@ declare
 begin
     perform agentmem_private.check_user_id(start_conversation.user_id);
     perform agentmem_private.lock_user(v_tenant, start_conversation.user_id, false);
-    if length(start_conversation.title) > 1000 then
-        raise exception 'title is too large: % characters, the limit is 1000', length(start_conversation.title)
-        using errcode = 'AM021';
-    end if;
+    perform agentmem_private.check_title(start_conversation.title);
     insert into agentmem.conversations as c (tenant_id, user_id, title, metadata)
     values (
         v_tenant, start_conversation.user_id, start_conversation.title,
@@ -171,6 +232,8 @@ language plpgsql
 volatile
 security definer
 set search_path from current
+-- to_tsvector's notice of a word over 2,047 characters would carry the whole insert as its context
+set client_min_messages = warning
 as $$
 #variable_conflict use_column
 declare
@@ -182,25 +245,30 @@ declare
     v_first int;
     v_user text;
     v_ids uuid[];
+    v_from int;
     v_to int;
     v_dim int;
     v_queued int[];
     v_jobs text[];
     v_times timestamptz[];
     v_last timestamptz;
+    v_max int := agentmem_private.store_messages_max();
+    v_chars bigint;
+    v_lens int[];
+    v_piece bigint;
 begin
     if v_conversation_id is null then
         perform agentmem_private.conv_not_found(null);
     end if;
     -- Element i of each array is the i-th that unnest reads only when every
     -- array is one-dimensional and starts at 1.
-    perform agentmem_private.check_array('roles', store_messages.roles, 10000);
-    perform agentmem_private.check_array('contents', store_messages.contents, 10000);
-    perform agentmem_private.check_array('embeddings', store_messages.embeddings, 10000);
-    perform agentmem_private.check_array('metadata', store_messages.metadata, 10000);
-    perform agentmem_private.check_array('occurred_at', store_messages.occurred_at, 10000);
-    if v_n not between 1 and 10000 or array_ndims(store_messages.roles) <> 1 then
-        raise exception 'a batch holds 1 to 10000 messages, got %', v_n
+    perform agentmem_private.check_array('roles', store_messages.roles, v_max);
+    perform agentmem_private.check_array('contents', store_messages.contents, v_max);
+    perform agentmem_private.check_array('embeddings', store_messages.embeddings, v_max);
+    perform agentmem_private.check_array('metadata', store_messages.metadata, v_max);
+    perform agentmem_private.check_array('occurred_at', store_messages.occurred_at, v_max);
+    if v_n not between 1 and v_max or array_ndims(store_messages.roles) <> 1 then
+        raise exception 'a batch holds 1 to % messages, got %', v_max, v_n
         using errcode = 'AM020', hint = 'Split a larger import into several calls.';
     end if;
     if coalesce(cardinality(store_messages.contents), 0) <> v_n
@@ -219,14 +287,26 @@ begin
                 coalesce(cardinality(store_messages.occurred_at)::text, 'NULL')
             );
     end if;
+    -- The call's size, before any message is read: contents and metadata as
+    -- text, each message's length kept to cut the inserts into pieces.
+    v_lens := array(
+        select coalesce(length(store_messages.contents[g.i]), 0) + coalesce(length(store_messages.metadata[g.i]::text), 0)
+        from generate_series(1, v_n) as g (i)
+        order by g.i
+    );
+    select sum(x) into v_chars from unnest(v_lens) as x;
+    if v_chars > agentmem_private.store_messages_max_chars() then
+        raise exception 'the batch holds % characters of contents and metadata; the limit is % per call',
+            v_chars, agentmem_private.store_messages_max_chars()
+        using
+            errcode = 'AM021',
+            detail = pg_catalog.format('%s messages.', v_n),
+            hint = 'Split the batch into several calls (docs/limits.md).';
+    end if;
     v_dim := (agentmem.get_model(v_model)).dimension;
     for i in 1..v_n loop
         v_what := case when v_n = 1 then '' else pg_catalog.format('message %s: ', i) end;
-        if store_messages.roles[i] is null
-            or store_messages.roles[i] not in ('user', 'assistant', 'tool', 'system') then
-            raise exception '%unknown role %', v_what, coalesce(quote_literal(store_messages.roles[i]), 'NULL')
-            using errcode = 'AM020', hint = 'role is one of user, assistant, tool, system.';
-        end if;
+        perform agentmem_private.check_role(v_what, store_messages.roles[i]);
         perform agentmem_private.check_text(v_what || 'content', store_messages.contents[i], 100000);
         -- No vector: the message is queued for the workers (below).
         if store_messages.embeddings[i] is not null then
@@ -286,17 +366,24 @@ begin
         v_times := store_messages.occurred_at;
     end if;
 
-    -- One multi-row insert per table for each 100 messages (a statement of at
-    -- most about 20 MB: contents and metadata of up to 100,000 characters),
-    -- the values written into it as quoted literals (%L), each cast to its
+    -- One multi-row insert per table for each piece of at most 100 messages
+    -- and about 1,000,000 characters of contents and metadata (a statement of
+    -- about 1 MB: the parser, the plan and an error's context each hold a
+    -- copy of it), the values written into it as quoted literals (%L), each cast to its
     -- column's type: Citus routes a VALUES list whose rows all carry the
     -- tenant's id to the tenant's shard as one statement. Not insert ... select from unnest, which Citus runs through
     -- COPY, refused under row-level security; not array parameters subscripted
     -- per row ($2[i]), which Citus copies whole for every reference (a batch
     -- of 100 took 2.5 s).
     v_ids := array(select gen_random_uuid() from generate_series(1, v_n));
-    for v_from in 1..v_n by 100 loop
-        v_to := least(v_from + 99, v_n);
+    v_from := 1;
+    while v_from <= v_n loop
+        v_to := v_from;
+        v_piece := v_lens[v_from];
+        while v_to < v_n and v_to - v_from < 99 and v_piece + v_lens[v_to + 1] <= 1000000 loop
+            v_to := v_to + 1;
+            v_piece := v_piece + v_lens[v_to];
+        end loop;
         execute 'insert into agentmem.messages '
             || '(tenant_id, message_id, conversation_id, user_id, message_index, role, content, metadata, occurred_at) '
             || 'values '
@@ -322,6 +409,7 @@ begin
                     where store_messages.embeddings[g.i] is not null
                 );
         end if;
+        v_from := v_to + 1;
     end loop;
     -- Embedding jobs, in this transaction: for the messages without a vector,
     -- and for every model the tenant is being re-embedded into.
@@ -352,7 +440,8 @@ bound 1 (AM020). All or nothing: one bad message stores none.
 embeddings may be NULL, or hold NULLs: those messages are stored, found by words at once, and queued
 for the embedding workers in the same transaction (agentmem worker; agentmem.embedding_backlog); a
 search by meaning finds them once their vector has come.
-Returns (message_id, message_index) per message, in order. 1 to 10,000 messages per call (AM020);
+Returns (message_id, message_index) per message, in order. 1 to 1,000 messages per call (AM020), of at
+most 10,000,000 characters of contents and metadata (as text) in all (AM021; docs/limits.md);
 see store_message for the checks of each message and the rule of occurred_at. occurred_at: NULL (the
 batch happens now) or a time for every message (a NULL element: AM020), in the order of the batch
 (a time earlier than the one before it: AM020). AM030 for a conversation not in the current tenant.

@@ -101,6 +101,31 @@ $$;
 comment on function agentmem_private.cache_check_question(text, text) is
 'Internal: AM020 for a missing or empty question, AM021 over 4 MiB; returns the normalised question.';
 
+create or replace function agentmem_private.cache_check_sources(p_source_ids text[])
+returns void
+language plpgsql
+immutable
+security invoker
+set search_path from current
+as $$
+begin
+    perform agentmem_private.check_array('source_ids', p_source_ids, 1000);
+    if p_source_ids is null or array_position(p_source_ids, null) is not null
+        or exists (select from unnest(p_source_ids) as d where agentmem_private.is_blank(d)) then
+        raise exception 'source_ids may not be NULL or contain NULL or blank ids'
+        using errcode = 'AM020', hint = 'Pass the ids of the documents the answer was written from, or ''{}''.';
+    end if;
+    if exists (select from unnest(p_source_ids) as d where length(d) > 1000) then
+        raise exception 'a source id is over 1000 characters'
+        using errcode = 'AM021', hint = 'Pass the document''s id, not the document.';
+    end if;
+end
+$$;
+
+comment on function agentmem_private.cache_check_sources(text[]) is
+'Internal: AM020 unless source_ids is a one-dimensional array of at most 1,000 ids, none NULL or blank; '
+'AM021 for an id over 1,000 characters.';
+
 create or replace function agentmem_private.cache_check_scope(p_acl_hash text, p_prompt_version text, p_llm_model text)
 returns void
 language plpgsql
@@ -173,16 +198,7 @@ begin
         raise exception 'ttl must be positive, got %', v_ttl
         using errcode = 'AM020', hint = 'Leave ttl out to use the intent''s TTL (' || v_intent.ttl || ').';
     end if;
-    perform agentmem_private.check_array('source_ids', cache_store.source_ids, 1000);
-    if cache_store.source_ids is null or array_position(cache_store.source_ids, null) is not null
-        or exists (select from unnest(cache_store.source_ids) as d where agentmem_private.is_blank(d)) then
-        raise exception 'source_ids may not be NULL or contain NULL or blank ids'
-        using errcode = 'AM020', hint = 'Pass the ids of the documents the answer was written from, or ''{}''.';
-    end if;
-    if exists (select from unnest(cache_store.source_ids) as d where length(d) > 1000) then
-        raise exception 'a source id is over 1000 characters'
-        using errcode = 'AM021', hint = 'Pass the document''s id, not the document.';
-    end if;
+    perform agentmem_private.cache_check_sources(cache_store.source_ids);
     if not coalesce(cache_store.safe_to_share, false) then
         v_markers := agentmem_private.personal_markers(cache_store.answer, cache_store.question);
         if cardinality(v_markers) > 0 then

@@ -209,3 +209,68 @@ value outside -1..1. One pass over the log: the cost grows with the logged looku
 of thresholds (duplicates count once).
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
 Called by: the application (agentmem_app).';
+
+create or replace function agentmem.list_cache_entries(
+    after text default null,
+    page_size int default 100
+) returns table (
+    entry_id uuid,
+    question text,
+    answer text,
+    source_ids text[],
+    intent text,
+    model text,
+    corpus_version bigint,
+    current_corpus boolean,
+    prompt_version text,
+    llm_model text,
+    user_id text,
+    created_at timestamptz,
+    expires_at timestamptz,
+    withdrawn_at timestamptz,
+    lookups bigint,
+    reviewed_wrong bigint,
+    cursor text
+)
+language plpgsql
+stable
+security definer
+set search_path from current
+as $$
+#variable_conflict use_column
+declare
+    v_tenant text := agentmem.current_tenant();
+    v_version bigint := agentmem.corpus_version();
+    v_after record;
+begin
+    perform agentmem_private.check_range('page_size', list_cache_entries.page_size, 1, 1000);
+    select * into v_after from agentmem_private.parse_cursor(list_cache_entries.after, false);
+    return query
+    select
+        e.entry_id, e.question, e.answer, e.source_ids, e.intent, e.model, e.corpus_version,
+        e.corpus_version = v_version, e.prompt_version, e.llm_model, e.user_id, e.created_at, e.expires_at,
+        e.withdrawn_at, h.lookups, h.wrong,
+        agentmem_private.page_cursor(e.created_at, e.entry_id)
+    from (
+        select ce.*
+        from agentmem.cache_entries as ce
+        where ce.tenant_id = v_tenant and (ce.created_at, ce.entry_id) < (v_after.at, v_after.id)
+        order by ce.created_at desc, ce.entry_id desc
+        limit list_cache_entries.page_size
+    ) as e
+    left join lateral (
+        select count(*) as lookups, count(*) filter (where ch.reviewed_correct = false) as wrong
+        from agentmem.cache_hits as ch
+        where ch.tenant_id = v_tenant and ch.entry_id = e.entry_id
+    ) as h on true
+    order by e.created_at desc, e.entry_id desc;
+end
+$$;
+
+comment on function agentmem.list_cache_entries(text, int) is
+'One page of the current tenant''s answer cache, newest first: each entry''s question, answer, the documents it cites (source_ids), intent, embedding model, corpus version (current_corpus: whether it is the tenant''s current one, else sweep_cache removes it), prompt version and generating model, the user whose turn stored it, when it was stored and expires (its TTL), whether a wrong verdict withdrew it (withdrawn_at), and how many logged lookups matched it and were judged wrong.
+Keyset pages: pass the cursor of the last row as after (NULL: the first page); an entry stored
+meanwhile is newer than the cursor. Expired entries are listed until sweep_cache or retention removes
+them (expires_at in the past). page_size: 1 to 1,000 (AM020); AM020 for an after that is not a cursor.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';

@@ -50,6 +50,50 @@ comment on function agentmem_private.enqueue_fact_jobs(text, uuid, text, text, b
 'Internal: queue the embedding jobs of a fact upsert_fact wrote: in its model when it came without a
 vector (p_payload: the version to compare with), in every model the tenant is being re-embedded into.';
 
+create or replace function agentmem_private.check_fact_subject(p_subject text)
+returns void
+language plpgsql
+immutable
+security invoker
+set search_path from current
+as $$
+begin
+    if agentmem_private.is_blank(p_subject) then
+        raise exception 'subject must be a non-empty text'
+        using errcode = 'AM020', hint = 'A subject names the slot a fact fills, e.g. home_city or diet.';
+    end if;
+    if length(btrim(p_subject)) > 200 then
+        raise exception 'subject is % characters long; the limit is 200', length(btrim(p_subject))
+        using errcode = 'AM021', hint = 'A subject is a short key, not a sentence.';
+    end if;
+end
+$$;
+
+comment on function agentmem_private.check_fact_subject(text) is
+'Internal: AM020 for a NULL or blank fact subject, AM021 for one over 200 characters (trimmed).';
+
+create or replace function agentmem_private.check_fact_text(p_fact text)
+returns void
+language plpgsql
+immutable
+security invoker
+set search_path from current
+as $$
+begin
+    if agentmem_private.is_blank(p_fact) then
+        raise exception 'fact must be a non-empty text'
+        using errcode = 'AM020', hint = 'Pass one standalone statement, e.g. "The user lives in Lyon."';
+    end if;
+    if length(p_fact) > 4000 then
+        raise exception 'fact is % characters long; the limit is 4000', length(p_fact)
+        using errcode = 'AM021', hint = 'Split it into several standalone facts.';
+    end if;
+end
+$$;
+
+comment on function agentmem_private.check_fact_text(text) is
+'Internal: AM020 for a NULL or blank fact, AM021 for one over 4,000 characters.';
+
 create or replace function agentmem.upsert_fact(
     user_id text,
     subject text,
@@ -77,22 +121,8 @@ declare
     v_from timestamptz := upsert_fact.valid_from;
 begin
     perform agentmem_private.check_user_id(upsert_fact.user_id);
-    if agentmem_private.is_blank(v_subject) then
-        raise exception 'subject must be a non-empty text'
-        using errcode = 'AM020', hint = 'A subject names the slot a fact fills, e.g. home_city or diet.';
-    end if;
-    if agentmem_private.is_blank(upsert_fact.fact) then
-        raise exception 'fact must be a non-empty text'
-        using errcode = 'AM020', hint = 'Pass one standalone statement, e.g. "The user lives in Lyon."';
-    end if;
-    if length(v_subject) > 200 then
-        raise exception 'subject is % characters long; the limit is 200', length(v_subject)
-        using errcode = 'AM021', hint = 'A subject is a short key, not a sentence.';
-    end if;
-    if length(upsert_fact.fact) > 4000 then
-        raise exception 'fact is % characters long; the limit is 4000', length(upsert_fact.fact)
-        using errcode = 'AM021', hint = 'Split it into several standalone facts.';
-    end if;
+    perform agentmem_private.check_fact_subject(v_subject);
+    perform agentmem_private.check_fact_text(upsert_fact.fact);
     if upsert_fact.merge_threshold is null or upsert_fact.merge_threshold = 'NaN'
         or upsert_fact.merge_threshold not between 0 and 1 then
         raise exception 'merge_threshold must be between 0 and 1, got %',
@@ -333,9 +363,9 @@ stable
 security invoker
 set search_path from current
 as $$
-    -- The one place a fact's time window is written: the vector search
-    -- (agentmem_private.vector_search, as its row check on facts) and the
-    -- words branch read it.
+    -- The one place a fact's time window is written: recall_facts passes it to
+    -- the vector search (agentmem_private.vector_search's row_check) and the
+    -- words branch reads it.
     select case when p_since is not null or p_until is not null then pg_catalog.format(
         ' and (tstzrange(%3$I.valid_from, %3$I.valid_to) && tstzrange(%1$L::timestamptz, %2$L::timestamptz)'
         ' or exists (select from agentmem.fact_history as fh where fh.tenant_id = %3$I.tenant_id'
@@ -459,7 +489,8 @@ begin
             table_name => 'facts', tenant_id => v_tenant, model => v_model, dimension => v_dim,
             query_embedding => recall_facts.query_embedding,
             k => case when v_query is null then recall_facts.k else v_pool end,
-            user_id => recall_facts.user_id, since => v_since, until => v_until
+            user_id => recall_facts.user_id,
+            row_check => nullif(agentmem_private.fact_window_check(p_since => v_since, p_until => v_until, p_alias => 'e'), ' ')
         ) as n;
     end if;
     if v_query is not null then

@@ -486,3 +486,280 @@ tenant; AM020 a fact_id that is not a UUID, a blank fact or bad source_message_i
 embedding that is not one of the fact''s model.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
 Called by: the application (agentmem_app).';
+
+-- The tenant as a whole, for a door that shows it (agentmem inspect): its users, a
+-- conversation's messages, its access and erasure receipts, its counts. Keyset pages.
+
+create or replace function agentmem.list_users(
+    after text default null,
+    page_size int default 100
+) returns table (
+    user_id text,
+    conversations bigint,
+    messages bigint,
+    facts bigint,
+    last_message_at timestamptz,
+    cursor text
+)
+language plpgsql
+stable
+security definer
+set search_path from current
+as $$
+declare
+    v_tenant text := agentmem.current_tenant();
+begin
+    perform agentmem_private.check_range('page_size', list_users.page_size, 1, 1000);
+    if list_users.after is not null then
+        perform agentmem_private.check_user_id(list_users.after);
+    end if;
+    -- A skip scan: the next user id after the last one, read from the indexes
+    -- of conversations and facts by (tenant_id, user_id), page_size times.
+    return query
+    with recursive u (uid) as (
+        select least(
+            (
+                select min(c.user_id) from agentmem.conversations as c
+                where c.tenant_id = v_tenant and c.user_id > coalesce(list_users.after, '')
+            ),
+            (
+                select min(f.user_id) from agentmem.facts as f
+                where f.tenant_id = v_tenant and f.user_id > coalesce(list_users.after, '')
+            )
+        )
+        union all
+        select least(
+            (
+                select min(c.user_id) from agentmem.conversations as c
+                where c.tenant_id = v_tenant and c.user_id > u.uid
+            ),
+            (
+                select min(f.user_id) from agentmem.facts as f
+                where f.tenant_id = v_tenant and f.user_id > u.uid
+            )
+        )
+        from u
+        where u.uid is not null
+    ),
+
+    page as (
+        select u.uid from u
+        where u.uid is not null
+        limit list_users.page_size
+    )
+
+    select
+        p.uid,
+        (
+            select count(*) from agentmem.conversations as c
+            where c.tenant_id = v_tenant and c.user_id = p.uid
+        ),
+        (
+            select count(*) from agentmem.messages as m
+            where m.tenant_id = v_tenant and m.user_id = p.uid
+        ),
+        (
+            select count(*) from agentmem.facts as f
+            where f.tenant_id = v_tenant and f.user_id = p.uid
+        ),
+        (
+            select max(m.occurred_at) from agentmem.messages as m
+            where m.tenant_id = v_tenant and m.user_id = p.uid
+        ),
+        p.uid
+    from page as p
+    order by p.uid;
+end
+$$;
+
+comment on function agentmem.list_users(text, int) is
+'One page of the current tenant''s users (every user id with a conversation or a fact), in user_id order, each with how many conversations, messages and current facts, and when the last message happened.
+Keyset pages: pass the cursor of the last row (its user_id) as after (NULL: the first page); a user who
+appears meanwhile is listed on the page where its id falls, none is listed twice. Each page reads the
+next ids from the (tenant_id, user_id) indexes, so its cost is that of its own users, not the tenant''s.
+page_size: 1 to 1,000 (AM020); AM020 for an after that is blank or over 256 characters.
+A tenant with no data gets no rows.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';
+
+create or replace function agentmem.list_messages(
+    conversation_id anycompatible,
+    after int default null,
+    page_size int default 100
+) returns table (
+    message_id uuid,
+    user_id text,
+    message_index int,
+    role text,
+    content text,
+    metadata jsonb,
+    created_at timestamptz,
+    occurred_at timestamptz,
+    embedded_models text[]
+)
+language plpgsql
+stable
+security definer
+set search_path from current
+as $$
+#variable_conflict use_column
+declare
+    v_tenant text := agentmem.current_tenant();
+    v_conversation_id uuid := agentmem_private.uuid_arg('conversation_id', list_messages.conversation_id);
+begin
+    perform agentmem_private.check_range('page_size', list_messages.page_size, 1, 1000);
+    if list_messages.after is not null then
+        perform agentmem_private.check_range('after', list_messages.after, 0, 2147483647);
+    end if;
+    if not exists (
+        select from agentmem.conversations as c
+        where c.tenant_id = v_tenant and c.conversation_id = v_conversation_id
+    ) then
+        perform agentmem_private.conv_not_found(v_conversation_id);
+    end if;
+    return query
+    select
+        m.message_id, m.user_id, m.message_index, m.role, m.content, m.metadata,
+        m.created_at, m.occurred_at,
+        coalesce(
+            (
+                select array_agg(e.model order by e.model) from agentmem.message_embeddings as e
+                where e.tenant_id = v_tenant and e.message_id = m.message_id
+            ),
+            '{}'
+        )
+    from agentmem.messages as m
+    where
+        m.tenant_id = v_tenant and m.conversation_id = v_conversation_id
+        and m.message_index > coalesce(list_messages.after, -1)
+    order by m.message_index
+    limit list_messages.page_size;
+end
+$$;
+
+comment on function agentmem.list_messages(anycompatible, int, int) is
+'One page of a conversation''s messages in the current tenant, in order (message_index ascending), each with when it happened and was stored and the models it is embedded in (empty: not embedded yet, found by words only until the worker embeds it).
+Keyset pages: pass the message_index of the last row as after (NULL: from the start); indexes are
+never reused, so a page never shifts. page_size: 1 to 1,000, after: 0 or more (AM020); AM020 for a
+conversation_id that is not a UUID, AM030 for a conversation not in the current tenant.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';
+
+create or replace function agentmem.list_access_log(
+    after text default null,
+    page_size int default 100
+) returns table (
+    log_id uuid,
+    kind text,
+    actor text,
+    rows_affected jsonb,
+    logged_at timestamptz,
+    cursor text
+)
+language plpgsql
+stable
+security definer
+set search_path from current
+as $$
+declare
+    v_tenant text := agentmem.current_tenant();
+    v_after record;
+begin
+    perform agentmem_private.check_range('page_size', list_access_log.page_size, 1, 1000);
+    select * into v_after from agentmem_private.parse_cursor(list_access_log.after, false);
+    return query
+    select r.id, r.kind, r.actor, r.rows_affected, r.at, agentmem_private.page_cursor(r.at, r.id)
+    from (
+        (
+            select a.access_id as id, a.kind, a.actor, a.rows_affected, a.logged_at as at
+            from agentmem.access_log as a
+            where a.tenant_id = v_tenant and (a.logged_at, a.access_id) < (v_after.at, v_after.id)
+            order by a.logged_at desc, a.access_id desc
+            limit list_access_log.page_size
+        )
+        union all
+        (
+            select
+                e.erasure_id, 'forget_' || e.scope, null::text, e.rows_removed, e.erased_at
+            from agentmem.erasure_log as e
+            where e.tenant_id = v_tenant and (e.erased_at, e.erasure_id) < (v_after.at, v_after.id)
+            order by e.erased_at desc, e.erasure_id desc
+            limit list_access_log.page_size
+        )
+    ) as r
+    order by r.at desc, r.id desc
+    limit list_access_log.page_size;
+end
+$$;
+
+comment on function agentmem.list_access_log(text, int) is
+'One page of the current tenant''s receipts, newest first: exports, imports, single deletions and corrections (agentmem.access_log: kind, the login that did it, rows per table) and erasures (agentmem.erasure_log: kind forget_user or forget_conversation, actor NULL, rows removed per table).
+No receipt holds content or an identifier of the user or item. Keyset pages: pass the cursor of the
+last row as after (NULL: the first page); a receipt written meanwhile is newer than the cursor.
+page_size: 1 to 1,000 (AM020); AM020 for an after that is not a cursor.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';
+
+create or replace function agentmem.tenant_overview()
+returns table (
+    tenant_id text,
+    users bigint,
+    conversations bigint,
+    messages bigint,
+    facts bigint,
+    cache_entries bigint,
+    cache_lookups bigint,
+    default_model text,
+    corpus_version bigint,
+    embedding_pending bigint,
+    embedding_running bigint,
+    embedding_failed bigint,
+    embedding_oldest timestamptz,
+    embedding_last_error text
+)
+language plpgsql
+stable
+security definer
+set search_path from current
+as $$
+declare
+    v_tenant text := agentmem.current_tenant();
+begin
+    return query
+    select
+        v_tenant,
+        (
+            select count(*) from (
+                select c.user_id from agentmem.conversations as c where c.tenant_id = v_tenant
+                union
+                select f.user_id from agentmem.facts as f where f.tenant_id = v_tenant
+            ) as u
+        ),
+        (select count(*) from agentmem.conversations as c where c.tenant_id = v_tenant),
+        (select count(*) from agentmem.messages as m where m.tenant_id = v_tenant),
+        (select count(*) from agentmem.facts as f where f.tenant_id = v_tenant),
+        (select count(*) from agentmem.cache_entries as e where e.tenant_id = v_tenant),
+        (select count(*) from agentmem.cache_hits as h where h.tenant_id = v_tenant),
+        agentmem_private.default_model(),
+        agentmem.corpus_version(),
+        j.pending, j.running, j.failed, j.oldest, j.last_error
+    from (
+        select
+            count(*) filter (where q.state = 'pending') as pending,
+            count(*) filter (where q.state = 'running') as running,
+            count(*) filter (where q.state = 'failed') as failed,
+            min(q.enqueued_at) filter (where q.state <> 'failed') as oldest,
+            (array_agg(q.last_error order by q.run_after desc) filter (where q.last_error is not null))[1]
+            as last_error
+        from agentmem.embedding_jobs as q
+        where q.tenant_id = v_tenant
+    ) as j;
+end
+$$;
+
+comment on function agentmem.tenant_overview() is
+'The current tenant in one row: how many users (ids with a conversation or a fact), conversations, messages, current facts, cached answers and logged cache lookups; its default embedding model and corpus version; its embedding backlog (jobs pending, running, failed after the retry limit, the oldest unfinished one, the latest error).
+Counts are exact (index scans of the tenant''s rows: milliseconds for 100,000 messages, growing with the
+tenant). The installation-wide health of background jobs is agentmem.health, for the DBA.
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';

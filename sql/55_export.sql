@@ -41,6 +41,45 @@ comment on function agentmem_private.import_max_line_bytes() is
 'Internal: the largest row (line) import_user accepts, in bytes: 8 MiB (a message holds at most '
 '100,000 characters of content and of metadata; a 2,000-dimension vector is about 30 kB as text).';
 
+create or replace function agentmem_private.import_max_call_bytes()
+returns int
+language sql
+immutable
+parallel safe
+security invoker
+set search_path from current
+as $$ select 16 * 1024 * 1024 $$;
+
+comment on function agentmem_private.import_max_call_bytes() is
+'Internal: the most bytes of lines one import_user or import_tenant call takes: 16 MiB (a call holds
+about nine times its lines in memory while it checks them; docs/limits.md). agentmem import sends a
+larger file in pieces of at most this size, in one transaction.';
+
+create or replace function agentmem_private.check_import_size(p_lines text[])
+returns void
+language plpgsql
+immutable
+security invoker
+set search_path from current
+as $$
+declare
+    v_bytes bigint;
+begin
+    select sum(octet_length(l)) into v_bytes from unnest(p_lines) as l;
+    if v_bytes > agentmem_private.import_max_call_bytes() then
+        raise exception 'the lines hold % bytes; one import call takes at most %', v_bytes, agentmem_private.import_max_call_bytes()
+        using
+            errcode = 'AM021',
+            detail = pg_catalog.format('%s lines.', cardinality(p_lines)),
+            hint = 'Nothing was imported. agentmem import sends a file of any size in pieces, in one transaction; '
+            || 'or split the export into pieces, each a header, rows and an end row counting them (docs/export.md).';
+    end if;
+end
+$$;
+
+comment on function agentmem_private.check_import_size(text[]) is
+'Internal: AM021 when an import call''s lines hold more than import_max_call_bytes() bytes in all.';
+
 create or replace function agentmem_private.installed_version()
 returns jsonb
 language sql
@@ -320,8 +359,12 @@ declare
     v_id text;
     v_model text;
     v_vec text;
+    v_doc jsonb;
+    v_line bigint;
+    v_what text;
 begin
     v_n := coalesce(cardinality(p_lines), 0);
+    perform agentmem_private.check_import_size(p_lines);
     if p_lines is not null and v_n > 0 and (array_ndims(p_lines) <> 1 or array_lower(p_lines, 1) <> 1) then
         perform agentmem_private.import_refuse('AM020', 'lines must be a one-dimensional array from index 1', null, null);
     end if;
@@ -415,7 +458,7 @@ begin
     where
         (d ? 'tenant_id' and d ->> 'tenant_id' is distinct from v_header ->> 'tenant_id')
         or (d ? 'user_id' and d ->> 'user_id' is distinct from v_user)
-        or (d ->> 'type' in ('conversation', 'message', 'fact') and not d ? 'user_id');
+        or (d ->> 'type' in ('conversation', 'message', 'fact', 'cache_entry') and not d ? 'user_id');
     if v_bad is not null then
         perform agentmem_private.import_refuse(
             'AM020', pg_catalog.format('line %s is a row of another user or tenant than the header''s', v_bad + 1),
@@ -462,28 +505,101 @@ begin
             'Each conversation, message, retrieval record, fact and cached answer appears once.', null
         );
     end if;
-    -- Messages in the file's conversations, retrieval records of the file's messages.
+    -- Messages in the file's conversations or in the user's here (an earlier
+    -- piece of the same file: agentmem import sends a large file in pieces).
     -- (anti-joins: each array is expanded once)
     select m.id into v_id
     from (select d ->> 'message_id' as id, d ->> 'conversation_id' as conv from jsonb_array_elements(v_msgs) as t (d)) as m
     left join (select d ->> 'conversation_id' as conv from jsonb_array_elements(v_convs) as t (d)) as c on c.conv = m.conv
-    where c.conv is null
+    where
+        c.conv is null
+        and not case when m.conv ~* '^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$' then exists (
+            select from agentmem.conversations as h
+            where h.tenant_id = p_tenant and h.conversation_id = m.conv::uuid and h.user_id = v_user
+        ) else false end
     limit 1;
     if found then
         perform agentmem_private.import_refuse(
             'AM020', pg_catalog.format('message %s belongs to no conversation of the export', v_id), null, null
         );
     end if;
-    select r.id into v_id
-    from (select d ->> 'message_id' as id from jsonb_array_elements(v_rets) as t (d)) as r
-    left join (select d ->> 'message_id' as id from jsonb_array_elements(v_msgs) as t (d)) as m on m.id = r.id
-    where m.id is null
-    limit 1;
-    if found then
+    -- A retrieval record goes with its message, of the file or the user's here:
+    -- its conversation and index are the message's, whatever the row says
+    -- (as record_retrieval takes them), and the message is a user message.
+    select coalesce(jsonb_agg(
+        r.d || jsonb_build_object(
+            'conversation_id', coalesce(fm.d -> 'conversation_id', to_jsonb(hm.conversation_id)),
+            'message_index', coalesce(fm.d -> 'message_index', to_jsonb(hm.message_index)),
+            'role', coalesce(fm.d ->> 'role', hm.role)
+        )
+    ), '[]'), min(r.d ->> 'message_id') filter (where fm.d is null and hm.message_id is null)
+    into v_rets, v_id
+    from jsonb_array_elements(v_rets) as r (d)
+    left join jsonb_array_elements(v_msgs) as fm (d) on fm.d ->> 'message_id' = r.d ->> 'message_id'
+    left join agentmem.messages as hm
+        on hm.tenant_id = p_tenant and hm.message_id = (r.d ->> 'message_id')::uuid and hm.user_id = v_user and fm.d is null;
+    if v_id is not null then
         perform agentmem_private.import_refuse(
             'AM020', pg_catalog.format('retrieval record of message %s, which the export does not hold', v_id), null, null
         );
     end if;
+    select r.d ->> 'message_id' into v_id from jsonb_array_elements(v_rets) as r (d)
+    where r.d ->> 'role' is distinct from 'user'
+    limit 1;
+    if found then
+        perform agentmem_private.import_refuse(
+            'AM020', pg_catalog.format('retrieval record of message %s, which is not a user message', v_id),
+            'Retrievals are recorded against user messages (record_retrieval).', null
+        );
+    end if;
+    select coalesce(jsonb_agg(r.d - 'role'), '[]') into v_rets from jsonb_array_elements(v_rets) as r (d);
+
+    -- Every value as the call that writes it checks it, by the same functions
+    -- (start_conversation, store_messages, record_retrieval, upsert_fact, cache_store).
+    begin
+        for v_doc, v_line in select t.d, t.i + 1 from jsonb_array_elements(v_docs) with ordinality as t (d, i) loop
+            v_what := pg_catalog.format('line %s: ', v_line);
+            case v_doc ->> 'type'
+                when 'conversation' then
+                    perform agentmem_private.check_title(v_doc ->> 'title');
+                    perform agentmem_private.check_metadata(v_what || 'metadata', v_doc -> 'metadata');
+                when 'message' then
+                    perform agentmem_private.check_role(v_what, v_doc ->> 'role');
+                    perform agentmem_private.check_text(v_what || 'content', v_doc ->> 'content', 100000);
+                    perform agentmem_private.check_metadata(v_what || 'metadata', v_doc -> 'metadata');
+                    if v_doc ? 'occurred_at' then
+                        perform agentmem_private.check_occurred_at(v_what, (v_doc ->> 'occurred_at')::timestamptz);
+                    end if;
+                when 'retrieval' then
+                    perform agentmem_private.check_doc_ids(
+                        array(select jsonb_array_elements_text(coalesce(v_doc -> 'doc_ids', '[]')))
+                    );
+                when 'fact' then
+                    perform agentmem_private.check_fact_subject(v_doc ->> 'subject');
+                    perform agentmem_private.check_fact_text(v_doc ->> 'fact');
+                    perform agentmem_private.check_fact_subject(h ->> 'subject'), agentmem_private.check_fact_text(h ->> 'fact')
+                    from jsonb_array_elements(
+                        case when jsonb_typeof(v_doc -> 'history') = 'array' then v_doc -> 'history' else '[]' end
+                    ) as h;
+                when 'cache_entry' then
+                    perform agentmem_private.cache_check_question(v_doc ->> 'question');
+                    perform agentmem_private.check_text(v_what || 'answer', v_doc ->> 'answer', 100000);
+                    perform agentmem_private.cache_check_scope(
+                        coalesce(v_doc ->> 'acl_hash', ''), coalesce(v_doc ->> 'prompt_version', ''),
+                        coalesce(v_doc ->> 'llm_model', '')
+                    );
+                    perform agentmem_private.cache_check_sources(
+                        array(select jsonb_array_elements_text(coalesce(v_doc -> 'source_ids', '[]')))
+                    );
+                else
+                    null;
+            end case;
+        end loop;
+    exception when data_exception then
+        perform agentmem_private.import_refuse(
+            'AM020', pg_catalog.format('line %s: a value of the export does not fit its column: %s', v_line, sqlerrm), null, null
+        );
+    end;
 
     -- Ids taken by another user's rows in this tenant.
     select x.id into v_id from (
@@ -656,6 +772,11 @@ $$;
 comment on function agentmem.import_user(lines text[]) is
 'Import one user''s export (the lines export_user wrote, in order) into the current tenant of this database; returns the receipt (rows inserted per table and rows_read, kept in agentmem.access_log).
 All or nothing: the whole file is checked before anything is written, and any refusal writes nothing.
+One call takes at most 16 MiB of lines: a larger file goes in pieces, each the header, rows in the
+file''s order and an end row counting them, in one transaction (agentmem import does so); a piece may
+name conversations and messages of the user that an earlier piece imported. A retrieval record takes
+its conversation and index from its message (of the file, or the user''s here), and must be of a user
+message.
 Idempotent: rows already here (same id, same user) are skipped, so importing twice leaves one copy.
 Ids are kept. Embeddings are kept and must be of a model registered here with the same dimension.
 Reads format_version 1 and older; a key a file lacks takes the column''s default, a key this release
@@ -663,7 +784,10 @@ does not know is ignored.
 Refusals: AM040 a newer format_version; AM020 a line that is not a JSON object, no header, no end row
 or one that miscounts (a truncated file), a second header, a row of unknown type, a row of another user
 or tenant than the header''s, a missing or malformed id, a row twice, a message outside the file''s
-conversations, a value that does not fit its column; AM021 a line over 8 MiB (8,388,608 bytes);
+conversations, a value that does not fit its column, a cached answer without the header''s user;
+AM021 a line over 8 MiB (8,388,608 bytes), or lines over 16 MiB (16,777,216 bytes) in all;
+every value the call that writes it refuses, with its code and by the same check (content, role,
+occurred_at, metadata, title, fact and subject, document ids, cached question, answer and sources);
 AM011 a model not registered here; AM010 an embedding of the wrong dimension or not a vector;
 AM031 an id taken here by another user''s row, or a row colliding with one already here (a subject
 the user already has another fact for, a message index taken).
@@ -756,6 +880,7 @@ begin
         'Run it as a superuser or a role with BYPASSRLS (agentmem import --tenant).'
     );
     perform agentmem.set_tenant(tenant_id => import_tenant.tenant_id, local => true);
+    perform agentmem_private.check_import_size(import_tenant.lines);
     -- A whole tenant export, or part of one made of whole user blocks (agentmem
     -- import --tenant sends one block per call, in one transaction).
     v_i := 1;

@@ -93,9 +93,10 @@ revoke all on agentmem.models, agentmem.cache_intents, agentmem.text_search_sett
 from agentmem_owner, agentmem_queue;
 grant select on agentmem.models, agentmem.cache_intents, agentmem.text_search_settings to agentmem_owner;
 grant usage, select on all sequences in schema agentmem to agentmem_owner;
-revoke all on agentmem.tenant_grants, agentmem.tenant_binding, agentmem.retention_cursors from agentmem_owner;
--- agentmem.may_act_as (security definer) reads the binding for every caller.
-grant select on agentmem.tenant_grants, agentmem.tenant_binding to agentmem_owner;
+revoke all on agentmem.tenant_grants, agentmem.tenant_binding, agentmem.retention_cursors,
+agentmem.local_tenant_logins from agentmem_owner;
+-- agentmem.may_act_as and tenant_must_be_local (security definer) read the binding for every caller.
+grant select on agentmem.tenant_grants, agentmem.tenant_binding, agentmem.local_tenant_logins to agentmem_owner;
 revoke all on agentmem.search_path_health, agentmem.tenant_grant_list from agentmem_owner;
 revoke all on agentmem.retention_health, agentmem.tenants_needing_index, agentmem.tenant_indexes,
 agentmem.embedding_backlog, agentmem.health

@@ -9,6 +9,11 @@ The server is picked with ``--server`` or ``AGENTMEM_TEST_SERVER``:
 * ``citus``: a Citus 14 coordinator and two workers on the embedded PostgreSQL 18,
   started by ``scripts/citus.sh start`` (``make test-citus`` does both).
 
+The pooler leg (``make test-pooler``): with ``AGENTMEM_TEST_POOLER_URL`` (PgBouncer in transaction
+mode in front of the server, ``scripts/pgbouncer.sh``), the ``driver`` fixture's clients connect
+through it, tests marked ``direct`` (they look at the driver's own server session) are skipped, and
+``pooled_url`` gives URLs through it (tests that need it skip without it).
+
 Migrations run once per session into a template database (pytest-postgresql's
 noproc ``load``); each test gets a fresh copy of it. On ``citus`` a copied
 database would lack Citus' metadata and the workers' databases, so the session
@@ -32,6 +37,7 @@ ROOT = Path(__file__).resolve().parents[1]
 APP_ROLE = "agentmem_test_app"
 SERVERS = ("embedded", "debian15", "citus")
 DEFAULT_TEST_PORT = 55419  # the embedded test server's (AGENTMEM_TEST_PORT)
+POOLER_URL = os.environ.get("AGENTMEM_TEST_POOLER_URL", "").rstrip("/")
 
 
 def pytest_addoption(parser):
@@ -97,6 +103,7 @@ def pytest_configure(config):
     global SERVER
     config.addinivalue_line("markers", "pg_cron: needs pg_cron (fails, not skips, when it is required)")
     config.addinivalue_line("markers", "slow: long probes, deselected unless -m selects them (make test-slow)")
+    config.addinivalue_line("markers", "direct: looks at the driver's server session (skipped through a pooler)")
     config.option.markexpr = config.option.markexpr or "not slow"
     SERVER = _start_server(config.getoption("--server"))
     config.option.postgresql_host = SERVER.host
@@ -117,7 +124,16 @@ def _drop_stale_template(server: Server, name: str) -> None:
 
 
 def pytest_report_header(config):
-    return f"agentmem test server: {SERVER.name} at {SERVER.url}"
+    return f"agentmem test server: {SERVER.name} at {SERVER.url}" + (
+        f", the driver through the pooler at {POOLER_URL}" if POOLER_URL else "")
+
+
+def pytest_collection_modifyitems(config, items):
+    if POOLER_URL:
+        skip = pytest.mark.skip(reason="looks at the driver's server session: not through a pooler")
+        for item in items:
+            if "direct" in item.keywords:
+                item.add_marker(skip)
 
 
 def migrate_template(host, port, user, dbname, password=None, **_):
@@ -231,6 +247,16 @@ def app_url(server, dbname) -> str:
     return server.db_url(dbname, APP_ROLE)
 
 
+@pytest.fixture
+def pooled_url(dbname):
+    """``pooled_url(user)``: a URL of this test's database through the pooler (AGENTMEM_TEST_POOLER_URL,
+    PgBouncer in transaction mode: make test-pooler); the test is skipped without one."""
+    if not POOLER_URL:
+        pytest.skip("no pooler: set AGENTMEM_TEST_POOLER_URL (make test-pooler)")
+    scheme, rest = POOLER_URL.split("://", 1)
+    return lambda user=APP_ROLE: f"{scheme}://{user}@{rest.rsplit('@', 1)[-1]}/{dbname}"
+
+
 def _connect(url: str) -> psycopg.Connection:
     conn = psycopg.connect(url, autocommit=True)
     register_vector(conn)
@@ -287,21 +313,27 @@ class Driver:
 
 
 @pytest.fixture(params=["sync", "async"])
-def driver(request, app_url):
+def driver(request, app_url, dbname):
     """Open clients of one kind (the test runs once with Memory, once with AsyncMemory):
-    ``call = driver(embedder=..., tenant="acme")``, then ``call("cache_lookup", ...)``."""
+    ``call = driver(embedder=..., tenant="acme")``, then ``call("cache_lookup", ...)``. On the pooler
+    leg (AGENTMEM_TEST_POOLER_URL) the application role's clients connect through the pooler."""
     import asyncio
+    if POOLER_URL:
+        scheme, rest = POOLER_URL.split("://", 1)
+        app_url = f"{scheme}://{APP_ROLE}@{rest.rsplit('@', 1)[-1]}/{dbname}"
 
     from agentmem.client import AsyncMemory, Memory
     loop = asyncio.new_event_loop() if request.param == "async" else None
     opened: list[Driver] = []
 
-    def _open(*, tenant: str = "acme", embedder=None, url: str | None = None, max_size: int = 2) -> Driver:
+    def _open(*, tenant: str = "acme", embedder=None, url: str | None = None, max_size: int = 2,
+              prepare: bool = False) -> Driver:
         if loop is None:
-            mem = Memory.connect(url or app_url, tenant=tenant, embedder=embedder, max_size=max_size)
+            mem = Memory.connect(url or app_url, tenant=tenant, embedder=embedder, max_size=max_size,
+                                 prepare=prepare)
         else:
             mem = loop.run_until_complete(AsyncMemory.connect(url or app_url, tenant=tenant, embedder=embedder,
-                                                              max_size=max_size))
+                                                              max_size=max_size, prepare=prepare))
         opened.append(Driver(request.param, mem, loop))
         return opened[-1]
 
@@ -359,3 +391,8 @@ def pytest_sessionfinish(session, exitstatus):
             and CRON_TESTS_RUN == 0):
         print("\nERROR: AGENTMEM_CI_REQUIRE_CRON_TESTS=1 but no test used the pg_cron fixture")
         session.exitstatus = 1
+
+
+# The browser-test fixtures of the inspector's pages (tests/inspect_browser.py), defined here once for
+# every test module: the session's one browser.
+from inspect_browser import browser, inspector, page  # noqa: E402,F401

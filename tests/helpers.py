@@ -219,6 +219,17 @@ def upsert(conn, user, subject, fact, sources=(), dim_text=None, **kw):
         (user, subject, fact, vec(dim_text or fact), list(sources), *kw.values())).fetchone()
 
 
+def add_facts(admin, tenant: str, n: int, age: str, user: str = "u1", prefix: str = "f"):
+    """n facts of one tenant (model tiny-embed, registered here), last updated `age` ago, written as the
+    superuser."""
+    admin.execute("select agentmem.register_model(model => 'tiny-embed', dimension => 8)")
+    admin.execute(
+        "insert into agentmem.facts (tenant_id, user_id, subject, fact, model, embedding, created_at, updated_at) "
+        "select %s, %s, %s || i, 'fact ' || i, 'tiny-embed', %s, now() - %s::interval, now() - %s::interval "
+        "from generate_series(1, %s) as i",
+        (tenant, user, f"{prefix}{uuid.uuid4().hex[:6]}_", vec("f", 8), age, age, n))
+
+
 class StubEmbedder:
     """The minimal embedder interface extract_facts needs, through the real ollama client."""
 

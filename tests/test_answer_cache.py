@@ -508,3 +508,32 @@ def test_cache_store_without_an_embedding_argument_queues_it(app, admin):
     assert count(admin, "cache_entries", "entry_id = %s and answer = 'Thirty days.'", (entry,)) == 1
     assert count(admin, "embedding_jobs", "entry_id = %s", (entry,)) == 1
     assert sqlstate_of(app, "select * from agentmem.cache_store(question => 'another question')") == "AM020"
+
+
+def test_list_cache_entries_pages_newest_first_with_sources_ttl_version_and_verdicts(app, connect, app_url):
+    def store(q, answer, vector, **kw):
+        extra = "".join(f", {k} => %s" for k in kw)
+        return app.execute("select entry_id from agentmem.cache_store(question => %s, question_embedding => %s, "
+                           f"answer => %s, model => 'all-minilm', safe_to_share => true{extra})",
+                           (q, vector, answer, *kw.values())).fetchone()[0]
+    first = store("what is the refund window", "30 days", unit(1), source_ids=["doc-1", "doc-2"])
+    second = store("how do I reset my password", "Use the link.", unit(2))
+    hit = app.execute("select hit_id from agentmem.cache_lookup(question => 'how do I reset my password', "
+                      "question_embedding => %s, model => 'all-minilm')", (unit(2),)).fetchone()[0]
+    app.execute("select agentmem.review_hit(hit_id => %s, correct => false)", (hit,))
+    app.execute("select agentmem.bump_corpus_version()")
+    third = store("where is my invoice", "In the billing page.", unit(3))
+    connect(app_url, tenant="globex").execute(
+        "select agentmem.cache_store(question => 'q', question_embedding => %s, answer => 'a', model => 'all-minilm', "
+        "safe_to_share => true)", (unit(4),))
+    page = app.execute("select entry_id, question, source_ids, corpus_version, current_corpus, expires_at > "
+                       "created_at, withdrawn_at is not null, lookups, reviewed_wrong, cursor "
+                       "from agentmem.list_cache_entries(page_size => 2)").fetchall()
+    assert [r[0] for r in page] == [third, second]
+    assert page[0][3:9] == (1, True, True, False, 0, 0)
+    assert page[1][3:9] == (0, False, True, True, 1, 1)
+    rest = app.execute("select entry_id, source_ids, answer from agentmem.list_cache_entries(after => %s)",
+                       (page[-1][-1],)).fetchall()
+    assert rest == [(first, ["doc-1", "doc-2"], "30 days")]
+    assert sqlstate_of(app, "select * from agentmem.list_cache_entries(after => 'x')") == "AM020"
+    assert sqlstate_of(app, "select * from agentmem.list_cache_entries(page_size => 1001)") == "AM020"

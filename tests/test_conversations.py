@@ -61,6 +61,45 @@ def test_batch_store_gets_consecutive_indexes_and_is_all_or_nothing(app, admin):
     assert admin.execute("select next_index from agentmem.conversations").fetchone() == (3,)
 
 
+
+def test_a_batch_is_bounded_in_messages_and_characters_and_stored_in_pieces(app, admin):
+    """The documented bounds of one call (docs/limits.md): 1,000 messages (AM020) and 10,000,000 characters of
+    contents and metadata (AM021), refused before anything is written; a batch within them is inserted in
+    pieces of about 1 MB and keeps consecutive indexes in array order."""
+    max_n, max_chars = admin.execute("select agentmem_private.store_messages_max(), "
+                                     "agentmem_private.store_messages_max_chars()").fetchone()
+    assert (max_n, max_chars) == (1000, 10_000_000)
+    cid = start(app)
+    call = ("select message_index from agentmem.store_messages(conversation_id => %s, roles => %s, contents => %s, "
+            "embeddings => null, model => %s, metadata => %s::jsonb[])")
+    before = counts(admin)
+    assert sqlstate_of(app, call, (cid, ["user"] * 1001, ["x"] * 1001, MODEL, None)) == "AM020"
+    many = ["w" * 100_000] * 99 + ["w" * 99_000]
+    metas = ['{"k": "%s"}' % ("m" * 1_000)] * 100   # 9,999,000 + 100 x 1,009 characters: over by 1,900
+    assert sqlstate_of(app, call, (cid, ["user"] * 100, many, MODEL, metas)) == "AM021"
+    assert counts(admin) == before
+    # 30 messages of 100,000 characters: at least 3 pieces, all stored, in order
+    words = [f"piece{i} " + "y" * 99_990 for i in range(30)]
+    rows = app.execute(call, (cid, ["user"] * 30, words, MODEL, None)).fetchall()
+    assert [r[0] for r in rows] == list(range(30))
+    stored = admin.execute("select message_index, left(content, 8) from agentmem.messages "
+                           "where conversation_id = %s order by message_index", (cid,)).fetchall()
+    assert stored == [(i, words[i][:8]) for i in range(30)]
+
+
+def test_a_word_too_long_to_index_sends_no_notice_carrying_the_batch(app):
+    """PostgreSQL's text search skips a word over 2,047 characters with a NOTICE whose context is the whole
+    insert statement; a batch of such messages sent one such notice per message, each megabytes long."""
+    cid = start(app)
+    notices = []
+    app.add_notice_handler(lambda d: notices.append(d.message_primary))
+    app.execute("select agentmem.store_messages(conversation_id => %s, roles => %s, contents => %s, "
+                "embeddings => null, model => %s)", (cid, ["user"] * 3, ["z" * 3000] * 3, MODEL))
+    assert notices == []
+    assert app.execute("select count(*) from agentmem.recent_messages(conversation_id => %s)",
+                       (cid,)).fetchone() == (3,)
+
+
 ZERO = np.zeros(DIM, dtype=np.float32)
 BAD_INPUT = {
     "wrong dimension": (dict(embedding=np.ones(8, dtype=np.float32)), "AM010"),

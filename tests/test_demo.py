@@ -100,3 +100,46 @@ def test_the_demo_names_what_it_leaves_and_its_cache_report_plots(server, capsys
     assert main(command) == 0
     assert png.read_bytes()[:4] == b"\x89PNG"
     assert "plot written to" in capsys.readouterr().out
+
+
+def test_demo_web_serves_the_chat_page_at_the_url_it_prints(server):
+    """`agentmem demo --web` (make demo-web): one command, the page's URL printed, the page offline."""
+    import http.cookiejar
+    import os
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+    from pathlib import Path
+
+    from helpers import free_port_url, wait_until
+    env = dict(os.environ, OLLAMA_HOST=free_port_url("http://127.0.0.1:1"))
+    proc = subprocess.Popen([str(Path(sys.executable).parent / "agentmem"), "demo", "--web", "--database-url",
+                             server.url, "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, env=env)
+    try:
+        out, deadline = "", time.monotonic() + 90
+        while "/chat?tenant=docs-co&token=" not in out and time.monotonic() < deadline and proc.poll() is None:
+            out += proc.stdout.readline()
+        url = re.search(r"http://127\.0\.0\.1:\d+/chat\?tenant=docs-co&token=\S+", out)
+        assert url, out
+        assert "database agentmem_chat, login agentmem_demo_app, tenant docs-co" in out
+        assert "the offline lexical embedder agentmem-lexical-768" in out and "TEMPLATE generator" in out
+        port = int(re.search(r":(\d+)/chat", url.group(0)).group(1))
+        wait_until(lambda: _listening(port), what="the page's server listening")  # uvicorn starts after the print
+        opener = urllib.request.build_opener(urllib.request.HTTPCookieProcessor(http.cookiejar.CookieJar()))
+        with opener.open(url.group(0), timeout=30) as response:   # the token, then the page without it
+            page = response.read().decode()
+            assert response.url.endswith("/chat?tenant=docs-co")
+        assert "Offline stand-ins." not in page and 'id="user-id"' in page  # asks for a user id first
+        with opener.open(response.url + "&user=ada", timeout=30) as response:
+            assert "Offline stand-ins." in response.read().decode()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+
+
+def _listening(port: int) -> bool:
+    import socket
+    with socket.socket() as s:
+        return s.connect_ex(("127.0.0.1", port)) == 0

@@ -8,7 +8,8 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-CATALOGUES = {"models", "cache_intents", "text_search_settings", "tenant_grants", "tenant_binding", "retention_cursors"}
+CATALOGUES = {"models", "cache_intents", "text_search_settings", "tenant_grants", "tenant_binding", "retention_cursors",
+              "local_tenant_logins"}
 VEC = "[" + ",".join(["0.1"] * 384) + "]"
 
 

@@ -25,9 +25,15 @@ from agentmem.client import AsyncMemory, Memory
 from agentmem.statement import Sql
 from agentmem.embed import OllamaEmbedder
 from agentmem.lexical import LexicalEmbedder
-from helpers import StubEmbedder, audiences, count, vec
+from helpers import StubEmbedder, add_facts, audiences, count, vec
 
 EMBEDS_FIRST = {"embed_documents", "embed_queries", "remember", "recall", "recall_facts_about", "cached_answer", "store_answer", "extract_facts"}
+
+
+def drift(want: set[str], have: set[str], where: str, fix: str) -> str:
+    """The failure message of a drift check: what is missing from or extra in `where`, and how to mend it."""
+    return (f"{where} is out of step with the catalogue: missing {sorted(want - have)}, "
+            f"extra {sorted(have - want)}. To mend it: {fix}.")
 
 
 def literals(cls) -> set[str]:
@@ -45,11 +51,18 @@ def test_one_literal_method_per_function_the_app_role_may_call_and_the_dba_ones_
     # Admin's; the embedding queue's calls are the worker's (agentmem.worker), granted to it only.
     declared = audiences(admin)
     dba, views, worker = declared["dba"] | declared["views"], declared["views"], declared["worker"]
-    assert app == declared["application"]
+    assert app == declared["application"], drift(
+        declared["application"], app, "the grants",
+        "the function's \"Called by\" line in sql/ decides its grant: reinstall (agentmem migrate) after editing it")
     # set_tenant has no method: every call runs set_tenant(tenant_id => ..., local => true) first
-    assert literals(AsyncCalls) == app - {"set_tenant"}
-    assert literals(Calls) == literals(AsyncCalls)
-    assert literals(Admin) == dba
+    assert literals(AsyncCalls) == app - {"set_tenant"}, drift(
+        app - {"set_tenant"}, literals(AsyncCalls), "python/agentmem/calls_async.py",
+        "add or remove the method there (sql/README.md's checklist), then run python scripts/async_to_sync.py")
+    assert literals(Calls) == literals(AsyncCalls), drift(
+        literals(AsyncCalls), literals(Calls), "python/agentmem/calls_sync.py",
+        "a generated twin: run python scripts/async_to_sync.py, never edit it by hand")
+    assert literals(Admin) == dba, drift(
+        dba, literals(Admin), "python/agentmem/admin.py", "add or remove the DBA's method or view there")
     assert {n for n, ok in callable_by.items() if not ok} == (dba - views) | worker
     for name in dba:
         assert not hasattr(Memory, name) and not hasattr(AsyncMemory, name), name
@@ -84,7 +97,9 @@ def test_the_sync_twins_are_generated_from_the_asyncio_code():
     assert set(script.TWINS) == {p.name for p in (root / "python" / "agentmem").glob("*_async.py")}
     for name, (twin, _) in script.TWINS.items():
         source = (root / "python" / "agentmem" / name).read_text()
-        assert (root / "python" / "agentmem" / twin).read_text() == script.twin_of(source, name), twin
+        assert (root / "python" / "agentmem" / twin).read_text() == script.twin_of(source, name), (
+            f"python/agentmem/{twin} is stale or was edited by hand: edit python/agentmem/{name} and run "
+            "python scripts/async_to_sync.py")
     assert script.main(["--check"]) == 0
 
 
@@ -139,6 +154,20 @@ def test_driver_sets_the_tenant_per_transaction_never_leaking_it(driver):
         call.mem.for_tenant("")
 
 
+@pytest.mark.direct
+@pytest.mark.parametrize("prepare", [False, True])
+def test_driver_prepares_no_statement_on_the_server_unless_asked(driver, prepare):
+    """By default nothing is prepared on the server (psycopg's prepare_threshold=None), so that a transaction
+    pooler may give the next call another server connection; prepare=True keeps psycopg's default
+    (prepared at a statement's fifth run on a connection)."""
+    call = driver(max_size=1, prepare=prepare)
+    for _ in range(8):
+        call("search_messages", "alice", query_text="invoice", k=1)
+    prepared = call.resolve(call.mem.run(Sql("select count(*)::int from pg_prepared_statements", fetch="scalar")))
+    assert (prepared > 0) is prepare
+
+
+@pytest.mark.direct
 def test_driver_sends_set_tenant_and_the_call_as_one_transaction(driver, admin):
     call = driver(max_size=1)
     pid = call.resolve(call.mem.run(Sql("select pg_backend_pid()", fetch="scalar")))
@@ -155,6 +184,7 @@ def test_driver_sends_set_tenant_and_the_call_as_one_transaction(driver, admin):
     assert admin.execute("select state from pg_stat_activity where pid = %s", (pid,)).fetchone()[0] == "idle"
 
 
+@pytest.mark.direct
 def test_driver_without_pipeline_mode_runs_each_call_in_a_transaction_of_its_own(driver, admin, monkeypatch):
     """A libpq older than 14 has no pipeline mode: each call then runs in BEGIN ... COMMIT on the pool's
     autocommit connection, with the same guarantees."""
@@ -173,6 +203,7 @@ def test_driver_without_pipeline_mode_runs_each_call_in_a_transaction_of_its_own
     assert pooled_tenant_sqlstate(call) == "AM001"
 
 
+@pytest.mark.direct
 def test_driver_checks_out_a_quiet_connection_without_a_round_trip_and_replaces_an_ended_one(driver, admin):
     call = driver(max_size=1)
     pid = call.resolve(call.mem.run(Sql("select pg_backend_pid() as marker_of_the_last_call", fetch="scalar")))
@@ -425,12 +456,24 @@ def test_driver_forget_methods(driver, admin):
     assert count(admin, "erasure_log") == 2
 
 
-def add_facts(admin, tenant: str, n: int, age: str):
-    admin.execute("select agentmem.register_model(model => 'tiny-embed', dimension => 8)")
-    admin.execute(
-        "insert into agentmem.facts (tenant_id, user_id, subject, fact, model, embedding, created_at, updated_at) "
-        "select %s, 'u1', 'f' || i, 'fact ' || i, 'tiny-embed', %s, now() - %s::interval, now() - %s::interval "
-        "from generate_series(1, %s) as i", (tenant, vec("f", 8), age, age, n))
+def test_driver_tenant_view_methods(driver):
+    """The calls a door showing a tenant makes (agentmem inspect): users, messages, receipts, cache, overview."""
+    call = driver(max_size=1)
+    conv = call("start_conversation", "u1")
+    call("store_message", conv, "user", "hello there", vec("hello there"))
+    call("store_message", conv, "assistant", "hi", None)
+    assert [(u.user_id, u.messages) for u in call("list_users")] == [("u1", 2)]
+    listed = call("list_messages", conv, page_size=1)
+    assert [(m.message_index, m.embedded_models) for m in listed] == [(0, ["nomic-embed-text"])]
+    assert [m.embedded_models for m in call("list_messages", conv, after=listed[-1].message_index)] == [[]]
+    call("cache_store", "what is the refund window", vec("what is the refund window"), "30 days", safe_to_share=True)
+    entries = call("list_cache_entries")
+    assert [(e.answer, e.current_corpus, e.withdrawn_at) for e in entries] == [("30 days", True, None)]
+    call("delete_message", listed[0].message_id)
+    assert [r.kind for r in call("list_access_log")] == ["delete_message"]
+    overview = call("tenant_overview")
+    assert (overview.tenant_id, overview.users, overview.messages, overview.cache_entries) == ("acme", 1, 1, 1)
+    assert [(g.tenant_id, g.scope) for g in call("my_tenants")] == [(None, "all")]
 
 
 def test_driver_retention_methods(driver, admin_url, admin):

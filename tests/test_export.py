@@ -250,7 +250,13 @@ def test_export_and_import_reach_no_other_user_or_tenant(app, admin, connect, ap
         assert len([r for r in after[table] if "globex" in r]) == len(rows), table
 
 
-def test_export_tenant_and_import_tenant_move_a_tenant(app, admin, connect, app_url, server, other_db, tmp_path):
+@pytest.mark.parametrize("piece_bytes", [None, 3000])
+def test_export_tenant_and_import_tenant_move_a_tenant(app, admin, connect, app_url, server, other_db, tmp_path,
+                                                       monkeypatch, piece_bytes):
+    """piece_bytes: the CLI's pieces made small, so that each user block goes in several calls."""
+    if piece_bytes is not None:
+        from agentmem import transfer
+        monkeypatch.setattr(transfer, "MAX_CALL_BYTES", piece_bytes)
     populate(app, "u1", "zorkmid")
     populate(app, "u2", "quuxly")
     populate(connect(app_url, tenant="globex"), "u1", "blorpy")
@@ -363,3 +369,133 @@ def test_the_cli_shows_progress_on_stderr_when_asked(app, app_url, tmp_path, cap
     captured = capsys.readouterr()
     assert "agentmem: imported 14 rows" in captured.err and "messages 6" in captured.out
     assert main(["import", str(tmp_path / "u1.jsonl"), "--database-url", app_url]) == 1   # no --tenant
+
+
+def _edit(lines: list[str], i: int, **changes) -> list[str]:
+    doc = json.loads(lines[i])
+    doc.update(changes)
+    return [*lines[:i], json.dumps(doc), *lines[i + 1:]]
+
+
+def _line_of(lines: list[str], kind: str) -> int:
+    return next(i for i, line in enumerate(lines) if json.loads(line)["type"] == kind)
+
+
+def test_imported_rows_pass_the_checks_of_the_calls_that_write_them(app, admin):
+    """Each value the API refuses is refused on import with the API's own code, and nothing is written."""
+    rich_user(app)
+    lines = export(app)
+    app.execute("select agentmem.forget_user(user_id => 'u1')")
+    conv, msg, ret, fact, entry = (_line_of(lines, k) for k in ("conversation", "message", "retrieval", "fact",
+                                                                 "cache_entry"))
+    history = json.loads(lines[fact])
+    without_user = json.loads(lines[entry])
+    del without_user["user_id"]
+    cases = {
+        "content over 100,000 characters": (_edit(lines, msg, content="x" * 100_001), "AM021"),
+        "blank content": (_edit(lines, msg, content="\t \n"), "AM020"),
+        "occurred_at in 2999": (_edit(lines, msg, occurred_at="2999-01-01T00:00:00+00:00"), "AM020"),
+        "metadata not an object": (_edit(lines, msg, metadata=[1, 2]), "AM020"),
+        "metadata over 100,000 characters": (_edit(lines, msg, metadata={"k": "m" * 100_001}), "AM021"),
+        "an unknown role": (_edit(lines, msg, role="wizard"), "AM020"),
+        "a title over 1,000 characters": (_edit(lines, conv, title="t" * 1001), "AM021"),
+        "conversation metadata nested 33 levels": (_edit(lines, conv, metadata=json.loads('{"a":' * 33 + "1"
+                                                                                            + "}" * 33)), "AM020"),
+        "a 10,000-character fact": (_edit(lines, fact, fact="f" * 10_000), "AM021"),
+        "a blank subject": (_edit(lines, fact, subject="   "), "AM020"),
+        "a 10,000-character fact in its history": (
+            _edit(lines, fact, history=[{**h, "fact": "f" * 10_000} for h in history["history"]] or
+                  [{"fact": "f" * 10_000, "subject": "s"}]), "AM021"),
+        "a tab-only document id": (_edit(lines, ret, doc_ids=["docs/a.md", "\t"]), "AM020"),
+        "a 2,000-character document id": (_edit(lines, ret, doc_ids=["d" * 2000]), "AM021"),
+        "a cached answer over 100,000 characters": (_edit(lines, entry, answer="a" * 100_001), "AM021"),
+        "a blank source id": (_edit(lines, entry, source_ids=["\t"]), "AM020"),
+        "a cached answer without a user": ([*lines[:entry], json.dumps(without_user), *lines[entry + 1:]], "AM020"),
+        "a cached answer of no user": (_edit(lines, entry, user_id=None), "AM020"),
+        "occurred_at not a time": (_edit(lines, msg, occurred_at="soon"), "AM020"),
+    }
+    for name, (bad, code) in cases.items():
+        before = snapshot(admin)
+        assert sqlstate_of(app, "select agentmem.import_user(lines => %s::text[])", (bad,)) == code, name
+        assert snapshot(admin) == before, name
+    # the file as exported still goes in
+    import_lines(app, lines)
+    assert count(admin, "cache_entries", "user_id = 'u1'") == 1
+    assert count(admin, "cache_entries", "user_id is null") == 0
+    app.execute("select agentmem.forget_user(user_id => 'u1')")
+    assert count(admin, "cache_entries") == 0
+
+
+def test_an_imported_retrieval_record_takes_its_conversation_and_index_from_its_message(app, admin):
+    """A retrieval row naming another user's conversation (and any index) is stored against its own message's
+    conversation and index; the other user's topic_shift is untouched."""
+    populate(app, "u1", "zorkmid")
+    other = populate(app, "u2", "quuxly")
+    victim_conv = other["conversations"][0]
+    shift = app.execute("select * from agentmem.topic_shift(conversation_id => %s)", (victim_conv,)).fetchone()
+    lines = export(app)
+    app.execute("select agentmem.forget_user(user_id => 'u1')")
+    ret = _line_of(lines, "retrieval")
+    doc = json.loads(lines[ret])
+    message = next(json.loads(x) for x in lines if json.loads(x)["type"] == "message"
+                   and json.loads(x)["message_id"] == doc["message_id"])
+    import_lines(app, _edit(lines, ret, conversation_id=str(victim_conv), message_index=7))
+    stored = admin.execute("select conversation_id::text, message_index from agentmem.retrievals "
+                           "where message_id = %s", (doc["message_id"],)).fetchone()
+    assert stored == (message["conversation_id"], message["message_index"])
+    assert count(admin, "retrievals", f"conversation_id = '{victim_conv}'") == 1   # u2's own record only
+    assert app.execute("select * from agentmem.topic_shift(conversation_id => %s)",
+                       (victim_conv,)).fetchone() == shift
+    # a record of an assistant message, or of a message of another user here, is refused
+    app.execute("select agentmem.forget_user(user_id => 'u1')")
+    assistant = next(json.loads(x)["message_id"] for x in lines if json.loads(x)["type"] == "message"
+                     and json.loads(x)["role"] == "assistant")
+    assert sqlstate_of(app, "select agentmem.import_user(lines => %s::text[])",
+                       (_edit(lines, ret, message_id=assistant),)) == "AM020"
+    others = str(other["messages"][0])
+    body_only = [x for x in lines if json.loads(x)["type"] != "retrieval"]
+    alone = [body_only[0], json.dumps({**doc, "message_id": others}), json.dumps({"type": "end", "rows": 1})]
+    assert sqlstate_of(app, "select agentmem.import_user(lines => %s::text[])", (alone,)) == "AM020"
+
+
+def test_one_import_call_is_bounded_and_the_cli_sends_a_large_file_in_pieces(app, admin, app_url, tmp_path,
+                                                                              monkeypatch):
+    """Lines of more than 16 MiB in one call are refused (AM021) before any is parsed; agentmem import sends
+    a file in pieces of at most that size, all in one transaction: a refusal in the last piece writes
+    nothing, a file whose end row miscounts is refused."""
+    limit = admin.execute("select agentmem_private.import_max_call_bytes()").fetchone()[0]
+    assert limit == 16 * 1024 * 1024
+    rich_user(app)
+    lines = export(app)
+    app.execute("select agentmem.forget_user(user_id => 'u1')")
+    pad = json.dumps({"type": "conversation", "title": "x" * (1024 * 1024)})
+    big = [lines[0], *[pad] * 16, json.dumps({"type": "end", "rows": 16})]
+    assert sum(len(x.encode()) for x in big) > limit
+    assert sqlstate_of(app, "select agentmem.import_user(lines => %s::text[])", (big,)) == "AM021"
+    assert sqlstate_of(admin, "select agentmem.import_tenant(tenant_id => 'acme', lines => %s::text[])",
+                       (big,)) == "AM021"
+    from agentmem import transfer
+    from agentmem.errors import ContentTooLarge, InvalidArgument
+    monkeypatch.setattr(transfer, "MAX_CALL_BYTES", 3000)   # pieces of a few rows each
+    sent = []
+    real = transfer._pieces
+    monkeypatch.setattr(transfer, "_pieces", lambda h, ls: (sent.append(p) or p for p in real(h, ls)))
+    (tmp_path / "u1.jsonl").write_text("\n".join(lines) + "\n")
+    with open(tmp_path / "u1.jsonl") as source:
+        totals = transfer.import_file(app_url, source, tenant="acme")
+    assert len(sent) > 3 and all(json.loads(p[-1]) == {"type": "end", "rows": len(p) - 2} for p in sent)
+    assert totals["messages"] == 7 and totals["retrievals"] == 1 and totals["facts"] == 2
+    assert body(export(app)) == body(lines)
+    app.execute("select agentmem.forget_user(user_id => 'u1')")
+    # a refusal in the last piece: nothing of the earlier pieces stays
+    entry = _line_of(lines, "cache_entry")
+    (tmp_path / "bad.jsonl").write_text("\n".join(_edit(lines, entry, answer="a" * 100_001)) + "\n")
+    with open(tmp_path / "bad.jsonl") as source, pytest.raises(ContentTooLarge):
+        transfer.import_file(app_url, source, tenant="acme")
+    assert count(admin, "conversations") == 0 and count(admin, "messages") == 0
+    # an end row that miscounts, and rows after the end row
+    for bad in ([*lines[:-1], json.dumps({"type": "end", "rows": len(lines)})], [*lines, lines[1]]):
+        (tmp_path / "cut.jsonl").write_text("\n".join(bad) + "\n")
+        with open(tmp_path / "cut.jsonl") as source, pytest.raises(InvalidArgument):
+            transfer.import_file(app_url, source, tenant="acme")
+        assert count(admin, "conversations") == 0

@@ -16,6 +16,7 @@ SQL_FILE = re.compile(r"(\d\d)_([a-z0-9_]+)\.sql")
 TESTED_WITH = {
     "00_tenant": ["test_tenant.py", "test_tenant_binding.py"],
     "01_row_security": ["test_tenant.py"],
+    "03_distributed": ["test_distribute.py"],
     "04_forget_helpers": ["test_forget.py"],
     "15_embedding_cache": ["test_embed.py"],
     "30_answer_cache_guard": ["test_answer_cache.py"],
@@ -30,9 +31,24 @@ TESTED_WITH = {
 # Tests of the Python driver (python/agentmem/) beyond the SQL each call runs.
 DRIVER = {"test_driver.py", "test_driver_faults.py", "test_embed.py", "test_turn.py"}
 # Tests of the package as a whole: installing, upgrading, attacking, documenting and running it.
-WHOLE = {"test_cli.py", "test_compose.py", "test_dba_install.py", "test_demo.py", "test_distribute.py",
-         "test_docs.py", "test_examples.py", "test_first_hour.py", "test_hostile.py", "test_layout.py",
-         "test_migrate.py", "test_package.py", "test_security_probes.py"}
+WHOLE = {
+    "test_cli.py",
+    "test_compose.py",
+    "test_dba_install.py",
+    "test_demo.py",
+    "test_distribute.py",
+    "test_docs.py",
+    "test_examples.py",
+    "test_first_hour.py",
+    "test_hostile.py",
+    "test_inspect.py",
+    "test_inspect_chat.py",
+    "test_layout.py",
+    "test_migrate.py",
+    "test_package.py",
+    "test_pooling.py",
+    "test_security_probes.py",
+}
 
 
 def sql_files() -> dict[str, list[str]]:
@@ -64,3 +80,59 @@ def test_every_test_file_mirrors_a_sql_file_or_is_listed():
 def test_every_test_file_says_what_it_covers():
     bare = sorted(p.name for p in TESTS.glob("test_*.py") if not ast.get_docstring(ast.parse(p.read_text())))
     assert not bare, f"these test files have no module docstring saying what they cover: {bare}"
+
+
+DEFINED = re.compile(r"create\s+or\s+replace\s+function\s+(agentmem(?:_private)?\.\w+)\s*\(", re.I)
+CALLED = re.compile(r"\b(agentmem(?:_private)?\.\w+)\s*\(", re.I)
+COMMENT_ON = re.compile(r"comment\s+on\s+function\s.*?\bis\s+'(?:[^']|'')*'\s*;", re.I | re.S)
+
+
+def sql_code(text: str) -> str:
+    """A SQL file without its comments (-- lines, and the text of comment on function)."""
+    text = COMMENT_ON.sub("", text)
+    return "\n".join(line.split("--", 1)[0] for line in text.splitlines())
+
+
+def forward_calls(files: list[tuple[str, str]]) -> list[str]:
+    """Calls from a SQL file to a function that a later file defines: `file: function`."""
+    where: dict[str, int] = {}
+    for i, (_, text) in enumerate(files):
+        for name in DEFINED.findall(text):
+            where.setdefault(name.lower(), i)
+    return [f"{stem}: {name}" for i, (stem, text) in enumerate(files)
+            for name in sorted({n.lower() for n in CALLED.findall(sql_code(text))})
+            if where.get(name, -1) > i]
+
+
+def test_no_sql_file_calls_a_function_a_later_file_defines():
+    """sql/ loads in order; a file reads only what files before it (or it) define, so each can be read
+    alone from the top. A function two files need lives in the earlier one, or is passed in."""
+    files = [(p.stem, p.read_text()) for p in sorted((ROOT / "sql").glob("*.sql")) if SQL_FILE.fullmatch(p.name)]
+    assert forward_calls(files) == []
+    # the check itself: a planted call to a later file's function is found, one to an earlier one is not
+    planted = [("10_a", "create or replace function agentmem.a() returns int language sql as $$ select 1 $$;"),
+               ("20_b", "create or replace function agentmem_private.b() returns int language plpgsql as $$ "
+                        "begin return agentmem.a() + agentmem_private.c(); end $$; -- agentmem.d()"),
+               ("30_c", "create or replace function agentmem_private.c() returns int language sql as $$ select 1 $$;"
+                        "\ncomment on function agentmem_private.c() is 'calls agentmem.d() in prose';"),
+               ("40_d", "create or replace function agentmem.d() returns int language sql as $$ select 1 $$;")]
+    assert forward_calls(planted) == ["20_b: agentmem_private.c"]
+
+
+def unnamed_functions(sql_texts: list[str], test_texts: list[str]) -> list[str]:
+    """Functions of schema agentmem that no test file names: as agentmem.name, or as a driver method
+    ('name' in a driver call, or .name( )."""
+    public = {m.split(".", 1)[1].lower() for text in sql_texts for m in DEFINED.findall(text)
+              if m.lower().startswith("agentmem.")}
+    tests = "\n".join(test_texts)
+    return sorted(n for n in public if not re.search(rf"agentmem\.{n}\b|[\"'.]{n}\b", tests))
+
+
+def test_every_public_function_is_named_in_a_test_file():
+    """A new function of the API has a test of its own: one that names it (sql/README.md's checklist)."""
+    sql_texts = [p.read_text() for p in sorted((ROOT / "sql").glob("*.sql"))]
+    tests = [p.read_text() for p in TESTS.glob("*.py") if p.name != "test_layout.py"]
+    assert unnamed_functions(sql_texts, tests) == [], "add a test that calls it, in the file tests/README.md names"
+    # the check itself: a function no test names is found
+    planted = "create or replace function agentmem.planted_without_test() returns int language sql as $$ select 1 $$;"
+    assert unnamed_functions(sql_texts + [planted], tests) == ["planted_without_test"]

@@ -407,3 +407,34 @@ def test_the_migration_brings_existing_rows_forward(admin):
     assert count(admin, "messages", "occurred_at is null") == 0
     assert admin.execute("select count(*) from agentmem.message_embeddings as e join agentmem.messages as m "
                          "using (tenant_id, message_id) where e.occurred_at <> m.occurred_at").fetchone()[0] == 0
+
+
+def test_0016_keys_tenant_grants_by_the_role_and_drops_those_of_dropped_roles(server, empty_db, tmp_path):
+    """Grants kept by role name (0012 to 0014) move to the role's OID; the grants of a role that no longer
+    exists are removed, so a role created later under its name does not inherit them. (A role dropped and
+    created again before the upgrade cannot be told from the old one: the names were all there was.)"""
+    with psycopg.connect(server.url, autocommit=True) as conn:
+        for role in ("mig16_kept", "mig16_gone"):
+            conn.execute(f"drop role if exists {role}")
+            conn.execute(f"create role {role} login")
+    try:
+        m.Migrator(empty_db, release_source("37d8160", tmp_path / "old")).migrate()  # through 0014
+        with psycopg.connect(empty_db, autocommit=True) as conn:
+            for role in ("mig16_kept", "mig16_gone"):
+                conn.execute("select agentmem.grant_tenant(role_name => %s, tenant_id => 'acme')", (role,))
+            conn.execute("drop role mig16_gone")
+        assert m.Migrator(empty_db).migrate()
+        with psycopg.connect(empty_db, autocommit=True) as conn:
+            assert conn.execute("select g.role_name::text, g.role_oid = r.oid from agentmem.tenant_grants as g "
+                                "join pg_roles as r on r.rolname = g.role_name").fetchall() == [("mig16_kept", True)]
+            conn.execute("select agentmem.set_tenant_binding(mode => 'role')")
+            conn.execute("create role mig16_gone login")  # a new role under the old name
+            conn.execute("select agentmem.grant_app_role(role_name => 'mig16_gone')")
+        with psycopg.connect(server.db_url(empty_db.rsplit("/", 1)[1], "mig16_gone"), autocommit=True) as conn:
+            with pytest.raises(psycopg.Error) as info:
+                conn.execute("select agentmem.set_tenant(tenant_id => 'acme')")
+            assert info.value.sqlstate == "AM041"
+    finally:
+        with psycopg.connect(server.url, autocommit=True) as conn:
+            for role in ("mig16_kept", "mig16_gone"):
+                conn.execute(f"drop role if exists {role}")

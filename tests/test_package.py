@@ -67,9 +67,22 @@ def test_the_runtime_wheel_holds_the_runtime_modules_and_no_development_tool(run
     modules = {Path(n).stem for n in names if n.startswith("agentmem/") and n.endswith(".py") and "/_sql/" not in n}
     assert not modules & DEV_MODULES, modules & DEV_MODULES
     assert not [n for n in names if n.startswith("agentmem_dev/")]
-    # every module of the source folder ships, and nothing else
-    assert modules == {p.stem for p in (ROOT / "python" / "agentmem").glob("*.py")}
+    # every file of the source folder ships (the inspector's templates and stylesheet too), and nothing else
+    package = ROOT / "python" / "agentmem"
+    shipped = {n.removeprefix("agentmem/") for n in names
+               if n.startswith("agentmem/") and "/_sql/" not in n and not n.endswith("/")}
+    assert shipped == {str(p.relative_to(package)) for p in package.rglob("*")
+                       if p.is_file() and "__pycache__" not in p.parts and p.suffix != ".pyc"}
     assert {"__init__", "client", "errors", "cli", "migrate", "worker", "transfer"} <= modules
+    assert {"inspect/app.py", "inspect/templates/base.html", "inspect/static/inspect.css"} <= shipped
+
+
+def test_the_inspector_is_an_extra_of_the_runtime_wheel(runtime_wheel):
+    meta = metadata(runtime_wheel)
+    assert "inspect" in (meta.get_all("Provides-Extra") or [])
+    extra = {re.match(r"[A-Za-z0-9._-]+", r).group(0).lower() for r in meta.get_all("Requires-Dist") or []
+             if "extra == 'inspect'" in r or 'extra == "inspect"' in r}
+    assert {"starlette", "jinja2", "uvicorn"} <= extra
 
 
 def test_the_runtime_wheel_carries_the_sql_byte_for_byte(runtime_wheel):

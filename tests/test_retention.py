@@ -11,19 +11,10 @@ import pytest
 
 import agentmem
 from agentmem.admin import Admin
-from helpers import count, sqlstate_of, vec, wait_until
+from helpers import add_facts, count, sqlstate_of, vec, wait_until
 from helpers import STORE_DATED as STORE
 
 APPLY = "select * from agentmem.apply_retention(batch_size => %s)"
-
-
-def add_facts(admin, tenant: str, n: int, age: str, user: str = "u1", prefix: str = "f"):
-    """n facts of one tenant, last updated `age` ago (written as the superuser)."""
-    admin.execute(
-        "insert into agentmem.facts (tenant_id, user_id, subject, fact, model, embedding, created_at, updated_at) "
-        "select %s, %s, %s || i, 'fact ' || i, 'tiny-embed', %s, now() - %s::interval, now() - %s::interval "
-        "from generate_series(1, %s) as i",
-        (tenant, user, f"{prefix}{uuid.uuid4().hex[:6]}_", vec("f", 8), age, age, n))
 
 
 @pytest.fixture(autouse=True)

@@ -40,6 +40,7 @@ import os
 import signal
 import threading
 import time
+import uuid
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -218,6 +219,24 @@ def cross_tenant_probes(app_url, admin, data) -> dict:
 
 # -- 2. hostile inputs ------------------------------------------------------------------------
 
+def export_lines(user: str, messages, vector, occurred_at: str = "2026-01-01T00:00:00+00:00") -> list[str]:
+    """A user's export of one conversation holding `messages` ((content, metadata) pairs, each with `vector`),
+    as export_user writes it."""
+    cid, now = str(uuid.uuid4()), "2026-01-01T00:00:00+00:00"
+    emb = "[" + ",".join(f"{x:.6f}" for x in vector) + "]"
+    lines = [json.dumps({"type": "header", "format": "agentmem-export", "format_version": 1, "scope": "user",
+                         "tenant_id": "x", "user_id": user}),
+             json.dumps({"type": "conversation", "conversation_id": cid, "user_id": user, "metadata": {},
+                         "next_index": len(messages), "created_at": now, "updated_at": now})]
+    for i, (content, metadata) in enumerate(messages):
+        lines.append(json.dumps({"type": "message", "message_id": str(uuid.uuid4()), "conversation_id": cid,
+                                 "user_id": user, "message_index": i, "role": "user", "content": content,
+                                 "metadata": metadata, "created_at": now, "occurred_at": occurred_at,
+                                 "embeddings": [{"model": MODEL, "embedding": emb, "created_at": now}]}))
+    lines.append(json.dumps({"type": "end", "rows": len(lines) - 1}))
+    return lines
+
+
 def hostile_inputs(app_url, admin, rng) -> dict:
     conn = connect(app_url, "hostile")
     good = rand_vec(rng)
@@ -307,6 +326,18 @@ def hostile_inputs(app_url, admin, rng) -> dict:
          ("q" * 4_194_305,), "AM021"),
         ("set_config malformed tenant", "select set_config('agentmem.tenant_id', E' evil\\nten''ant ', false), "
          "agentmem.start_conversation(user_id => 'x')", None, "AM002"),
+        ("store_messages 10,000 messages", "select agentmem.store_messages(conversation_id => %s, roles => %s, "
+         "contents => %s, embeddings => null, model => 'all-minilm')", (cid, ["user"] * 10_000, ["x" * 1000] * 10_000),
+         "AM020"),
+        ("store_messages 100 x 100,000 characters", "select agentmem.store_messages(conversation_id => %s, "
+         "roles => %s, contents => %s, embeddings => null, model => 'all-minilm')",
+         (cid, ["user"] * 101, ["x" * 100_000] * 101), "AM021"),
+        ("import_user 17 lines of 1 MiB", "select agentmem.import_user(lines => %s::text[])",
+         (export_lines("h", [("x" * 1_048_000, {})] * 17, good),), "AM021"),
+        ("import_user content over 100,000", "select agentmem.import_user(lines => %s::text[])",
+         (export_lines("h", [("x" * 100_001, {})], good),), "AM021"),
+        ("import_user occurred_at 2999", "select agentmem.import_user(lines => %s::text[])",
+         (export_lines("h", [("hi", {})], good, occurred_at="2999-01-01T00:00:00+00:00"),), "AM020"),
     ]
     refused = 0
     failures: list[str] = []
@@ -410,7 +441,8 @@ def binding_probes(attacker_url, admin, data) -> dict:
 
 def worst_calls(admin, app_url) -> list[tuple[str, float]]:
     """The heaviest calls known, under custom and generic plans (a pooled connection's): unseen_docs over 100 turns x 1,000 recorded ids of 909 characters (the documented
-    limits allow 1,000 turns), and cache_report with 1,000 thresholds over a 50,000-row hit log."""
+    limits allow 1,000 turns), and cache_report with 1,000 thresholds over a 50,000-row hit log; the largest
+    store_messages calls and import_user call the limits allow (docs/limits.md)."""
     out = []
     admin.execute("select agentmem.set_tenant(tenant_id => 'heavy')")
     cid = admin.execute("select agentmem.start_conversation(user_id => 'u1')").fetchone()[0]
@@ -446,6 +478,35 @@ def worst_calls(admin, app_url) -> list[tuple[str, float]]:
         conn.execute("select count(*) from agentmem.cache_report(cost_uncached => 1, cost_wrong => 10, "
                      "thresholds => %s::real[])", (th,)).fetchone()
         out.append((label, time.perf_counter() - t))
+    # The largest writes the limits allow (docs/limits.md), each its own conversation
+    rng = np.random.default_rng(3)
+    meta = {"leaf": "m" * 72_600}
+    for _ in range(31):
+        meta = {"l": meta}   # 32 levels, about 73 KB
+    per_message = 100_000 + len(json.dumps(meta))
+    max_n, max_chars = admin.execute("select agentmem_private.store_messages_max(), "
+                                    "agentmem_private.store_messages_max_chars()").fetchone()
+    for label, n, contents, metadata in (
+            (f"store_messages: {max_n:,} messages of 1,000 characters with vectors", max_n, ["y" * 1000] * max_n, None),
+            (f"store_messages: {max_chars // per_message} messages of 100,000 characters (one word), 73 KB metadata "
+             "nested 32 levels", max_chars // per_message, ["y" * 100_000] * (max_chars // per_message),
+             [json.dumps(meta)] * (max_chars // per_message))):
+        c = conn.execute("select agentmem.start_conversation(user_id => 'u2')").fetchone()[0]
+        t = time.perf_counter()
+        conn.execute("select count(*) from agentmem.store_messages(conversation_id => %s, roles => %s, "
+                     "contents => %s, embeddings => %s, model => 'all-minilm', metadata => %s::jsonb[])",
+                     (c, ["user"] * n, contents, [rand_vec(rng) for _ in range(n)], metadata))
+        out.append((label, time.perf_counter() - t))
+    limit = admin.execute("select agentmem_private.import_max_call_bytes()").fetchone()[0]
+    one = export_lines("u3", [("z" * 100_000, {"k": "m" * 99_000})], rand_vec(rng))
+    fits = (limit - 4000) // (len(one[2].encode()) + 1)
+    lines = export_lines("u3", [("z" * 100_000, {"k": "m" * 99_000})] * fits, rand_vec(rng))
+    t = time.perf_counter()
+    conn.execute("select agentmem.import_user(lines => %s::text[])", (lines,))
+    out.append((f"import_user: {len(lines)} lines, {sum(len(x.encode()) for x in lines) / 2 ** 20:.1f} MiB (a call's "
+                "most)", time.perf_counter() - t))
+    conn.execute("select agentmem.forget_user(user_id => 'u2')")
+    conn.execute("select agentmem.forget_user(user_id => 'u3')")
     conn.close()
     # Gone again: its messages have no embeddings, which the fault runs would count as orphans.
     admin.execute("delete from agentmem.conversations where tenant_id = 'heavy'")
@@ -635,7 +696,7 @@ def test_hostile_inputs_are_refused_with_their_sqlstate_and_write_nothing(probe_
     for label, secs in hostile["timings"]:
         print(f"  {label}: {secs:.2f} s")
     assert hostile["failures"] == []
-    assert hostile["refused"] == hostile["tried"] == 71
+    assert hostile["refused"] == hostile["tried"] == 76
 
 
 def test_no_route_binds_the_attackers_login_to_the_victims_tenant(probe_server, victim, admin_conn):
@@ -651,7 +712,7 @@ def test_the_heaviest_calls_finish_inside_the_statement_timeout(probe_server, ad
     print(f"heaviest calls ({', '.join(probe_server.timeout)}):")
     for label, secs in worst:
         print(f"  {label}: {secs:.2f} s")
-    assert len(worst) == 4
+    assert len(worst) == 7
 
 
 @pytest.mark.parametrize("run", range(FAULT_RUNS))

@@ -227,8 +227,10 @@ def test_every_table_carries_tenant_id_with_forced_rls(admin):
          where c.relnamespace = 'agentmem'::regnamespace and c.relkind in ('r', 'p')
            and c.relname not in ('schema_migrations')
     """).fetchall()
-    # installation-wide catalogues, no tenant data (tenant_grants, tenant_binding, retention_cursors: the DBA's)
-    exempt = {"models", "cache_intents", "text_search_settings", "tenant_grants", "tenant_binding", "retention_cursors"}
+    # installation-wide catalogues, no tenant data (tenant_grants, tenant_binding, retention_cursors,
+    # local_tenant_logins: the DBA's)
+    exempt = {"models", "cache_intents", "text_search_settings", "tenant_grants", "tenant_binding", "retention_cursors",
+              "local_tenant_logins"}
     distributed = admin.execute("select agentmem.is_distributed()").fetchone()[0]
     policies = dict(admin.execute(
         "select tablename, qual || ' / ' || with_check from pg_policies "

@@ -182,6 +182,112 @@ def test_mode_none_lets_any_login_act_as_any_tenant(admin, server, dbname, roles
         assert sqlstate_of(conn, "select agentmem.set_tenant(tenant_id => 'whoever')") == "AM041"
 
 
+def test_grants_belong_to_the_role_not_its_name(admin, server, dbname, roles):
+    """A role dropped and created again under its name holds none of the old role's grants (nor its
+    local-tenant requirement); a renamed role keeps its own; the rows of a dropped role go at the next
+    grant, revoke or install."""
+    app = roles("tb_app")
+    admin.execute("select agentmem.grant_tenant(role_name => %s, tenant_id => 'tenant-a')", (app,))
+    admin.execute("select agentmem.require_local_tenant(role_name => %s)", (app,))
+    admin.execute(f"drop owned by {app}")
+    admin.execute(f"drop role {app}")
+    # the grant's row is still there (nothing sees DROP ROLE), but it belongs to no one
+    assert admin.execute("select role_exists from agentmem.tenant_grant_list where role_name = %s",
+                         (app,)).fetchall() == [(False,)]
+    admin.execute(f"create role {app} login")
+    admin.execute("select agentmem.grant_app_role(role_name => %s)", (app,))
+    with login(server, dbname, app) as conn:
+        assert sqlstate_of(conn, "select agentmem.set_tenant(tenant_id => 'tenant-a', local => true)") == "AM041"
+        assert conn.execute("select agentmem.tenant_must_be_local()").fetchone() == (False,)
+    # the next grant clears the old role's rows
+    other = roles("tb_other")
+    admin.execute("select agentmem.grant_tenant(role_name => %s, tenant_id => 'tenant-b')", (other,))
+    assert admin.execute("select count(*) from agentmem.tenant_grants where role_name = %s", (app,)).fetchone() == (0,)
+    assert admin.execute("select count(*) from agentmem.local_tenant_logins").fetchone() == (0,)
+    # renamed: the same role, the same grants, listed under the new name
+    renamed = roles("tb_renamed", app=False, login=False)
+    admin.execute(f"drop role {renamed}")
+    admin.execute(f"alter role {other} rename to {renamed}")
+    try:
+        with login(server, dbname, renamed) as conn:
+            assert conn.execute("select agentmem.set_tenant(tenant_id => 'tenant-b')").fetchone() == ("tenant-b",)
+        assert admin.execute("select role_name from agentmem.tenant_grant_list where tenant = 'tenant-b'"
+                             ).fetchall() == [(renamed,)]
+        assert admin.execute("select agentmem.revoke_tenant(role_name => %s, tenant_id => 'tenant-b')",
+                             (renamed,)).fetchone() == (True,)
+    finally:
+        admin.execute(f"alter role {renamed} rename to {other}")
+
+
+def test_a_login_required_to_set_a_local_tenant_is_refused_a_session_one(admin, server, dbname, roles):
+    app = roles("tb_pooled")
+    admin.execute("select agentmem.grant_tenant(role_name => %s, tenant_id => 'tenant-a')", (app,))
+    assert admin.execute("select agentmem.require_local_tenant(role_name => %s)", (app,)).fetchone() == (True,)
+    assert admin.execute("select agentmem.require_local_tenant(role_name => %s)", (app,)).fetchone() == (False,)
+    assert admin.execute("select local_tenant_only from agentmem.tenant_grant_list where role_name = %s",
+                         (app,)).fetchall() == [(True,)]
+    with login(server, dbname, app) as conn:
+        assert conn.execute("select agentmem.tenant_must_be_local()").fetchone() == (True,)
+        for call in ("select agentmem.set_tenant(tenant_id => 'tenant-a')",
+                     "select agentmem.set_tenant(tenant_id => 'tenant-a', local => false)",
+                     "select agentmem.set_tenant(tenant_id => 'tenant-a', local => null)"):
+            with pytest.raises(psycopg.Error) as info:
+                conn.execute(call)
+            assert info.value.sqlstate == "AM042"
+            assert "local => true" in info.value.diag.message_hint
+        assert sqlstate_of(conn, "select agentmem.current_tenant()") == "AM001"  # nothing was set
+        with conn.transaction():
+            assert conn.execute("select agentmem.set_tenant(tenant_id => 'tenant-a', local => true)"
+                                ).fetchone() == ("tenant-a",)
+            conn.execute("select agentmem.start_conversation(user_id => 'u1')")
+        assert sqlstate_of(conn, "select agentmem.current_tenant()") == "AM001"  # gone with its transaction
+        # the DBA's call, not the application's
+        assert sqlstate_of(conn, "select agentmem.require_local_tenant(role_name => current_user, required => false)"
+                           ) == "42501"
+    # other logins are not affected; the requirement is lifted as it was set
+    with login(server, dbname, roles("tb_free")) as conn:
+        assert conn.execute("select agentmem.tenant_must_be_local()").fetchone() == (False,)
+    assert sqlstate_of(admin, "select agentmem.require_local_tenant(role_name => 'no_such_role_x')") == "AM030"
+    assert admin.execute("select agentmem.require_local_tenant(role_name => %s, required => false)",
+                         (app,)).fetchone() == (True,)
+    with login(server, dbname, app) as conn:
+        assert conn.execute("select agentmem.set_tenant(tenant_id => 'tenant-a')").fetchone() == ("tenant-a",)
+
+
+def test_the_driver_works_for_a_login_required_to_set_a_local_tenant(admin_url, server, dbname, roles):
+    from agentmem.admin import Admin
+    from agentmem.client import Memory
+    app = roles("tb_pooled")
+    with Admin.connect(admin_url) as dba:
+        dba.grant_tenant(app, tenant_id="tenant-a")
+        assert dba.require_local_tenant(app) is True
+    with Memory.connect(server.db_url(dbname, app), tenant="tenant-a") as mem:
+        assert mem.tenant_must_be_local() is True
+        cid = mem.start_conversation("u1")
+        assert mem.recent_messages(cid) == []
+
+
+def test_a_transaction_open_when_binding_turns_on_keeps_mode_none_until_it_ends(admin, server, dbname, roles):
+    """The documented exception (set_tenant_binding's comment, docs/security.md): PostgreSQL delivers the
+    new mode to a session at its next transaction, and a transaction open at the switch may keep the old
+    one until it ends. set_tenant_binding says how many sessions of other logins are in one."""
+    app = roles("tb_app")
+    admin.execute("select agentmem.set_tenant_binding(mode => 'none')")
+    try:
+        with login(server, dbname, app) as conn:
+            with conn.transaction():
+                conn.execute("select agentmem.set_tenant(tenant_id => 'tenant-a', local => true)")
+                conn.execute("select agentmem.start_conversation(user_id => 'u1')")
+                notices: list[str] = []
+                admin.add_notice_handler(lambda n: notices.append(n.message_primary or ""))
+                admin.execute("select agentmem.set_tenant_binding(mode => 'role')")
+                assert any("1 session" in n and "open transaction" in n for n in notices), notices
+            # the next transaction is bound
+            assert sqlstate_of(conn, "select agentmem.set_tenant(tenant_id => 'tenant-a')") == "AM041"
+    finally:
+        admin.execute("select agentmem.set_tenant_binding(mode => 'role')")
+
+
 # -- binding by JWT claim -----------------------------------------------------------------------
 
 @pytest.fixture
@@ -551,10 +657,35 @@ def test_a_refused_tenant_leaves_the_drivers_pooled_connection_usable(admin, ser
     from agentmem.errors import InsufficientPrivilege
     app = roles()
     admin.execute("select agentmem.grant_tenant(role_name => %s, tenant_id => 'tenant-a')", (app,))
-    with Memory.connect(server.db_url(dbname, app), tenant="tenant-a", max_size=1) as mem:
+    # prepare=True: psycopg's prepared statements (by default the client prepares none)
+    with Memory.connect(server.db_url(dbname, app), tenant="tenant-a", max_size=1, prepare=True) as mem:
         for _ in range(before):
             mem.search_messages("alice", query_text="invoice", k=1)
         with pytest.raises(InsufficientPrivilege):
             mem.for_tenant("tenant-b").search_messages("alice", query_text="invoice", k=1)
         for _ in range(7):
             assert mem.search_messages("alice", query_text="invoice", k=1) == []
+
+
+def test_my_tenants_lists_the_calling_logins_own_grants_without_a_tenant_set(admin, server, dbname, roles):
+    one, regional, service, none = roles("tb_one"), roles("tb_eu"), roles("tb_svc"), roles("tb_none")
+    admin.execute("select agentmem.grant_tenant(role_name => %s, tenant_id => 'acme')", (one,))
+    admin.execute("select agentmem.grant_tenant(role_name => %s, tenant_id => 'globex')", (one,))
+    admin.execute("select agentmem.grant_tenant(role_name => %s, tenant_prefix => 'eu/')", (regional,))
+    admin.execute("select agentmem.grant_tenant(role_name => %s, all_tenants => true)", (service,))
+    query = "select tenant_id, scope, binding_mode from agentmem.my_tenants()"
+    admin.execute(f"grant {regional} to {one}")
+    with login(server, dbname, one) as conn:
+        assert conn.execute(query).fetchall() == [("acme", "tenant", "role"), ("globex", "tenant", "role")]
+        # SET ROLE changes nothing: the login's grants count, as for set_tenant
+        conn.execute(f"set role {regional}")
+        assert [r[0] for r in conn.execute(query).fetchall()] == ["acme", "globex"]
+    with login(server, dbname, regional) as conn:
+        assert conn.execute(query).fetchall() == [("eu/", "prefix", "role")]
+    with login(server, dbname, service) as conn:
+        assert conn.execute(query).fetchall() == [(None, "all", "role")]
+    with login(server, dbname, none) as conn:
+        assert conn.execute(query).fetchall() == []
+    admin.execute("select agentmem.set_tenant_binding(mode => 'none')")
+    with login(server, dbname, one) as conn:
+        assert {r[2] for r in conn.execute(query).fetchall()} == {"none"}

@@ -184,6 +184,7 @@ def test_a_cache_hit_skips_retrieval_and_generation(mem, stub, admin):
     conv = mem.start_conversation("bob")
     hit = turn(conv, "bob", "what is the refund window")
     assert hit.cache_hit and hit.cache_kind == "exact" and hit.answer == "Within 14 days from the invoice date."
+    assert hit.cache_matched_question == "What is the refund window?"   # the question as cached
     assert len(retriever.calls) == 1 and len(generator.requests) == 1 and condense_calls(stub) == []
     assert [s.name for s in hit.steps] == ["embed question", "cache_lookup", "embed messages", "store_messages"]
     assert "HIT (exact" in hit.steps[1].note

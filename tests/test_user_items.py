@@ -345,3 +345,87 @@ def test_list_facts_valid_from_and_to_mean_when_the_fact_was_true(app):
     assert old[2] == dt.datetime(2020, 1, 1, tzinfo=dt.timezone.utc)
     assert old[3] == dt.datetime(2024, 6, 1, tzinfo=dt.timezone.utc)  # true until Berlin, not when replaced
     assert old[5] > old[3]  # replaced now, years after it stopped being true
+
+
+# -- the tenant as a whole: users, a conversation's messages, receipts, the overview -------------
+
+def test_list_users_pages_every_user_with_a_conversation_or_a_fact_in_id_order(app, connect, app_url):
+    for user in ("carol", "alice", "bob"):
+        cid = app.execute("select agentmem.start_conversation(user_id => %s)", (user,)).fetchone()[0]
+        store(app, cid, "user", f"hello from {user}")
+        store(app, cid, "assistant", "hi")
+    upsert(app, "alice", "city", "Alice lives in Lyon")
+    upsert(app, "dave", "city", "Dave lives in Oslo")          # facts only (an import, say)
+    connect(app_url, tenant="globex").execute("select agentmem.start_conversation(user_id => 'eve')")
+    rows = app.execute("select user_id, conversations, messages, facts, last_message_at is not null, cursor "
+                       "from agentmem.list_users(page_size => 2)").fetchall()
+    assert rows == [("alice", 1, 2, 1, True, "alice"), ("bob", 1, 2, 0, True, "bob")]
+    app.execute("select agentmem.start_conversation(user_id => 'aaron')")  # before the cursor: not on later pages
+    rest = app.execute("select user_id, conversations, messages, facts, last_message_at from "
+                       "agentmem.list_users(after => 'bob', page_size => 2)").fetchall()
+    assert rest == [("carol", 1, 2, 0, rest[0][4]), ("dave", 0, 0, 1, None)]
+    assert app.execute("select * from agentmem.list_users(after => 'dave')").fetchall() == []
+    assert [r[0] for r in app.execute("select user_id from agentmem.list_users()").fetchall()] == \
+        ["aaron", "alice", "bob", "carol", "dave"]
+    assert connect(app_url, tenant="empty").execute("select count(*) from agentmem.list_users()").fetchone() == (0,)
+    assert sqlstate_of(app, "select * from agentmem.list_users(page_size => 0)") == "AM020"
+    assert sqlstate_of(app, "select * from agentmem.list_users(page_size => 1001)") == "AM020"
+    assert sqlstate_of(app, "select * from agentmem.list_users(after => ' ')") == "AM020"
+
+
+def test_list_messages_pages_a_conversation_in_order_saying_which_are_embedded(app, connect, app_url):
+    cid = app.execute("select agentmem.start_conversation(user_id => 'alice')").fetchone()[0]
+    ids = [store(app, cid, "user", f"message {i}") for i in range(5)]
+    unembedded = app.execute("select message_id from agentmem.store_message(conversation_id => %s, role => 'user', "
+                             "content => 'no vector yet', embedding => null)", (cid,)).fetchone()[0]
+    app.execute("select agentmem.delete_message(message_id => %s)", (ids[1],))
+    page = app.execute("select message_index, content, user_id, embedded_models, occurred_at is not null "
+                       "from agentmem.list_messages(conversation_id => %s, page_size => 3)", (cid,)).fetchall()
+    assert [r[0] for r in page] == [0, 2, 3]            # the deleted one leaves a gap, never a shift
+    assert page[0][1:] == ("message 0", "alice", ["nomic-embed-text"], True)
+    rest = app.execute("select message_index, content, embedded_models from agentmem.list_messages("
+                       "conversation_id => %s, after => 3, page_size => 3)", (cid,)).fetchall()
+    assert [r[0] for r in rest] == [4, 5] and rest[1][1:] == ("no vector yet", [])
+    assert unembedded
+    assert sqlstate_of(app, "select * from agentmem.list_messages(conversation_id => %s, page_size => 0)",
+                       (cid,)) == "AM020"
+    assert sqlstate_of(app, "select * from agentmem.list_messages(conversation_id => %s, after => -1)",
+                       (cid,)) == "AM020"
+    assert sqlstate_of(app, "select * from agentmem.list_messages(conversation_id => 'nope')") == "AM020"
+    other = connect(app_url, tenant="globex")
+    assert sqlstate_of(other, "select * from agentmem.list_messages(conversation_id => %s)", (cid,)) == "AM030"
+
+
+def test_list_access_log_pages_receipts_and_erasures_newest_first(app, connect, app_url):
+    cid = app.execute("select agentmem.start_conversation(user_id => 'alice')").fetchone()[0]
+    mid = store(app, cid, "user", "hello")
+    app.execute("select agentmem.delete_message(message_id => %s)", (mid,))
+    app.execute("select count(*) from agentmem.export_user(user_id => 'alice')")
+    app.execute("select agentmem.forget_user(user_id => 'alice')")
+    connect(app_url, tenant="globex").execute("select agentmem.forget_user(user_id => 'x')")
+    page = app.execute("select kind, actor, rows_affected, cursor from agentmem.list_access_log(page_size => 2)"
+                       ).fetchall()
+    assert [r[0] for r in page] == ["forget_user", "export_user"]
+    assert page[0][1] is None and page[1][1] == "agentmem_test_app"
+    rest = app.execute("select kind, rows_affected from agentmem.list_access_log(after => %s)",
+                       (page[-1][3],)).fetchall()
+    assert [r[0] for r in rest] == ["delete_message"] and rest[0][1]["messages"] == 1
+    assert sqlstate_of(app, "select * from agentmem.list_access_log(after => 'x')") == "AM020"
+    assert sqlstate_of(app, "select * from agentmem.list_access_log(page_size => 0)") == "AM020"
+
+
+def test_tenant_overview_counts_the_current_tenant_only(app, connect, app_url):
+    empty = app.execute("select users, conversations, messages, facts, cache_entries, cache_lookups, default_model, "
+                        "corpus_version, embedding_pending, embedding_failed, embedding_oldest "
+                        "from agentmem.tenant_overview()").fetchone()
+    assert empty == (0, 0, 0, 0, 0, 0, "nomic-embed-text", 0, 0, 0, None)
+    for user in ("alice", "bob"):
+        cid = app.execute("select agentmem.start_conversation(user_id => %s)", (user,)).fetchone()[0]
+        store(app, cid, "user", "hello")
+    app.execute("select agentmem.store_message(conversation_id => %s, role => 'user', content => 'later', "
+                "embedding => null)", (cid,))
+    upsert(app, "carol", "city", "Carol lives in Rome")
+    connect(app_url, tenant="globex").execute("select agentmem.start_conversation(user_id => 'eve')")
+    row = app.execute("select tenant_id, users, conversations, messages, facts, embedding_pending, "
+                      "embedding_oldest is not null from agentmem.tenant_overview()").fetchone()
+    assert row == ("acme", 3, 2, 3, 1, 1, True)

@@ -287,15 +287,19 @@ def test_static_exact_scan_answers_as_the_dynamic_statements(admin, tenant_with_
     """A user's search through exact_scan's prepared statements and through vector_search's own (a window
     that keeps every row sends it there) find the same rows at the same distances, past the sixth call
     (when PL/pgSQL may switch to a generic plan)."""
+    # what sends it to the dynamic statements: messages, a time window; facts, recall_facts' row check of one
+    plain, kept_whole = (("since => null", "since => '-infinity'") if table == "message_embeddings" else
+                         ("row_check => null", "row_check => agentmem_private.fact_window_check("
+                          "p_since => '-infinity', p_until => null, p_alias => 'e')"))
     search = ("select array_agg(n.id order by n.distance, n.id), array_agg(n.distance order by n.distance, n.id) "
               "from agentmem_private.vector_search(table_name => %s, tenant_id => 'acme', model => %s, "
-              "dimension => 8, query_embedding => %s, k => 7, user_id => 'alice', since => {}) as n")
+              "dimension => 8, query_embedding => %s, k => 7, user_id => 'alice', {}) as n")
     calls = "select pg_stat_get_xact_function_calls('agentmem_private.exact_scan'::regproc)"
     with admin.transaction():
         admin.execute("set local track_functions = 'all'")
         for v in list(tenant_with_indexes[:8]) * 2:
-            static = admin.execute(search.format("null"), (table, TINY, v)).fetchone()
-            dynamic = admin.execute(search.format("'-infinity'"), (table, TINY, v)).fetchone()
+            static = admin.execute(search.format(plain), (table, TINY, v)).fetchone()
+            dynamic = admin.execute(search.format(kept_whole), (table, TINY, v)).fetchone()
             assert static[0] is not None and len(static[0]) == 7
             assert static[0] == dynamic[0]
             assert static[1] == pytest.approx(dynamic[1])

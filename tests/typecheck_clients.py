@@ -17,6 +17,8 @@ from pgvector import Vector
 from agentmem.admin import Admin
 from agentmem.client import AsyncMemory, Memory
 from agentmem.rows import CacheLookup, ExtractedFact, Fact, JobRun, MessageHit, StoredMessage, TopicShift
+from agentmem.embed import Embedder, OllamaEmbedder
+from agentmem.lexical import LexicalEmbedder
 from agentmem.turn import AsyncTurn, Turn, TurnResult
 
 
@@ -38,6 +40,14 @@ def sync_client(mem: Memory) -> None:
     assert_type(mem.embed_queries(["q"]), list[list[float]])
     assert_type(mem.embedding_cache_lookup("m", ["q"]), list[list[float] | None])
     assert_type(Turn(mem, retriever=lambda q: [])(uuid.uuid4(), "alice", "q"), TurnResult)
+    # the typed seams: a Turn's client is its Memory, a client's embedder an Embedder
+    assert_type(Turn(mem, retriever=lambda q: []).memory, Memory)
+    assert_type(mem.embedder, Embedder | None)
+    assert_type(Turn(mem, retriever=lambda q: []).memory.search_messages("alice", [0.1], 5), list[MessageHit])
+    Turn(42, retriever=lambda q: [])  # type: ignore[arg-type]
+    Memory(mem.pool, tenant="acme", embedder="nomic-embed-text")  # type: ignore[arg-type]
+    Memory(mem.pool, tenant="acme", embedder=LexicalEmbedder())
+    Memory(mem.pool, tenant="acme", embedder=OllamaEmbedder("nomic-embed-text"))
     mem.record_retrieval(uuid.uuid4(), ["doc-1"], lookback=3)  # type: ignore[call-arg]
     mem.start_conversation(42)  # type: ignore[arg-type]
     mem.cache_lookup("q", "0.1,0.2")  # type: ignore[arg-type]
@@ -53,6 +63,7 @@ async def async_client(mem: AsyncMemory) -> None:
     assert_type(await mem.recall_facts_about("alice", "q"), list[Fact])
     assert_type(await mem.embed_documents(["d"]), list[list[float]])
     assert_type(await AsyncTurn(mem, retriever=lambda q: [])(uuid.uuid4(), "alice", "q"), TurnResult)
+    assert_type(AsyncTurn(mem, retriever=lambda q: []).memory, AsyncMemory)
     await mem.start_conversation(42)  # type: ignore[arg-type]
 
 

@@ -38,7 +38,8 @@ class Admin:
 
     @classmethod
     def connect(cls, conninfo: str) -> "Admin":
-        conn = psycopg.connect(conninfo, autocommit=True)
+        # no server-side prepared statements: safe behind a transaction pooler (docs/pooling.md)
+        conn = psycopg.connect(conninfo, autocommit=True, prepare_threshold=None)
         register_vector(conn)
         return cls(conn)
 
@@ -120,6 +121,12 @@ class Admin:
         """Take back a grant of grant_tenant (the same arguments); whether one was removed."""
         return self.run(value(bool, "select agentmem.revoke_tenant(role_name => %s, tenant_id => %s, tenant_prefix => %s, "
                               "all_tenants => %s)", role_name, tenant_id, tenant_prefix, all_tenants))
+
+    def require_local_tenant(self, role_name: str, required: bool = True) -> bool:
+        """Require (or stop requiring) that a login set its tenant for one transaction only: its
+        set_tenant(local => false) raises AM042. Whether anything changed."""
+        return self.run(value(bool, "select agentmem.require_local_tenant(role_name => %s, required => %s)",
+                              role_name, required))
 
     def tenant_grant_list(self) -> list[dict]:
         """The view agentmem.tenant_grant_list: every grant, whether its role exists and can log in, the mode."""

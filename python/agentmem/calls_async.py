@@ -29,9 +29,10 @@ from typing import Any, Sequence, TypeVar
 from psycopg.types.json import Jsonb
 
 from .params import as_vector, as_vectors, aware
-from .rows import (AccessReceipt, CacheLookup, CacheStore, ContextItem, ConversationSummary, Fact, FactUpsert,
-                   FactVersion, ListedFact, Message, MessageHit, Receipt, ReportRow, RetentionPolicy, SampledHit,
-                   StoredMessage, TopicShift, WindowMessage)
+from .rows import (AccessReceipt, CacheEntry, CacheLookup, CacheStore, ContextItem, ConversationSummary, Fact,
+                   FactUpsert, FactVersion, ListedFact, ListedMessage, LoggedReceipt, Message, MessageHit, Receipt,
+                   ReportRow, RetentionPolicy, SampledHit, StoredMessage, TenantGrant, TenantOverview, TopicShift,
+                   UserSummary, WindowMessage)
 from .statement import Conn, Embedding, Sql, cached_embeddings, lines, nothing, one, rows, value
 
 R = TypeVar("R")
@@ -70,6 +71,14 @@ class AsyncCalls:
     async def tenant_binding_mode(self, *, conn: Conn = None) -> str:
         """How the installation checks tenants: 'role', 'jwt' or 'none'."""
         return await self.run(value(str, "select agentmem.tenant_binding_mode()"), conn)
+
+    async def my_tenants(self, *, conn: Conn = None) -> list[TenantGrant]:
+        """The tenant grants of this login (scope tenant, prefix, or all with tenant_id None)."""
+        return await self.run(rows(TenantGrant, "select * from agentmem.my_tenants()"), conn)
+
+    async def tenant_must_be_local(self, *, conn: Conn = None) -> bool:
+        """Whether the DBA requires this login to set its tenant for one transaction only (as this client does)."""
+        return await self.run(value(bool, "select agentmem.tenant_must_be_local()"), conn)
 
     # -- conversation memory ------------------------------------------------------------------
 
@@ -241,6 +250,11 @@ class AsyncCalls:
         return await self.run(rows(SampledHit, "select * from agentmem.sample_hits(n => %s::int, min_similarity => %s::real)",
                                    n, min_similarity), conn)
 
+    async def list_cache_entries(self, after: str | None = None, page_size: int = 100, *,
+                                 conn: Conn = None) -> list[CacheEntry]:
+        return await self.run(rows(CacheEntry, "select * from agentmem.list_cache_entries(after => %s, "
+                                   "page_size => %s)", after, page_size), conn)
+
     async def review_hit(self, hit_id: uuid.UUID | str, correct: bool, *, conn: Conn = None) -> None:
         return await self.run(nothing("select agentmem.review_hit(hit_id => %s, correct => %s)", hit_id, correct), conn)
 
@@ -290,6 +304,24 @@ class AsyncCalls:
                          page_size: int = 100, *, conn: Conn = None) -> list[ListedFact]:
         return await self.run(rows(ListedFact, "select * from agentmem.list_facts(user_id => %s, include_superseded => %s, "
                                    "after => %s, page_size => %s)", user_id, include_superseded, after, page_size), conn)
+
+    async def list_users(self, after: str | None = None, page_size: int = 100, *,
+                         conn: Conn = None) -> list[UserSummary]:
+        return await self.run(rows(UserSummary, "select * from agentmem.list_users(after => %s, page_size => %s)",
+                                   after, page_size), conn)
+
+    async def list_messages(self, conversation_id: uuid.UUID | str, after: int | None = None, page_size: int = 100, *,
+                            conn: Conn = None) -> list[ListedMessage]:
+        return await self.run(rows(ListedMessage, "select * from agentmem.list_messages(conversation_id => %s, "
+                                   "after => %s, page_size => %s)", conversation_id, after, page_size), conn)
+
+    async def list_access_log(self, after: str | None = None, page_size: int = 100, *,
+                              conn: Conn = None) -> list[LoggedReceipt]:
+        return await self.run(rows(LoggedReceipt, "select * from agentmem.list_access_log(after => %s, "
+                                   "page_size => %s)", after, page_size), conn)
+
+    async def tenant_overview(self, *, conn: Conn = None) -> TenantOverview:
+        return await self.run(one(TenantOverview, "select * from agentmem.tenant_overview()"), conn)
 
     async def delete_message(self, message_id: uuid.UUID | str, *, conn: Conn = None) -> AccessReceipt:
         return await self.run(one(AccessReceipt, "select * from agentmem.delete_message(message_id => %s)", message_id), conn)

@@ -14,9 +14,10 @@ from typing import Any, Sequence, TypeVar
 from psycopg.types.json import Jsonb
 
 from .params import as_vector, as_vectors, aware
-from .rows import (AccessReceipt, CacheLookup, CacheStore, ContextItem, ConversationSummary, Fact, FactUpsert,
-                   FactVersion, ListedFact, Message, MessageHit, Receipt, ReportRow, RetentionPolicy, SampledHit,
-                   StoredMessage, TopicShift, WindowMessage)
+from .rows import (AccessReceipt, CacheEntry, CacheLookup, CacheStore, ContextItem, ConversationSummary, Fact,
+                   FactUpsert, FactVersion, ListedFact, ListedMessage, LoggedReceipt, Message, MessageHit, Receipt,
+                   ReportRow, RetentionPolicy, SampledHit, StoredMessage, TenantGrant, TenantOverview, TopicShift,
+                   UserSummary, WindowMessage)
 from .statement import Conn, Embedding, Sql, cached_embeddings, lines, nothing, one, rows, value
 
 R = TypeVar("R")
@@ -55,6 +56,14 @@ class Calls:
     def tenant_binding_mode(self, *, conn: Conn = None) -> str:
         """How the installation checks tenants: 'role', 'jwt' or 'none'."""
         return self.run(value(str, "select agentmem.tenant_binding_mode()"), conn)
+
+    def my_tenants(self, *, conn: Conn = None) -> list[TenantGrant]:
+        """The tenant grants of this login (scope tenant, prefix, or all with tenant_id None)."""
+        return self.run(rows(TenantGrant, "select * from agentmem.my_tenants()"), conn)
+
+    def tenant_must_be_local(self, *, conn: Conn = None) -> bool:
+        """Whether the DBA requires this login to set its tenant for one transaction only (as this client does)."""
+        return self.run(value(bool, "select agentmem.tenant_must_be_local()"), conn)
 
     # -- conversation memory ------------------------------------------------------------------
 
@@ -226,6 +235,11 @@ class Calls:
         return self.run(rows(SampledHit, "select * from agentmem.sample_hits(n => %s::int, min_similarity => %s::real)",
                              n, min_similarity), conn)
 
+    def list_cache_entries(self, after: str | None = None, page_size: int = 100, *,
+                           conn: Conn = None) -> list[CacheEntry]:
+        return self.run(rows(CacheEntry, "select * from agentmem.list_cache_entries(after => %s, "
+                             "page_size => %s)", after, page_size), conn)
+
     def review_hit(self, hit_id: uuid.UUID | str, correct: bool, *, conn: Conn = None) -> None:
         return self.run(nothing("select agentmem.review_hit(hit_id => %s, correct => %s)", hit_id, correct), conn)
 
@@ -275,6 +289,24 @@ class Calls:
                    page_size: int = 100, *, conn: Conn = None) -> list[ListedFact]:
         return self.run(rows(ListedFact, "select * from agentmem.list_facts(user_id => %s, include_superseded => %s, "
                              "after => %s, page_size => %s)", user_id, include_superseded, after, page_size), conn)
+
+    def list_users(self, after: str | None = None, page_size: int = 100, *,
+                   conn: Conn = None) -> list[UserSummary]:
+        return self.run(rows(UserSummary, "select * from agentmem.list_users(after => %s, page_size => %s)",
+                             after, page_size), conn)
+
+    def list_messages(self, conversation_id: uuid.UUID | str, after: int | None = None, page_size: int = 100, *,
+                      conn: Conn = None) -> list[ListedMessage]:
+        return self.run(rows(ListedMessage, "select * from agentmem.list_messages(conversation_id => %s, "
+                             "after => %s, page_size => %s)", conversation_id, after, page_size), conn)
+
+    def list_access_log(self, after: str | None = None, page_size: int = 100, *,
+                        conn: Conn = None) -> list[LoggedReceipt]:
+        return self.run(rows(LoggedReceipt, "select * from agentmem.list_access_log(after => %s, "
+                             "page_size => %s)", after, page_size), conn)
+
+    def tenant_overview(self, *, conn: Conn = None) -> TenantOverview:
+        return self.run(one(TenantOverview, "select * from agentmem.tenant_overview()"), conn)
 
     def delete_message(self, message_id: uuid.UUID | str, *, conn: Conn = None) -> AccessReceipt:
         return self.run(one(AccessReceipt, "select * from agentmem.delete_message(message_id => %s)", message_id), conn)

@@ -1,5 +1,5 @@
 """The ``agentmem`` command: migrate, status, distribute, psql-script, embed, cache-report, worker,
-export, import; and, where the development package pg-agentmem-dev is installed, dev-server, psql,
+export, import, inspect; and, where the development package pg-agentmem-dev is installed, dev-server, psql,
 docs and demo (``agentmem_dev.cli``)."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ DEV_COMMANDS = {
     "psql": "psql on a migrated database as an application login with a tenant set "
             "(default: the dev server, started if needed, database agentmem)",
     "docs": "write the API reference (docs/api.md) from a migrated database's catalogue",
-    "demo": "a short narrated tour through the real API",
+    "demo": "a short narrated tour through the real API (--web: the same as a chat page)",
 }
 
 
@@ -119,6 +119,17 @@ def build_parser(dev=None) -> tuple[argparse.ArgumentParser, dict]:
     p.add_argument("--tenant", help="the tenant to import into (a tenant export: default its header's tenant)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="rows done on stderr (default: when stderr is a terminal)")
+    p = sub.add_parser("inspect", help="a local browser page to see, correct and review memory as a database "
+                       "login (pip install 'pg-agentmem[inspect]')")
+    p.add_argument("--database-url", help="libpq URL of the login whose tenants the page shows; default "
+                   "$AGENTMEM_DATABASE_URL or $DATABASE_URL")
+    p.add_argument("--tenant", help="open this tenant (default: the list of the login's tenants)")
+    p.add_argument("--port", type=int, default=8765, help="port (default 8765; 0: any free one)")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1: this machine only)")
+    p.add_argument("--embedder", choices=["ollama", "lexical", "auto"], default="auto",
+                   help="for search by meaning and corrected facts: ollama, the offline lexical embedder, or auto "
+                   "(default: Ollama where one answers, else lexical)")
+    p.add_argument("--ollama-host", help="the Ollama server (default: OLLAMA_HOST, else 127.0.0.1:11434)")
     if dev is not None:
         dev_handlers = dev.add_commands(sub, DEV_COMMANDS)
     else:
@@ -192,6 +203,17 @@ def main(argv: list[str] | None = None) -> int:
                                model=args.model, batch_size=args.batch, once=args.once,
                                lease_seconds=args.lease, embedder=args.embedder, host=args.ollama_host,
                                poll=args.poll)
+        elif args.command == "inspect":
+            try:
+                from .inspect.server import serve
+            except ModuleNotFoundError as exc:
+                if exc.name not in ("starlette", "jinja2", "uvicorn", "multipart", "python_multipart"):
+                    raise
+                print(f"agentmem inspect: needs {exc.name}, in the inspect extra: pip install 'pg-agentmem[inspect]' "
+                      "(in a checkout, make venv installs it)", file=sys.stderr)
+                return 2
+            return serve(database_url(args), tenant=args.tenant, host=args.host, port=args.port,
+                         embedder=args.embedder, ollama_host=args.ollama_host)
         elif args.command == "export":
             from .transfer import export
             if args.output:

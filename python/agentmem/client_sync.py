@@ -19,9 +19,9 @@ from psycopg_pool import ConnectionPool
 from . import connections
 from ._extraction import DEFAULT_CHAT_MODEL, FactExtractionError, chat_messages, parse_facts, reply_content, turn_time
 from .calls_sync import Calls
-from .connections import PROBE, SET_TENANT, forget_prepared, has_input, require_installed
-from .embed import (CACHE_BATCH, embed_prefixed, embed_as_given, import_ollama, merge_cached, misses_of,
-                    require_embedder)
+from .connections import PROBE, SET_TENANT, connection_kwargs, forget_prepared, has_input, require_installed
+from .embed import (CACHE_BATCH, Embedder, embed_prefixed, embed_as_given, import_ollama, merge_cached, misses_of,
+                    prefixes_texts, require_embedder)
 from .errors import InvalidTenant, UnknownModel, translate
 from .params import aware, check_params
 from .rows import CacheLookup, CacheStore, ExtractedFact, Fact, MessageHit, StoredMessage
@@ -43,12 +43,12 @@ def check_idle(conn: psycopg.Connection) -> None:
 class Memory(Calls):
     """asyncio tenant-bound client: each method runs its call(s) and returns the value."""
 
-    def __init__(self, pool: Any, *, tenant: str, embedder: Any = None):
+    def __init__(self, pool: Any, *, tenant: str, embedder: Embedder | None = None):
         if not tenant:
             raise InvalidTenant("a client needs a tenant: Memory(pool, tenant='...')")
         self.pool: ConnectionPool = pool
         self.tenant = tenant
-        self.embedder = embedder
+        self.embedder: Embedder | None = embedder
         self._registered: weakref.WeakSet = weakref.WeakSet()
 
     def for_tenant(self, tenant: str) -> Memory:
@@ -56,8 +56,9 @@ class Memory(Calls):
         return type(self)(self.pool, tenant=tenant, embedder=self.embedder)
 
     @classmethod
-    def connect(cls, conninfo: str, *, tenant: str, embedder: Any = None, min_size: int = 1,
-                max_size: int = 10, timeout: float = 10.0, check: bool = True) -> Memory:
+    def connect(cls, conninfo: str, *, tenant: str, embedder: Embedder | None = None, min_size: int = 1,
+                max_size: int = 10, timeout: float = 10.0, check: bool = True,
+                prepare: bool = False) -> Memory:
         """Open a pool. ``timeout`` (seconds) bounds how long a call waits for a connection
         (and each connection attempt); past it the call raises ``ConnectionLost``. Connections
         are checked when taken from the pool (check_idle), so after a server restart the next call works:
@@ -68,7 +69,14 @@ class Memory(Calls):
         fails here (``ConnectionLost``, or psycopg's error for a refused login) and a database
         without agentmem raises ``PrerequisiteMissing``, instead of the first call failing; and
         read the embedder's prefixes from the registry, so that no call waits for them.
-        ``check=False`` opens the pool without waiting (e.g. to start before the server does)."""
+        ``check=False`` opens the pool without waiting (e.g. to start before the server does).
+
+        ``prepare`` (default False): no server-side prepared statements (psycopg's
+        ``prepare_threshold=None``), so the client works behind a transaction pooler (PgBouncer in
+        transaction mode, Supavisor, RDS Proxy), where the next transaction may land on a server
+        connection that never saw the statement. ``prepare=True`` keeps psycopg's default (a statement
+        run five times on a connection is prepared there): only on a direct connection or a session
+        pool; docs/pooling.md gives what each choice costs."""
         if check:
             try:
                 with psycopg.Connection.connect(
@@ -80,7 +88,7 @@ class Memory(Calls):
         pool = ConnectionPool(conninfo, min_size=min_size, max_size=max_size, open=False,
                               configure=register_vector, check=check_idle,
                               timeout=timeout, reconnect_timeout=timeout,
-                              kwargs={"connect_timeout": max(2, round(timeout)), "autocommit": True})
+                              kwargs=connection_kwargs(timeout, prepare))
         pool.open()
         client = cls(pool, tenant=tenant, embedder=embedder)
         if check:
@@ -159,7 +167,7 @@ class Memory(Calls):
         tenant's embedding cache from the client; any other is called as is (embed_documents /
         embed_query)."""
         embedder = require_embedder(self)
-        if not hasattr(embedder, "embed"):
+        if not prefixes_texts(embedder):
             return embed_as_given(embedder, kind, texts)
         if not texts:
             return []
@@ -181,7 +189,9 @@ class Memory(Calls):
         """Give the embedder the prefixes it lacks from the registry (get_model): at connect, else at its
         first use. An unregistered model is left to its first use to raise UnknownModel."""
         embedder = self.embedder
-        if hasattr(embedder, "embed") and (embedder.document_prefix is None or embedder.query_prefix is None):
+        if embedder is None or not prefixes_texts(embedder):
+            return
+        if embedder.document_prefix is None or embedder.query_prefix is None:
             try:
                 embedder.use_registry_prefixes(self.get_model(embedder.model))
             except UnknownModel:

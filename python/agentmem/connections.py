@@ -1,5 +1,6 @@
 """What both clients share about connections: the tenant statement, pipeline mode, the install probe,
-the pool's quiet-socket check, and psycopg's prepared-statement cache after an aborted pipeline."""
+the pool's connection options (prepared statements or not), the pool's quiet-socket check, and psycopg's
+prepared-statement cache after an aborted pipeline."""
 
 from __future__ import annotations
 
@@ -16,6 +17,17 @@ PIPELINE = psycopg.Pipeline.is_supported()
 # Memory.connect(check=True): the server answers, and this database has agentmem.
 PROBE = ("select exists (select from pg_catalog.pg_proc where proname = 'set_tenant' "
          "and pronamespace = pg_catalog.to_regnamespace('agentmem')), pg_catalog.current_database()")
+
+
+PREPARE_THRESHOLD = 5  # psycopg's default: a statement's fifth run on a connection prepares it
+
+
+def connection_kwargs(timeout: float, prepare: bool) -> dict[str, Any]:
+    """The options of a pool's connections: autocommit, a connect timeout, and psycopg's
+    prepare_threshold: None (no server-side prepared statements, safe behind a transaction pooler)
+    unless prepare, then psycopg's default (prepared at a statement's fifth run on a connection)."""
+    return {"connect_timeout": max(2, round(timeout)), "autocommit": True,
+            "prepare_threshold": PREPARE_THRESHOLD if prepare else None}
 
 
 def require_installed(row: Any) -> None:

@@ -19,11 +19,42 @@ Embeddings come back as lists of floats.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Protocol, Sequence, TypeGuard
 
 from .errors import EmbedderError
 
 CACHE_BATCH = 10000  # texts per embedding_cache_lookup / embedding_cache_store call
+
+
+class Embedder(Protocol):
+    """What a client needs of any embedder: the registered model's name, and embeddings of texts to
+    store and of a search query (LexicalEmbedder, or a LangChain-style embeddings object)."""
+
+    model: str
+
+    def embed_documents(self, texts: list[str]) -> Sequence[Any]: ...
+
+    def embed_query(self, text: str) -> Sequence[Any] | Any: ...
+
+
+class PrefixingEmbedder(Embedder, Protocol):
+    """An embedder a client drives itself (OllamaEmbedder): it embeds texts as given (``embed``), and
+    the client puts the registry's prefixes before them and looks them up in the embedding cache."""
+
+    document_prefix: str | None
+    query_prefix: str | None
+    use_cache: bool
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]: ...
+
+    def use_registry_prefixes(self, model_row: dict) -> None: ...
+
+    def prefixed(self, kind: str, texts: Sequence[str]) -> list[str]: ...
+
+
+def prefixes_texts(embedder: Embedder) -> TypeGuard[PrefixingEmbedder]:
+    """Whether the client drives this embedder (prefixes, cache): it has ``embed(texts)``."""
+    return hasattr(embedder, "embed")
 
 
 def as_floats(vector: Any) -> list[float]:
@@ -151,7 +182,7 @@ class OllamaEmbedder:
 
 # -- how a client calls its embedder (client_async.py, client_sync.py) ---------------------------
 
-def require_embedder(client: Any) -> Any:
+def require_embedder(client: Any) -> Embedder:
     if client.embedder is None:
         raise EmbedderError("this client has no embedder",
                             hint="Pass embedder=OllamaEmbedder(...) to Memory.connect, or call the "
@@ -159,21 +190,22 @@ def require_embedder(client: Any) -> Any:
     return client.embedder
 
 
-def embed_as_given(embedder: Any, kind: str, texts: list[str]) -> list[list[float]]:
+def embed_as_given(embedder: Embedder, kind: str, texts: list[str]) -> list[list[float]]:
     """An embedder without embed(texts), called as is: embed_documents, or embed_query per text."""
     if kind == "document":
         return [as_floats(v) for v in embedder.embed_documents(texts)]
     return [as_floats(embedder.embed_query(t)) for t in texts]
 
 
-def embed_prefixed(embedder: Any, texts: list[str]) -> list[list[float]]:
+def embed_prefixed(embedder: PrefixingEmbedder, texts: list[str]) -> list[list[float]]:
     return embedder.embed(texts)
 
 
-async def aembed_prefixed(embedder: Any, texts: list[str]) -> list[list[float]]:
+async def aembed_prefixed(embedder: PrefixingEmbedder, texts: list[str]) -> list[list[float]]:
     """embed_prefixed for asyncio: the embedder's aembed when it has one."""
-    if hasattr(embedder, "aembed"):
-        return await embedder.aembed(texts)
+    aembed = getattr(embedder, "aembed", None)
+    if aembed is not None:
+        return await aembed(texts)
     return embedder.embed(texts)
 
 

@@ -117,6 +117,7 @@ SQLSTATES: dict[str, type[AgentmemError]] = {
     "AM032": Conflict,
     "AM040": PrerequisiteMissing,
     "AM041": InsufficientPrivilege,
+    "AM042": InsufficientPrivilege,  # a login whose tenant must be transaction-local (require_local_tenant)
     "AM050": PrerequisiteMissing,  # pg_cron missing
     # 22000 is not mapped: it is any data_exception, not only pgvector's refusal
     # of NaN or infinite components. The driver checks its vectors before

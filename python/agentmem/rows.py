@@ -248,3 +248,97 @@ class JobRun:
     rows_removed: dict[str, Any]
     total_removed: int
     error: str | None
+
+
+# -- the tenant as a whole (a door's view: agentmem inspect) -----------------------------------
+
+@dataclass(frozen=True)
+class TenantGrant:
+    """One tenant grant of the calling login (my_tenants): scope tenant, prefix, or all (tenant_id None)."""
+
+    tenant_id: str | None
+    scope: str
+    granted_at: dt.datetime
+    binding_mode: str
+
+
+@dataclass(frozen=True)
+class UserSummary:
+    """A user as list_users returns it; cursor (the user id) is the `after` of the next page."""
+
+    user_id: str
+    conversations: int
+    messages: int
+    facts: int
+    last_message_at: dt.datetime | None
+    cursor: str
+
+
+@dataclass(frozen=True)
+class ListedMessage:
+    """A message as list_messages returns it: embedded_models empty while it has no embedding."""
+
+    message_id: uuid.UUID
+    user_id: str
+    message_index: int
+    role: str
+    content: str
+    metadata: dict
+    created_at: dt.datetime
+    occurred_at: dt.datetime
+    embedded_models: list[str]
+
+
+@dataclass(frozen=True)
+class LoggedReceipt:
+    """A receipt of list_access_log: an access (export, import, deletion, correction) or an erasure."""
+
+    log_id: uuid.UUID
+    kind: str
+    actor: str | None
+    rows_affected: dict[str, Any]
+    logged_at: dt.datetime
+    cursor: str
+
+
+@dataclass(frozen=True)
+class CacheEntry:
+    """A cached answer as list_cache_entries returns it."""
+
+    entry_id: uuid.UUID
+    question: str
+    answer: str
+    source_ids: list[str]
+    intent: str
+    model: str
+    corpus_version: int
+    current_corpus: bool
+    prompt_version: str
+    llm_model: str
+    user_id: str | None
+    created_at: dt.datetime
+    expires_at: dt.datetime
+    withdrawn_at: dt.datetime | None
+    lookups: int
+    reviewed_wrong: int
+    cursor: str
+
+
+@dataclass(frozen=True)
+class TenantOverview:
+    """The current tenant in one row (tenant_overview)."""
+
+    tenant_id: str
+    users: int
+    conversations: int
+    messages: int
+    facts: int
+    cache_entries: int
+    cache_lookups: int
+    default_model: str
+    corpus_version: int
+    embedding_pending: int
+    embedding_running: int
+    embedding_failed: int
+    embedding_oldest: dt.datetime | None
+    embedding_last_error: str | None

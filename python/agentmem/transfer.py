@@ -6,9 +6,13 @@ never the file. The bytes are those psql's
 ``\\copy (select line from agentmem.export_user(user_id => 'alice')) to 'alice.jsonl'
 with (format csv, quote e'\\x01', delimiter e'\\x02')`` writes: each line, then a newline.
 
-Import reads the file line by line. A user's export goes to ``import_user`` in one call (all or
-nothing). A tenant's export goes to ``import_tenant`` one user block at a time, every block in one
-transaction, so the client holds one user's lines at a time and a refusal anywhere writes nothing.
+Import reads the file line by line and sends it in pieces of at most ``MAX_CALL_BYTES`` (as
+agentmem_private.import_max_call_bytes(): one call's bound), every piece in one transaction, so the
+client and the server hold one piece at a time and a refusal anywhere writes nothing. A piece is a
+user's header, some of the user's rows in the file's order (a conversation before its messages, a
+message before its retrieval record) and an end row counting them: a user's export goes to
+``import_user`` piece by piece, a tenant's to ``import_tenant``. The file's own end row, which counts
+every row, is checked here (a truncated file is refused, AM020).
 """
 
 from __future__ import annotations
@@ -32,6 +36,8 @@ EXPORT_TENANT = "select line from agentmem.export_tenant(tenant_id => %s)"
 
 # As agentmem_private.import_max_line_bytes(): a longer line is refused before it is sent.
 MAX_LINE_BYTES = 8 * 1024 * 1024
+# As agentmem_private.import_max_call_bytes(): the most bytes of lines one import call takes.
+MAX_CALL_BYTES = 16 * 1024 * 1024
 BATCH = 1000
 
 
@@ -116,40 +122,79 @@ def import_file(url: str, source: IO[str], *, tenant: str | None, progress: bool
         raise InvalidArgument("the file is empty: an export has a header and an end row; nothing was imported",
                               sqlstate="AM020")
     shown = Progress("imported", progress)
+    totals: dict[str, Any] = {}
+
+    def add(counts: dict[str, Any]) -> None:
+        for key, n in counts.items():
+            if key != "users":
+                totals[key] = totals.get(key, 0) + n
+
     if _kind(first) == "user":
         if not tenant:
             raise InvalidArgument("importing a user's export needs --tenant", sqlstate="AM020")
         from .client import Memory
-        every = [first, *lines]
-        with Memory.connect(url, tenant=tenant, max_size=1) as mem:
-            receipt = mem.import_user(every)
-        shown.add(len(every))
+        with Memory.connect(url, tenant=tenant, max_size=1) as mem, psycopg.connect(url) as conn:
+            try:
+                with conn.transaction():
+                    for piece in _pieces(first, lines):
+                        add(dict(mem.import_user(piece, conn=conn).rows_affected))
+                        shown.add(len(piece))
+                    if next(lines, None) is not None:
+                        raise InvalidArgument("the export goes on after its end row: a user's export is one header, "
+                                              "rows and an end row; nothing was imported", sqlstate="AM020")
+            except psycopg.Error as exc:
+                raise translate(exc) from exc
         shown.done()
-        return dict(receipt.rows_affected)
+        return totals
     target = tenant or json.loads(first).get("tenant_id")
-    totals: dict[str, Any] = {}
     with Admin.connect(url) as admin:
         conn = admin.conn
         try:
             with conn.transaction():
-                block: list[str] = []
+                users = 0
+                block_header: str | None = None
                 for line in lines:
-                    if not block and _is_tenant_end(line):
-                        continue
-                    block.append(line)
-                    if _is_end(line):
-                        for key, n in admin.import_tenant(target, block).items():
-                            if key != "users":
-                                totals[key] = totals.get(key, 0) + n
-                        totals["users"] = totals.get("users", 0) + 1
-                        shown.add(len(block))
-                        block = []
-                if block:
-                    admin.import_tenant(target, block)   # a truncated block: refused with its reason
+                    if block_header is None:
+                        if _is_tenant_end(line):
+                            continue
+                        block_header = line
+                        users += 1
+                        for piece in _pieces(line, lines):
+                            add(admin.import_tenant(target, piece))
+                            shown.add(len(piece))
+                        block_header = None
+                if users:
+                    totals["users"] = users
         except psycopg.Error as exc:
             raise translate(exc) from exc
     shown.done()
     return totals
+
+
+def _pieces(header: str, lines: Iterator[str]) -> Iterator[list[str]]:
+    """One user's block (header given, its rows and end row read from lines) as pieces of at most
+    MAX_CALL_BYTES: the header, rows, an end row counting them. Checks the block's own end row; a block
+    without one (a truncated file) is sent as it is, for the server to refuse with its reason."""
+    budget = MAX_CALL_BYTES - len(header.encode()) - 64
+    rows: list[str] = []
+    size = 0
+    count = 0
+    for line in lines:
+        if _is_end(line):
+            if rows or count == 0:
+                yield [header, *rows, json.dumps({"type": "end", "rows": len(rows)})]
+            if json.loads(line).get("rows") != count:
+                raise InvalidArgument(f"the export is truncated: its end row counts {json.loads(line).get('rows')} "
+                                      f"rows, {count} were read; nothing was imported", sqlstate="AM020")
+            return
+        n = len(line.encode()) + 1
+        if rows and size + n > budget:
+            yield [header, *rows, json.dumps({"type": "end", "rows": len(rows)})]
+            rows, size = [], 0
+        rows.append(line)
+        size += n
+        count += 1
+    yield [header, *rows]   # no end row: refused by the server (AM020)
 
 
 def _is_end(line: str) -> bool:

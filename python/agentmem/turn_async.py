@@ -6,15 +6,18 @@ The turn's values, prompts and model callables are in ``turn.py``.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from .errors import Conflict
 from .turn_parts import (Condensed, GenerationRequest, StepClock, TurnBase, TurnResult, Window, _as_docs, _as_message,
                          acall_model, log, read_condensed, spans_days)
 
+if TYPE_CHECKING:
+    from .client_async import AsyncMemory
 
-class AsyncTurn(TurnBase):
+
+class AsyncTurn(TurnBase["AsyncMemory"]):
     """Run one conversational-RAG turn: ``await turn(conversation_id, user_id, question)``."""
 
     async def __call__(self, conversation_id: UUID, user_id: str, question: str) -> TurnResult:
@@ -25,6 +28,7 @@ class AsyncTurn(TurnBase):
         lookup = await self.memory.cache_lookup(question, q_vec, **self.scope, model=self.model, user_id=user_id)
         if lookup.hit:
             r.cache_hit, r.cache_kind, r.cache_similarity = True, lookup.kind, lookup.similarity
+            r.cache_matched_question = lookup.matched_question
             r.answer, r.standalone = lookup.answer, question
             r.docs_used = list(lookup.source_ids or [])
             clock.step("cache_lookup", f"HIT ({lookup.kind}, similarity {lookup.similarity:.2f}): "
@@ -91,7 +95,8 @@ class AsyncTurn(TurnBase):
         window = Window(summary_row, messages, messages, summary_row.content if summary_row else None)
         if topic.shifted:
             # The last recorded turn started a new subject: what came before it is dropped.
-            window.history = [m for m in messages if m.message_index >= topic.since_message_index]
+            since = topic.since_message_index if topic.since_message_index is not None else 0
+            window.history = [m for m in messages if m.message_index >= since]
             window.summary = None
             clock.step("topic_shift", f"SHIFT (overlap {topic.overlap:.2f} < {self.shift_threshold}): window "
                                       f"dropped, {len(window.history)} messages of the new subject kept")
@@ -117,13 +122,14 @@ class AsyncTurn(TurnBase):
 
     async def _store_exchange(self, r: TurnResult, conversation_id: UUID, clock: StepClock) -> list[Any]:
         """Embed and store the question and the answer, and the documents retrieved, in one transaction."""
-        d_vecs = await self.memory.embed_documents([r.question, r.answer])
+        answer = r.answer or ""   # set by the cache or the generator before the exchange is stored
+        d_vecs = await self.memory.embed_documents([r.question, answer])
         clock.step("embed messages")
         user_meta = {"standalone": r.standalone} if r.standalone != r.question else {}
         bot_meta = ({"cache": r.cache_kind} if r.cache_hit else {}) | ({"doc_ids": r.docs_used} if r.docs_used else {})
         recorded = None
         async with self.memory.pool.connection() as conn, conn.transaction():
-            stored = await self.memory.store_messages(conversation_id, ["user", "assistant"], [r.question, r.answer],
+            stored = await self.memory.store_messages(conversation_id, ["user", "assistant"], [r.question, answer],
                                                       d_vecs, model=self.model, metadata=[user_meta, bot_meta],
                                                       conn=conn)
             if not r.cache_hit:

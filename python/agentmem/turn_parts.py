@@ -9,10 +9,11 @@ import inspect
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Generic, Protocol, Sequence, TypedDict, TypeVar
 from uuid import UUID
 
-from .embed import import_ollama
+from .embed import Embedder, import_ollama
+from .rows import StoredMessage, TopicShift
 
 log = logging.getLogger("agentmem.turn")
 
@@ -107,18 +108,19 @@ class TurnResult:
     cache_hit: bool = False
     cache_kind: str | None = None        # exact | semantic (hit)
     cache_similarity: float | None = None
+    cache_matched_question: str | None = None  # the cached question a hit matched
     cache_reason: str | None = None      # why the lookup missed
     standalone: str | None = None
     condensed: Condensed | None = None
-    topic: Any = None                    # TopicShift (None on a hit)
+    topic: TopicShift | None = None      # None on a hit
     history_used: int = 0                # messages of the window sent to the model
     summary_used: bool = False
     memories: list = field(default_factory=list)
     docs_retrieved: list[str] = field(default_factory=list)
     docs_used: list[str] = field(default_factory=list)
     docs_skipped: list[str] = field(default_factory=list)  # already sent in the last turns
-    user_message: Any = None             # StoredMessage
-    assistant_message: Any = None
+    user_message: StoredMessage | None = None
+    assistant_message: StoredMessage | None = None
     retrieval_recorded: int | None = None
     cache_stored: bool = False
     cache_store_reason: str | None = None  # why the answer was not cached
@@ -195,8 +197,10 @@ def _as_docs(found: Any) -> list[Doc]:
             docs.append(Doc(str(d[0]), str(d[1])))
         else:
             raise TypeError("a retriever returns (doc_id, text) pairs, {'doc_id', 'text'} dicts or Doc objects")
-    seen: set[str] = set()
-    return [d for d in docs if not (d.doc_id in seen or seen.add(d.doc_id))]
+    first: dict[str, Doc] = {}
+    for d in docs:
+        first.setdefault(d.doc_id, d)
+    return list(first.values())
 
 
 # -- condensation ----------------------------------------------------------------------------
@@ -395,10 +399,28 @@ class _Msg:
     message_index: int
 
 
-class TurnBase:
+class CacheScope(TypedDict):
+    """The answer cache's scope of a turn: passed to cache_lookup and cache_store."""
+
+    acl_hash: str
+    prompt_version: str
+    llm_model: str
+    intent: str
+
+
+class HasEmbedder(Protocol):
+    """What TurnBase needs of its client: AsyncTurn is a TurnBase[AsyncMemory], Turn a TurnBase[Memory]."""
+
+    embedder: Embedder | None
+
+
+M = TypeVar("M", bound=HasEmbedder)
+
+
+class TurnBase(Generic[M]):
     """The settings of a turn, and its steps that need no database or model."""
 
-    def __init__(self, memory: Any, *, retriever: Callable, generator: Callable | None = None,
+    def __init__(self, memory: M, *, retriever: Callable, generator: Callable | None = None,
                  condenser: Callable | None = None, summariser: Callable | None = None,
                  ollama_host: str | None = None, keep_last: int = 6, shift_threshold: float = 0.15,
                  lookback: int = 6, memories_k: int = 3, memories_radius: int = 1,
@@ -412,9 +434,9 @@ class TurnBase:
         Callables may be async for AsyncTurn. The cache scope (acl_hash, prompt_version, llm_model,
         intent) is passed to cache_lookup and cache_store; llm_model defaults to the generator's model.
         """
-        if getattr(memory, "embedder", None) is None:
+        if memory.embedder is None:
             raise ValueError("a Turn needs a client with an embedder (Memory.connect(..., embedder=...))")
-        self.memory = memory
+        self.memory: M = memory
         self.model: str = memory.embedder.model
         self.retriever = retriever
         self.generator = generator or OllamaGenerator(host=ollama_host)
@@ -422,9 +444,10 @@ class TurnBase:
         self.summariser = summariser or OllamaSummariser(host=ollama_host)
         self.keep_last, self.shift_threshold, self.lookback = keep_last, shift_threshold, lookback
         self.memories_k, self.memories_radius = memories_k, memories_radius
-        self.scope = {"acl_hash": acl_hash, "prompt_version": prompt_version,
-                      "llm_model": llm_model if llm_model is not None else getattr(self.generator, "model", ""),
-                      "intent": intent}
+        self.scope: CacheScope = {
+            "acl_hash": acl_hash, "prompt_version": prompt_version,
+            "llm_model": llm_model if llm_model is not None else getattr(self.generator, "model", ""),
+            "intent": intent}
 
     @staticmethod
     def recent_needed(window: Window, stored: list[Any]) -> int:

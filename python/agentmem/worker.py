@@ -130,7 +130,9 @@ class Worker:
         self.stats = Stats()
         self.stopping = threading.Event()
         self._embedders: dict[str, RawEmbedder] = {}
-        self._conn = psycopg.connect(database_url, autocommit=True)
+        # No server-side prepared statements: the worker works through a transaction pooler too
+        # (docs/pooling.md); its LISTEN needs a session of its own (a direct URL or a session pool).
+        self._conn = psycopg.connect(database_url, autocommit=True, prepare_threshold=None)
         register_vector(self._conn)
         self._listen: Any = None
         self._last_log = time.monotonic()

@@ -41,6 +41,10 @@ def add_commands(sub, helps: dict[str, str]) -> dict[str, Handler]:
     p = sub.add_parser("demo", help=helps["demo"])
     p.add_argument("--database-url", help="a server where this login may create databases: the tour (re)creates "
                    "the database agentmem_demo there (default $AGENTMEM_DATABASE_URL)")
+    p.add_argument("--web", action="store_true", help="instead of the narrated tour: the inspector's chat page "
+                   "on database agentmem_chat (pip install 'pg-agentmem[inspect]'), its URL printed")
+    p.add_argument("--port", type=int, default=8766, help="with --web: the page's port (default 8766; 0: any free one)")
+    p.add_argument("--ollama-host", help="with --web: the Ollama server (default: OLLAMA_HOST, else 127.0.0.1:11434)")
     return {"dev-server": dev_server, "psql": psql, "docs": docs, "demo": demo}
 
 
@@ -86,5 +90,9 @@ def docs(args: argparse.Namespace) -> int:
 
 
 def demo(args: argparse.Namespace) -> int:
+    url = args.database_url or os.environ.get("AGENTMEM_DATABASE_URL")
+    if args.web:
+        from . import demo_web
+        return demo_web.run(url, args.port, args.ollama_host)
     from .demo import run
-    return run(args.database_url or os.environ.get("AGENTMEM_DATABASE_URL"))
+    return run(url)

@@ -14,6 +14,7 @@ import json
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Callable
 
 from agentmem.lexical import lexical_embedding
 
@@ -27,6 +28,8 @@ class OllamaStub:
         self.chat_calls: list[dict] = []
         self.chat_replies: list[str] = []   # served in order; the last one repeats
         self.chat_replies_by_model: dict[str, list[str]] = {}  # the same, per model (checked first)
+        # computes a reply from the request body (checked before both; None: fall through to them)
+        self.chat_responder: Callable[[dict], str | None] | None = None
         self.fail_next: int | None = None   # HTTP status to answer the next request with
         self.fail_always: bool = False      # answer every embed request with HTTP 500
         self.delay: float = 0.0             # seconds each embed request waits before answering
@@ -55,6 +58,7 @@ class OllamaStub:
         self.chat_calls.clear()
         self.chat_replies.clear()
         self.chat_replies_by_model.clear()
+        self.chat_responder = None
         self.fail_next = None
         self.fail_always = False
         self.delay = 0.0
@@ -101,7 +105,9 @@ class OllamaStub:
                     })
                 if self.path == "/api/chat":
                     stub.chat_calls.append(body)
-                    replies = stub.chat_replies_by_model.get(model, stub.chat_replies)
+                    computed = stub.chat_responder(body) if stub.chat_responder else None
+                    replies = ([computed] if computed is not None
+                               else stub.chat_replies_by_model.get(model, stub.chat_replies))
                     if not replies:
                         return self._send(404, {"error": f"model \"{model}\" not found, try pulling it first"})
                     reply = replies.pop(0) if len(replies) > 1 else replies[0]
