@@ -7,10 +7,10 @@ BIN    := $(VENV)/bin
 DATA   ?= .pgdata/embedded
 # The database of `make migrate` / `make status`: AGENTMEM_DATABASE_URL when set, else the database
 # agentmem of the embedded dev server (started if needed).
-DB_URL = $(if $(AGENTMEM_DATABASE_URL),$(AGENTMEM_DATABASE_URL),$$($(BIN)/agentmem dev-server start --data-dir $(DATA) 2>/dev/null))
+DB_URL = $(if $(AGENTMEM_DATABASE_URL),$(AGENTMEM_DATABASE_URL),$$($(BIN)/agentmem dev-server start --quiet --data-dir $(DATA)))
 
 
-.PHONY: help venv demo demo-web psql examples test test-slow test-pooler screenshots inspect browser test-pg15 pg15 citus test-citus lint migrate status psql-script docs bench clean
+.PHONY: help venv demo demo-web psql examples test test-slow test-pooler screenshots inspect browser test-pg15 pg15 citus test-citus lint migrate status psql-script dist docs bench clean
 .DEFAULT_GOAL := help
 
 help:
@@ -27,10 +27,12 @@ help:
 	@echo "make migrate      install or upgrade agentmem (AGENTMEM_DATABASE_URL, default the dev server)"
 	@echo "make status       its migrations, applied and pending"
 	@echo "make psql-script  build/agentmem-install.psql, the psql-only installer"
+	@echo "make dist         the release files in dist/: both wheels, agentmem-install.psql, SHA256SUMS"
 	@echo "make docs         docs/api.md from the catalogue"
 	@echo "make bench        the benchmarks (BENCH_ARGS=--quick for less)"
 	@echo "make venv         only the virtualenv .venv (then . .venv/bin/activate puts agentmem on PATH)"
-	@echo "make clean        stop the dev server and delete .pgdata/"
+	@echo "make clean        stop the dev and test servers and delete .pgdata/"
+	@echo "Ports: the dev server AGENTMEM_EMBEDDED_PORT (default 55418), the test server AGENTMEM_TEST_PORT (55419)"
 
 # Two packages, both editable: the runtime pg-agentmem (python/: the driver, the migrator, the
 # runtime commands) and the development tools pg-agentmem-dev (python/dev/: the dev server, agentmem
@@ -40,18 +42,18 @@ $(VENV)/.installed: python/pyproject.toml python/dev/pyproject.toml
 	$(BIN)/pip install -q --upgrade pip
 	@# the distribution is pg-agentmem (PyPI's agentmem is another project): drop a venv's older install
 	-@$(BIN)/pip uninstall -q -y agentmem >/dev/null 2>&1
-	$(BIN)/pip install -q hatchling -e './python[dev,plot,inspect,browser,mcp]' -e ./python/dev
+	$(BIN)/pip install -q hatchling -e './python[dev,plot,inspect,browser,mcp,ollama]' -e ./python/dev
 	touch $@
 
 venv: $(VENV)/.installed
 
 demo: venv
-	$(BIN)/agentmem dev-server start --data-dir $(DATA) >/dev/null
+	$(BIN)/agentmem dev-server start --quiet --data-dir $(DATA) >/dev/null
 	$(BIN)/agentmem demo --database-url "$$($(BIN)/agentmem dev-server url)"
 
 # The seed's demo as a page: the inspector's chat on the dev server (database agentmem_chat), URL printed.
 demo-web: venv
-	$(BIN)/agentmem dev-server start --data-dir $(DATA) >/dev/null
+	$(BIN)/agentmem dev-server start --quiet --data-dir $(DATA) >/dev/null
 	$(BIN)/agentmem demo --web --database-url "$$($(BIN)/agentmem dev-server url)" $(DEMO_WEB_ARGS)
 
 # From nothing to a psql prompt: the dev server started, database agentmem migrated, an application
@@ -136,19 +138,33 @@ psql-script: venv
 	mkdir -p build
 	$(BIN)/agentmem psql-script --source . -o build/agentmem-install.psql
 
+# The release files (DIST, default dist/): the wheels of pg-agentmem and pg-agentmem-dev, the psql
+# installer, and their checksums (sha256sum -c SHA256SUMS checks them). Built from the checkout
+# with the venv's hatchling, without a download.
+DIST ?= dist
+dist: venv
+	rm -rf $(DIST)
+	mkdir -p $(DIST)
+	$(BIN)/pip wheel -q --no-deps --no-build-isolation -w $(DIST) ./python ./python/dev
+	$(BIN)/agentmem psql-script --source . -o $(DIST)/agentmem-install.psql
+	cd $(DIST) && sha256sum *.whl agentmem-install.psql > SHA256SUMS
+	@cat $(DIST)/SHA256SUMS
+
 # The API reference, from the catalogue of the embedded server's database once migrated
 # (tests/test_docs.py fails when the committed docs/api.md is not what this writes).
 docs: venv
-	$(BIN)/agentmem dev-server start --data-dir $(DATA) >/dev/null
+	$(BIN)/agentmem dev-server start --quiet --data-dir $(DATA) >/dev/null
 	$(BIN)/agentmem migrate --database-url "$$($(BIN)/agentmem dev-server url)" >/dev/null
 	$(BIN)/agentmem docs --database-url "$$($(BIN)/agentmem dev-server url)" -o docs/api.md
 
 # The peers and the real model (torch 2.13.0 is the CPU build on disk); BENCH_ARGS=--quick for less.
 bench: venv
-	$(BIN)/pip install -q -e './python[dev,bench,mcp]'
+	$(BIN)/pip install -q -e './python[dev,bench,mcp,ollama]'
 	$(PY) bench/run.py $(BENCH_ARGS)
 
+# Both embedded servers stop before their data goes: the dev server's and the test server's.
 clean:
 	-$(BIN)/agentmem dev-server stop --data-dir $(DATA)
+	-$(BIN)/agentmem dev-server stop --data-dir .pgdata/test
 	-bash scripts/pgbouncer.sh stop
 	rm -rf .pgdata

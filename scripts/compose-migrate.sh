@@ -5,6 +5,16 @@
 # Needs AGENTMEM_DATABASE_URL (the DBA, password in PGPASSWORD), AGENTMEM_APP_PASSWORD,
 # AGENTMEM_WORKER_PASSWORD and AGENTMEM_RETENTION_SCHEDULE (a cron schedule).
 set -eu
+# The sample passwords of earlier releases' .env.example, or none: refused before anything is made.
+for name in PGPASSWORD AGENTMEM_APP_PASSWORD AGENTMEM_WORKER_PASSWORD; do
+  eval "value=\${$name:-}"
+  case "$value" in
+    ""|change-me*)
+      shown=$name; [ "$name" = PGPASSWORD ] && shown=AGENTMEM_DBA_PASSWORD
+      echo "agentmem: $shown in .env is empty or the sample value: set a password of your own" >&2
+      exit 2 ;;
+  esac
+done
 agentmem migrate
 psql -X -q -v ON_ERROR_STOP=1 \
   -v app_password="$AGENTMEM_APP_PASSWORD" \

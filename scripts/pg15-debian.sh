@@ -1,6 +1,16 @@
 #!/usr/bin/env bash
 # PostgreSQL 15 + pg_cron (Debian bookworm) + pgvector 0.8.x (built from Debian trixie source)
 # as a private throwaway test cluster. Idempotent. Usage: pg15-debian.sh install|start|stop|status|url
+#
+# What `install` changes on the host (root): it installs the missing packages of PKGS from the
+# machine's own apt sources, after `apt-get update`. It never upgrades a package for its own sake
+# (--no-upgrade), but apt may have to upgrade an installed package those depend on (libpq5,
+# postgresql-common, ...): the packages that would be upgraded are listed before anything is
+# installed, and AGENTMEM_PG15_NO_UPGRADE=1 stops there instead. pgvector's source comes from
+# Debian trixie through a private apt configuration under /var/tmp (its own source list, package
+# lists and no cache): nothing is added to /etc/apt, and no trixie binary can be installed. (An
+# /etc/apt/sources.list.d/agentmem-trixie-src.sources an earlier version of this script left behind
+# is removed.)
 set -euo pipefail
 
 PGBIN=/usr/lib/postgresql/15/bin
@@ -10,7 +20,8 @@ LOG=$BASE/postgresql.log
 PORT=${AGENTMEM_PG15_PORT:-55415}
 URL="postgresql://postgres@127.0.0.1:$PORT/postgres"
 PKGS=(postgresql-15 postgresql-15-cron postgresql-server-dev-15 build-essential dpkg-dev)
-SRC_LIST=/etc/apt/sources.list.d/agentmem-trixie-src.sources
+OLD_SRC_LIST=/etc/apt/sources.list.d/agentmem-trixie-src.sources   # left by earlier versions
+APT_PRIVATE=/var/tmp/agentmem-apt-trixie-src  # the private apt configuration for pgvector's source
 BUILD_DIR=/var/tmp/agentmem-pgvector-build
 VECTOR_CONTROL=/usr/share/postgresql/15/extension/vector.control
 # The settings docker-compose.yml's server runs with: this server starts with the same file.
@@ -35,38 +46,49 @@ vector_ok() {
 cmd_install() {
   need_root install
   export DEBIAN_FRONTEND=noninteractive
+  if [[ -f $OLD_SRC_LIST ]]; then
+    rm -f "$OLD_SRC_LIST"
+    log "install: removed $OLD_SRC_LIST (an earlier version's deb-src entry; now kept out of /etc/apt)"
+  fi
   local missing=() p
   for p in "${PKGS[@]}"; do pkg_installed "$p" || missing+=("$p"); done
   if ((${#missing[@]} == 0)) && vector_ok; then
     log "install: packages present and pgvector $(vector_version) installed; nothing to do"; return 0
   fi
-  if ! vector_ok; then
-    # deb-src ONLY: lets us fetch trixie's pgvector source; no trixie binaries can ever be installed.
-    # The mirror is the one this machine's apt already uses for Debian's main archive.
-    local mirror
-    mirror=$(awk '/^URIs:/ && $2 !~ /security/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
-    [[ -n $mirror ]] || mirror=$(awk '/^deb / && $0 !~ /security/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
-    [[ -n $mirror ]] || die "cannot find this machine's Debian mirror in /etc/apt/sources.list(.d)"
-    cat >"$SRC_LIST" <<EOF
-Types: deb-src
-URIs: $mirror
-Suites: trixie
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-EOF
-  fi
-  log "install: apt-get update"
-  apt-get update -qq || die "apt-get update failed (network / sources?)"
   if ((${#missing[@]})); then
+    log "install: apt-get update"
+    apt-get update -qq || die "apt-get update failed (network / sources?)"
+    # What installing them would upgrade among the packages already installed: said first.
+    local upgrades
+    upgrades=$(apt-get -s install --no-upgrade --no-install-recommends "${missing[@]}" 2>/dev/null \
+      | awk '/^Inst [^ ]+ \[/ {gsub(/[][]/, "", $3); print $2 " " $3 " -> " substr($4, 2)}' || true)
+    if [[ -n $upgrades ]]; then
+      log "install: installing ${missing[*]} also upgrades these installed packages (their dependencies):"
+      sed 's/^/  /' <<<"$upgrades" >&2
+      [[ ${AGENTMEM_PG15_NO_UPGRADE:-0} != 1 ]] || die "AGENTMEM_PG15_NO_UPGRADE=1: stopping before any change"
+    fi
     log "install: installing ${missing[*]}"
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/var/tmp/agentmem-apt.log 2>&1 \
+    apt-get install -y -qq --no-upgrade --no-install-recommends "${missing[@]}" >/var/tmp/agentmem-apt.log 2>&1 \
       || { tail -n 30 /var/tmp/agentmem-apt.log >&2; die "apt-get install ${missing[*]} failed"; }
   fi
   if vector_ok; then log "install: pgvector $(vector_version) already installed"; return 0; fi
+  # deb-src ONLY, in a private apt configuration: trixie's pgvector source, nothing in /etc/apt.
+  # The mirror is the one this machine's apt already uses for Debian's main archive.
+  local mirror
+  mirror=$(awk '/^URIs:/ && $2 !~ /security/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
+  [[ -n $mirror ]] || mirror=$(awk '/^deb / && $0 !~ /security/ {print $2; exit}' /etc/apt/sources.list 2>/dev/null || true)
+  [[ -n $mirror ]] || die "cannot find this machine's Debian mirror in /etc/apt/sources.list(.d)"
+  rm -rf "$APT_PRIVATE" && mkdir -p "$APT_PRIVATE/lists/partial"
+  echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror trixie main" \
+    >"$APT_PRIVATE/sources.list"
+  local apt_src=(-o "Dir::Etc::SourceList=$APT_PRIVATE/sources.list" -o "Dir::Etc::SourceParts=$APT_PRIVATE/none"
+                 -o "Dir::State::Lists=$APT_PRIVATE/lists" -o "Dir::Cache::pkgcache=" -o "Dir::Cache::srcpkgcache=")
+  apt-get "${apt_src[@]}" update -qq || die "apt-get update of trixie's sources failed (network?)"
   log "install: building pgvector from Debian trixie source in $BUILD_DIR"
   rm -rf "$BUILD_DIR" && mkdir -p "$BUILD_DIR"
   chown _apt "$BUILD_DIR" 2>/dev/null || true   # lets apt download sandboxed (no "unsandboxed as root" warning)
-  (cd "$BUILD_DIR" && apt-get source -qq pgvector/trixie) || die "apt-get source pgvector/trixie failed"
+  (cd "$BUILD_DIR" && apt-get "${apt_src[@]}" source -qq pgvector/trixie) || die "apt-get source pgvector/trixie failed"
+  rm -rf "$APT_PRIVATE"
   local src; src=$(find "$BUILD_DIR" -mindepth 1 -maxdepth 1 -type d -name 'pgvector-*' | head -n1)
   [[ -n $src ]] || die "no unpacked pgvector source dir in $BUILD_DIR"
   # OPTFLAGS= : like Debian's own packaging, avoid -march=native (portable binary).

@@ -942,10 +942,45 @@ the retry limit, last_error says why), the time the oldest unfinished job was qu
 completed per minute over the last five. A tenant and model with no job has no row. For the DBA: with
 row-level security it shows the current tenant''s rows only, as a role that sees every tenant all.';
 
+create or replace function agentmem_private.check_health_reader(p_what text)
+returns boolean
+language plpgsql
+stable
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+begin
+    -- A view for the DBA reads tables under row-level security: a role that
+    -- sees every tenant (superuser, BYPASSRLS) reads them all, a role with a
+    -- tenant set that tenant's rows; any other would fail on AM001 (set a
+    -- tenant), which is not what a DBA looking across tenants needs to hear.
+    if agentmem_private.bypasses_rls()
+        or coalesce(pg_catalog.current_setting('agentmem.tenant_id', true), '') <> '' then
+        return true;
+    end if;
+    raise exception '% reads every tenant, and role % sees none: it is subject to row-level security', p_what, current_user
+    using
+        errcode = 'AM041',
+        detail = 'A DBA who is not a superuser sees no tenant''s rows without BYPASSRLS, which only a superuser grants.',
+        hint = pg_catalog.format(
+            'Ask a superuser to run "alter role %I bypassrls;" (every tenant), or set a tenant first '
+            '(select agentmem.set_tenant(tenant_id => ...)) to see that tenant''s rows only.',
+            current_user
+        );
+end
+$$;
+
+comment on function agentmem_private.check_health_reader(text) is
+'Internal: true when the current role may read the DBA''s views across tenants (superuser or BYPASSRLS),
+or has a tenant set (it then sees that tenant''s rows); AM041 naming p_what otherwise, whose hint names
+the statement a superuser runs. Called as a one-time filter before any table is read.';
+
 create or replace view agentmem.health
 with (security_invoker = true) as
 -- Materialised: on Citus they are read from the shards once, and the rest runs
 -- on the coordinator (ordered aggregates of distributed tables are not pushed down).
+-- The reader check is a one-time filter of each: it runs before row-level
+-- security's check of the tenant, so a DBA without one hears what to ask for.
 with runs as materialized (
     select
         j.job,
@@ -953,6 +988,7 @@ with runs as materialized (
         j.started_at,
         j.error
     from agentmem.job_runs as j
+    where (select agentmem_private.check_health_reader('agentmem.health'))
 ),
 
 jobs as materialized (
@@ -962,6 +998,7 @@ jobs as materialized (
         j.run_after,
         j.last_error
     from agentmem.embedding_jobs as j
+    where (select agentmem_private.check_health_reader('agentmem.health'))
 ),
 
 counts as materialized (
@@ -969,6 +1006,7 @@ counts as materialized (
         pg_catalog.max(c.minute) filter (where c.completed > 0) as last_completed,
         pg_catalog.max(c.minute) filter (where c.failed > 0) as last_failed
     from agentmem.embedding_job_counts as c
+    where (select agentmem_private.check_health_reader('agentmem.health'))
 )
 
 select

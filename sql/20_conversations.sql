@@ -494,7 +494,7 @@ create or replace function agentmem.store_message(
     conversation_id anycompatible,
     role text,
     content text,
-    embedding vector,
+    embedding vector default null,
     model text default null,
     metadata jsonb default '{}',
     occurred_at timestamptz default null
@@ -524,10 +524,11 @@ $$;
 comment on function agentmem.store_message(anycompatible, text, text, vector, text, jsonb, timestamptz) is
 'Append a message and its embedding to a conversation, in one statement; returns its id and index.
 A message is never searchable half-written, and a rejected message stores nothing.
-embedding => NULL stores the message without a vector: it is found by words (query_text) at once and
+embedding => NULL (the default: leave it out) stores the message without a vector: it is found by words (query_text) at once and
 an embedding job is queued in the same transaction; once a worker (agentmem worker) has embedded it
 with the model''s document prefix, it is found by meaning exactly as if the vector had been passed.
-message_index is gap-free per conversation (0, 1, 2, ...) under concurrent writers.
+message_index counts up per conversation (0, 1, 2, ...) under concurrent writers, never reused: a
+message deleted by delete_message leaves a gap.
 occurred_at: when the message happened, for imported history (what since/until of the searches bound
 and every result reports; created_at stays the time agentmem stored it, by which retention measures
 age). NULL: now, or the conversation''s last message''s time if that is later. Given: finite and at

@@ -152,8 +152,8 @@ drop function if exists agentmem.cache_store(text, vector, text, text[], text, t
 
 create or replace function agentmem.cache_store(
     question text,
-    question_embedding vector,
-    answer text,
+    question_embedding vector default null,
+    answer text default null,
     source_ids text[] default '{}',
     intent text default 'general',
     acl_hash text default '',
@@ -268,11 +268,12 @@ Refuses (stored => false, a reason, nothing written) an answer that looks person
 currency amounts or capitalised names that the question does not contain; safe_to_share => true
 overrides. source_ids are the documents the answer was written from (see invalidate_source);
 user_id and conversation_id record whose conversation it came from.
-question_embedding => NULL: the entry is stored and served to exact lookups at once, and queued for the
+question_embedding => NULL (the default: leave it out): the entry is stored and served to exact lookups at once, and queued for the
 embedding workers (the question with the model''s query prefix); semantic lookups find it once its
 vector has come.
 Limits: question at most 4 MiB, and only questions up to 16 kB are offered to semantic lookups (a
-longer one is served by exact match only); answer 1 to 100,000 characters, not blank; source_ids a
+longer one is served by exact match only); answer (required, though declared with a default so that
+question_embedding may be left out) 1 to 100,000 characters, not blank; source_ids a
 one-dimensional array (from index 1) of at most 1,000 ids of 1 to 1,000 characters; acl_hash,
 prompt_version, llm_model at most 200 characters; user_id NULL or the user-id rule of every function
 (1 to 256 characters, not blank), so that forget_user can always erase the entry. The personal-marker

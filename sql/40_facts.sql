@@ -98,7 +98,7 @@ create or replace function agentmem.upsert_fact(
     user_id text,
     subject text,
     fact text,
-    embedding vector,
+    embedding vector default null,
     source_message_ids uuid[] default '{}',
     model text default null,
     merge_threshold double precision default 0.92,
@@ -343,7 +343,7 @@ refuses (AM032) a valid_from given no later than that of the fact it contradicts
 (a defaulted one is moved to 1 microsecond after it).
 Both finite, valid_to after valid_from (AM020). Concurrent calls for one slot are serialised by an advisory lock, so they
 leave one row. Returns the fact id, the action and the similarity to the previous text.
-embedding => NULL: the fact is stored at once (found by words) and queued for the embedding workers.
+embedding => NULL (the default: leave it out): the fact is stored at once (found by words) and queued for the embedding workers.
 Into an empty slot it is "inserted"; onto an embedded fact it is "pending": the new text and the
 union of the sources are stored now, and the near-duplicate merge or contradiction check runs when
 its vector arrives (a contradiction then moves the previous version to fact_history, its validity

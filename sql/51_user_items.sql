@@ -154,6 +154,8 @@ create or replace function agentmem.list_facts(
     status text,
     valid_from timestamptz,
     valid_to timestamptz,
+    recorded_at timestamptz,
+    replaced_at timestamptz,
     created_at timestamptz,
     cursor text
 )
@@ -195,19 +197,20 @@ begin
     versions as (
         select
             f.fact_id, f.subject, f.fact, f.model, f.source_message_ids, 'current'::text as status,
-            f.updated_at as valid_from, null::timestamptz as valid_to, f.created_at, v_current as seq
+            f.valid_from, f.valid_to, f.updated_at as recorded_at, null::timestamptz as replaced_at,
+            f.created_at, v_current as seq
         from f
         union all
         select
             h.fact_id, h.subject, h.fact, f.model, h.source_message_ids, h.change,
-            h.valid_from, h.replaced_at, f.created_at, h.history_id
+            h.valid_from, h.valid_to, h.recorded_at, h.replaced_at, f.created_at, h.history_id
         from f
         join agentmem.fact_history as h on h.tenant_id = v_tenant and h.fact_id = f.fact_id
         where list_facts.include_superseded
     )
     select
         v.fact_id, v.subject, v.fact, v.model, v.source_message_ids, v.status, v.valid_from, v.valid_to,
-        v.created_at, agentmem_private.page_cursor(v.created_at, v.fact_id, case when list_facts.include_superseded then v.seq end)
+        v.recorded_at, v.replaced_at, v.created_at, agentmem_private.page_cursor(v.created_at, v.fact_id, case when list_facts.include_superseded then v.seq end)
     from versions as v
     where (v.created_at, v.fact_id, v.seq) < (v_after.at, v_after.id, coalesce(v_after.seq, v_current))
     order by v.created_at desc, v.fact_id desc, v.seq desc
@@ -216,7 +219,11 @@ end
 $$;
 
 comment on function agentmem.list_facts(text, boolean, text, int) is
-'One page of a user''s facts in the current tenant, newest first (by when the fact was first stored): the current fact of each slot (status current, valid_from its last change); with include_superseded also its earlier versions after it, newest first (status replaced: a contradicting fact took the slot; corrected: update_fact; valid_from and valid_to the time it held).
+'One page of a user''s facts in the current tenant, newest first (by when the fact was first stored): the current fact of each slot (status current); with include_superseded also its earlier versions after it, newest first (status replaced: a contradicting fact took the slot; corrected: update_fact).
+valid_from and valid_to: when the version was true in the world, as recall_facts and fact_history
+report them (valid_to NULL while it still is); recorded_at: when agentmem wrote this version;
+replaced_at: when a later version superseded it (NULL for the current one); created_at: when the fact
+was first stored (the order of the pages).
 Keyset pages: pass the cursor of
 the last row as after (NULL: the first page); stable under concurrent writes (a fact stored meanwhile
 is newer than the cursor). A cursor of a listing with include_superseded is valid only for one with it
@@ -225,7 +232,7 @@ page_size: 1 to 1,000 (AM020); AM020 for a bad user_id, include_superseded NULL,
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
 Called by: the application (agentmem_app).';
 
-create or replace function agentmem.delete_message(message_id uuid)
+create or replace function agentmem.delete_message(message_id anycompatible)
 returns agentmem.access_log
 language plpgsql
 volatile
@@ -234,6 +241,7 @@ set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
+    v_message_id uuid := agentmem_private.uuid_arg('message_id', delete_message.message_id);
     v_msg agentmem.messages;
     v_user text;
     v_conv agentmem.conversations;
@@ -244,9 +252,9 @@ declare
 begin
     select m.user_id into v_user
     from agentmem.messages as m
-    where m.tenant_id = v_tenant and m.message_id = delete_message.message_id;
+    where m.tenant_id = v_tenant and m.message_id = v_message_id;
     if not found then
-        raise exception 'message % not found', coalesce(delete_message.message_id::text, 'NULL')
+        raise exception 'message % not found', coalesce(v_message_id::text, 'NULL')
         using
             errcode = 'AM030', detail = 'It does not exist in the current tenant.',
             hint = 'It may have been deleted already, or belong to another tenant.';
@@ -257,9 +265,9 @@ begin
     perform agentmem_private.lock_user(v_tenant, v_user, true);
     select m.* into v_msg
     from agentmem.messages as m
-    where m.tenant_id = v_tenant and m.message_id = delete_message.message_id;
+    where m.tenant_id = v_tenant and m.message_id = v_message_id;
     if not found then
-        raise exception 'message % not found', delete_message.message_id
+        raise exception 'message % not found', v_message_id
         using errcode = 'AM030', hint = 'It was deleted while this call waited for the user''s lock.';
     end if;
     select c.* into v_conv
@@ -331,7 +339,7 @@ begin
 end
 $$;
 
-comment on function agentmem.delete_message(uuid) is
+comment on function agentmem.delete_message(anycompatible) is
 'Delete one message of the current tenant and everything derived from it, in one transaction; returns the receipt (kept in agentmem.access_log: rows per table, the role, when; no content, no id).
 Goes with it: its embeddings, its retrieval record, cached answers citing it as a source (its id in
 source_ids) or written in its conversation with its text as question or answer (and the asker''s logged
@@ -344,7 +352,7 @@ summary_through) it is cleared (summary and summary_through NULL; summaries = 1 
 it may repeat the message; the summariser writes a new one with set_summary.
 Concurrency: takes the user''s erasure lock exclusive, as forget_user does, then the conversation''s
 row: writes of the user in flight finish first, writes that start meanwhile run after it.
-AM030 for a message not in the current tenant.
+AM030 for a message not in the current tenant; AM020 for a message_id that is not a UUID.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
 Called by: the application (agentmem_app).';
 
@@ -377,7 +385,7 @@ $$;
 comment on function agentmem_private.lock_fact(text, uuid) is
 'Internal: the fact, locked: its user''s erasure lock exclusive, then its row. AM030 when it is not in the tenant.';
 
-create or replace function agentmem.delete_fact(fact_id uuid)
+create or replace function agentmem.delete_fact(fact_id anycompatible)
 returns agentmem.access_log
 language plpgsql
 volatile
@@ -386,7 +394,7 @@ set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
-    v_fact agentmem.facts := agentmem_private.lock_fact(v_tenant, delete_fact.fact_id);
+    v_fact agentmem.facts := agentmem_private.lock_fact(v_tenant, agentmem_private.uuid_arg('fact_id', delete_fact.fact_id));
     v_texts text[];
     v_removed jsonb := '{}';
     v_n bigint;
@@ -404,14 +412,14 @@ begin
 end
 $$;
 
-comment on function agentmem.delete_fact(uuid) is
+comment on function agentmem.delete_fact(anycompatible) is
 'Delete one fact of the current tenant with its whole history (every earlier version) and the embedding-cache rows of their texts; returns the receipt (kept in agentmem.access_log; no content, no id).
-Takes the user''s erasure lock exclusive, as forget_user does. AM030 for a fact not in the current tenant.
+Takes the user''s erasure lock exclusive, as forget_user does. AM030 for a fact not in the current tenant; AM020 for a fact_id that is not a UUID.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
 Called by: the application (agentmem_app).';
 
 create or replace function agentmem.update_fact(
-    fact_id uuid,
+    fact_id anycompatible,
     fact text,
     embedding vector,
     source_message_ids uuid[] default '{}'
@@ -423,6 +431,7 @@ set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
+    v_fact_id uuid := agentmem_private.uuid_arg('fact_id', update_fact.fact_id);
     v_old agentmem.facts;
     v_sources uuid[];
     v_removed jsonb := '{}';
@@ -440,7 +449,7 @@ begin
         raise exception 'source_message_ids may not be NULL or contain NULL'
         using errcode = 'AM020', hint = 'Pass the ids of the messages the correction comes from, or ''{}''.';
     end if;
-    v_old := agentmem_private.lock_fact(v_tenant, update_fact.fact_id);
+    v_old := agentmem_private.lock_fact(v_tenant, v_fact_id);
     perform agentmem_private.check_embedding(v_old.model, update_fact.embedding);
     v_sources := array(select distinct s from pg_catalog.unnest(update_fact.source_message_ids) as s order by s);
     insert into agentmem.fact_history as h (
@@ -477,7 +486,7 @@ begin
 end
 $$;
 
-comment on function agentmem.update_fact(uuid, text, vector, uuid[]) is
+comment on function agentmem.update_fact(anycompatible, text, vector, uuid[]) is
 'Correct one fact of the current tenant by hand: the new text and its embedding (same model) replace the old ones; the old version goes to the fact''s history as a correction (list_facts with include_superseded shows it with status corrected).
 The old embedding is overwritten and the
 embedding-cache rows of the old text go. An embedding job of the old text still queued or held by a worker
@@ -485,7 +494,7 @@ never lands: in the fact''s model it is dropped (its worker''s completion comes 
 the tenant is being re-embedded into it is queued again for the new text. source_message_ids: the messages the correction comes from
 (default none: a correction by hand). Returns the receipt (kept in agentmem.access_log; no content).
 Takes the user''s erasure lock exclusive, as forget_user does. Errors: AM030 a fact not in the current
-tenant; AM020 a blank fact or bad source_message_ids; AM021 a fact over 4,000 characters; AM010 an
+tenant; AM020 a fact_id that is not a UUID, a blank fact or bad source_message_ids; AM021 a fact over 4,000 characters; AM010 an
 embedding that is not one of the fact''s model.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
 Called by: the application (agentmem_app).';

@@ -22,6 +22,40 @@ comment on function agentmem_private.cron_job_name() is
 -- cron_call takes the job's call for its hints (p_call) since there are two jobs.
 drop function if exists agentmem_private.cron_call(text, text);
 
+-- cron.database_name is a setting only superusers and members of
+-- pg_read_all_settings may read (42501 for anyone else, even with missing_ok).
+-- A DBA who is not a superuser learns it from the catalogue where pg_cron is
+-- created in this database (pg_cron refuses to be created anywhere else), and
+-- otherwise hears which grant a superuser makes.
+create or replace function agentmem_private.cron_database(p_call text)
+returns text
+language plpgsql
+stable
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+begin
+    return pg_catalog.current_setting('cron.database_name', true);
+exception when insufficient_privilege then
+    if exists (select from pg_catalog.pg_extension where extname = 'pg_cron') then
+        return pg_catalog.current_database();
+    end if;
+    raise exception 'role % may not read cron.database_name, pg_cron''s database', current_user
+    using
+        errcode = 'AM041',
+        detail = 'pg_cron is loaded, and its settings are readable only by superusers and members of pg_read_all_settings.',
+        hint = pg_catalog.format(
+            'Ask a superuser to run "grant pg_read_all_settings to %I;", or to schedule the job; or call %s '
+            'from any scheduler.', current_user, p_call
+        );
+end
+$$;
+
+comment on function agentmem_private.cron_database(text) is
+'Internal: pg_cron''s database (cron.database_name): NULL where pg_cron is not loaded; this database where
+the setting is hidden from the role but pg_cron is created here; AM041 naming the grant a superuser makes
+otherwise (p_call: the job''s call, for the hint).';
+
 create or replace function agentmem_private.cron_call(p_sql text, p_columns text, p_call text)
 returns setof record
 language plpgsql
@@ -30,7 +64,7 @@ security invoker
 set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
-    v_cron_db text := pg_catalog.current_setting('cron.database_name', true);
+    v_cron_db text := agentmem_private.cron_database(p_call);
     v_dblink name;
     v_conninfo text;
 begin
@@ -49,7 +83,17 @@ begin
                 errcode = 'AM050',
                 hint = 'Run "create extension pg_cron;" in this database, or call ' || p_call || ' from any scheduler.';
         end if;
-        return query execute p_sql;
+        begin
+            return query execute p_sql;
+        exception when insufficient_privilege then
+            raise exception 'role % may not use pg_cron: %', current_user, sqlerrm
+            using
+                errcode = 'AM041',
+                hint = pg_catalog.format(
+                    'Ask a superuser to run "grant usage on schema cron to %I;", or to schedule the job; or call '
+                    '%s from any scheduler.', current_user, p_call
+                );
+        end;
         return;
     end if;
     select n.nspname into v_dblink
@@ -102,7 +146,7 @@ begin
         raise exception 'schedule must be a cron expression of at most 200 characters, e.g. */15 * * * *'
         using errcode = 'AM020';
     end if;
-    if pg_catalog.current_setting('cron.database_name', true) = pg_catalog.current_database() then
+    if agentmem_private.cron_database(p_call) = pg_catalog.current_database() then
         v_sql := pg_catalog.format('select cron.schedule(%L, %L, %L)', p_jobname, p_schedule, 'select ' || p_call);
     else
         v_sql := pg_catalog.format(
@@ -151,8 +195,16 @@ volatile
 security invoker
 set search_path = pg_catalog, agentmem, pg_temp
 as $$
+    -- The job runs apply_retention as this role: one that cannot see every
+    -- tenant would fail on every run, so it is refused now.
     select agentmem_private.cron_schedule(
         agentmem_private.cron_job_name(), schedule_retention.schedule, 'agentmem.apply_retention()'
+    )
+    where agentmem_private.check_sees_every_tenant(
+        'agentmem.schedule_retention', 'the job runs agentmem.apply_retention as this role, which deletes across tenants',
+        pg_catalog.format(
+            'Ask a superuser to run "alter role %I bypassrls;", or to schedule it as themselves.', current_user
+        )
     )
 $$;
 
@@ -162,6 +214,9 @@ When pg_cron lives in
 another database (cron.database_name) it calls cron.schedule_in_database there through dblink, which must
 be installed here; otherwise AM050 with the exact statement to run in the cron database. Without pg_cron,
 AM050 whose hint says to call agentmem.apply_retention() from any scheduler. Returns pg_cron''s job id.
+AM041, with the statement a superuser runs in the hint, for a role that does not see every tenant (the
+job would fail on every run: alter role ... bypassrls), that may not read cron.database_name (grant
+pg_read_all_settings) or use pg_cron''s schema (grant usage on schema cron).
 Called by: the DBA (granted to no role).';
 
 create or replace function agentmem.unschedule_retention()
@@ -195,6 +250,8 @@ volatile
 security invoker
 set search_path = pg_catalog, agentmem, pg_temp
 as $$
+declare
+    v_hint text;
 begin
     return query
     select *, null::text
@@ -219,9 +276,12 @@ begin
         return query select null::bigint, null::text, null::boolean, null::text, null::timestamptz,
             null::timestamptz, null::text, 'not scheduled'::text;
     end if;
-exception when sqlstate 'AM050' then
+exception when sqlstate 'AM050' or sqlstate 'AM041' then
+    -- pg_cron out of reach, or hidden from this role (AM041: the note says what to ask a superuser for)
+    get stacked diagnostics v_hint = pg_exception_hint;
     return query select null::bigint, null::text, null::boolean, null::text, null::timestamptz,
-        null::timestamptz, null::text, sqlerrm;
+        null::timestamptz, null::text,
+        sqlerrm || case when sqlstate = 'AM041' then coalesce('. ' || nullif(v_hint, ''), '') else '' end;
 end
 $$;
 
@@ -234,14 +294,16 @@ with (security_invoker = true) as
 with
 last_run as (
     select j.* from agentmem.job_runs as j
-    where j.job = 'retention'
+    where j.job = 'retention' and (select agentmem_private.check_health_reader('agentmem.retention_health'))
     order by j.started_at desc, j.run_id desc
     limit 1
 ),
 
 last_error as (
     select pg_catalog.max(j.started_at) as last_error_at from agentmem.job_runs as j
-    where j.job = 'retention' and j.error is not null
+    where
+        j.job = 'retention' and j.error is not null
+        and (select agentmem_private.check_health_reader('agentmem.retention_health'))
 ),
 
 cron as (

@@ -37,6 +37,7 @@ from pytest_postgresql import factories
 ROOT = Path(__file__).resolve().parents[1]
 APP_ROLE = "agentmem_test_app"
 SERVERS = ("embedded", "debian15", "citus")
+DEFAULT_TEST_PORT = 55419  # the embedded test server's (AGENTMEM_TEST_PORT)
 POOLER_URL = os.environ.get("AGENTMEM_TEST_POOLER_URL", "").rstrip("/")
 
 
@@ -66,10 +67,18 @@ SERVER: Server | None = None
 def _start_server(name: str) -> Server:
     if name == "embedded":
         from agentmem_dev import devserver
-        port = int(os.environ.get("AGENTMEM_TEST_PORT", 55419))
+        # AGENTMEM_TEST_PORT, default 55419. Where the default is taken (another checkout's test
+        # server) a free port is used; a port set explicitly and taken is one line (PortInUse).
+        chosen = os.environ.get("AGENTMEM_TEST_PORT")
+        port = int(chosen or DEFAULT_TEST_PORT)
+        data = ROOT / ".pgdata" / "test"
         # fast=True: fsync, full_page_writes and synchronous_commit off. The test
         # data is thrown away; the dev server users get is durable.
-        url = devserver.start(ROOT / ".pgdata" / "test", port=port, fast=True)
+        try:
+            url = devserver.start(data, port=port, fast=True, port_variable="AGENTMEM_TEST_PORT",
+                                  or_any_free_port=not chosen)
+        except devserver.PortInUse as exc:
+            raise pytest.UsageError(f"the test server: {exc}") from None
         return Server(name, url, Path(devserver.bin_path("psql")).parent,
                       require_cron=os.environ.get("AGENTMEM_REQUIRE_PG_CRON") == "1")
     if name == "citus":

@@ -12,7 +12,7 @@ import threading
 
 import numpy as np
 import pytest
-from helpers import plans_of, run_threads, sqlstate_of, unit
+from helpers import count, plans_of, run_threads, sqlstate_of, unit
 
 DIM = 384
 MODEL = "all-minilm"
@@ -496,3 +496,15 @@ def test_lookup_uses_the_hnsw_index(app, admin):
     knn = [p for p in plans if "<=>" in p and "Order By" in p]
     assert rows == [(False,)]  # nearest at cosine 0.88: below the threshold
     assert knn and "cache_entries_all_minilm" in knn[0] and "hnsw" in knn[0], "\n---\n".join(plans)
+
+
+def test_cache_store_without_an_embedding_argument_queues_it(app, admin):
+    """Issue 31, defect 14: question_embedding defaults to NULL (and answer, after it, is declared with
+    a default so that it may be): leaving the vector out stores the entry and queues it; leaving the
+    answer out is AM020, as a NULL one."""
+    stored, entry, _, _ = app.execute("select * from agentmem.cache_store(question => 'what is the refund window', "
+                                      "answer => 'Thirty days.', model => 'all-minilm')").fetchone()
+    assert stored
+    assert count(admin, "cache_entries", "entry_id = %s and answer = 'Thirty days.'", (entry,)) == 1
+    assert count(admin, "embedding_jobs", "entry_id = %s", (entry,)) == 1
+    assert sqlstate_of(app, "select * from agentmem.cache_store(question => 'another question')") == "AM020"

@@ -5,8 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import psycopg
 import pytest
 
+from conftest import ROOT
 from helpers import free_port_url
 
 COMMANDS = [
@@ -48,3 +50,85 @@ def test_cache_report_png_without_matplotlib_names_the_extra(app_url, tmp_path, 
     err = capsys.readouterr().err
     assert "plot extra" in err and "pg-agentmem[plot]" in err
     assert not (tmp_path / "r.png").exists()
+
+
+def agentmem(*args: str, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "agentmem.cli", *args], capture_output=True, text=True,
+                          timeout=120, **kw)
+
+
+def one_line(done: subprocess.CompletedProcess) -> str:
+    """The one line a refused command wrote on stderr (exit code 2, no traceback)."""
+    assert done.returncode == 2, done
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr
+    return lines[0]
+
+
+def test_export_and_import_a_user_cannot_are_one_line_and_exit_2(app, app_url, admin_url, tmp_path):
+    """Issue 31, defect 6: a whole tenant's export or import as the application login, and a file that
+    is not there, say what to do in one line (exit 2), no traceback."""
+    conv = app.execute("select agentmem.start_conversation(user_id => 'u1')").fetchone()[0]
+    app.execute("select agentmem.store_message(conversation_id => %s, role => 'user', content => 'hello', "
+                "embedding => null, model => 'all-minilm')", (conv,))
+    line = one_line(agentmem("export", "--database-url", app_url, "--tenant", "acme"))
+    assert line.startswith("agentmem export: ") and "--user" in line and "BYPASSRLS" in line
+    tenant_file = tmp_path / "acme.jsonl"
+    done = agentmem("export", "--database-url", admin_url, "--tenant", "acme", "-o", str(tenant_file))
+    assert done.returncode == 0, done.stderr
+    line = one_line(agentmem("import", str(tenant_file), "--database-url", app_url))
+    assert line.startswith("agentmem import: this is a tenant's export") and "--user" in line
+    missing = tmp_path / "nothing-here.jsonl"
+    line = one_line(agentmem("import", str(missing), "--database-url", app_url, "--tenant", "acme"))
+    assert line == f"agentmem import: cannot read {missing}: No such file or directory"
+    line = one_line(agentmem("export", "--database-url", app_url, "--tenant", "acme", "--user", "u1",
+                             "-o", str(tmp_path / "no-such-dir" / "u1.jsonl")))
+    assert line.startswith("agentmem export: cannot write ")
+    # what the application login may do still works
+    user_file = tmp_path / "u1.jsonl"
+    assert agentmem("export", "--database-url", app_url, "--tenant", "acme", "--user", "u1",
+                    "-o", str(user_file)).returncode == 0
+    assert agentmem("import", str(user_file), "--database-url", app_url, "--tenant", "acme").returncode == 0
+
+
+def test_the_worker_on_an_unreachable_server_is_one_line_and_exit_2(server):
+    """Issue 31, defect 10: exit code 2 for a connection failure, as every command."""
+    url = free_port_url(server.db_url("postgres"))
+    line = one_line(agentmem("worker", "--once", "--embedder", "lexical", "--database-url", url))
+    assert line.startswith("agentmem: cannot connect to the database: ") and "refused" in line
+
+
+def test_every_command_has_a_description_and_every_option_a_help():
+    """Issue 31, defect 10: `agentmem CMD --help` says what the command does and what each option is."""
+    import argparse
+
+    from agentmem.cli import _dev_commands, build_parser
+    parser, _ = build_parser(_dev_commands())
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    missing = []
+    for name, command in sub.choices.items():
+        if not command.description:
+            missing.append(name)
+        missing += [f"{name} {a.option_strings or a.dest}" for a in command._actions
+                    if not a.help and not isinstance(a, argparse._HelpAction)]
+    assert missing == []
+    assert {"migrate", "worker", "export", "import", "dev-server", "psql"} <= set(sub.choices)
+
+
+def test_dev_server_start_quiet_prints_only_the_url(server):
+    """Issue 31, defect 9: `make demo` starts the dev server with --quiet, so it does not speak of the
+    database agentmem, which the demo does not use."""
+    makefile = (ROOT / "Makefile").read_text()
+    demo = makefile[makefile.index("\ndemo:"):].split("\n\n")[0]
+    assert "dev-server start --quiet" in demo
+    if server.name != "embedded":
+        pytest.skip("the dev server is the embedded one")
+    # the suite's own embedded server, already running: start reuses it
+    data = str(ROOT / ".pgdata" / "test")
+    with psycopg.connect(server.db_url("postgres"), autocommit=True) as conn:
+        conn.execute("drop database if exists agentmem with (force)")  # agentmem is not installed there
+    loud = agentmem("dev-server", "start", "--data-dir", data)
+    quiet = agentmem("dev-server", "start", "--quiet", "--data-dir", data)
+    assert loud.returncode == quiet.returncode == 0, (loud.stderr, quiet.stderr)
+    assert "agentmem is not installed in database agentmem" in loud.stderr
+    assert quiet.stderr == "" and quiet.stdout == loud.stdout and quiet.stdout.startswith("postgresql://")

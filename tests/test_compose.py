@@ -119,7 +119,7 @@ def test_the_migrate_step_runs_against_a_server_with_pg_cron(server, pg_cron, tm
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("create extension vector")
         conn.execute("create extension dblink")  # what the compose init step creates
-    env = dict(os.environ, AGENTMEM_DATABASE_URL=url, AGENTMEM_APP_PASSWORD="app-secret",
+    env = dict(os.environ, AGENTMEM_DATABASE_URL=url, PGPASSWORD="dba-secret", AGENTMEM_APP_PASSWORD="app-secret",
                AGENTMEM_WORKER_PASSWORD="worker-secret", AGENTMEM_RETENTION_SCHEDULE="*/15 * * * *",
                PATH=f"{os.path.dirname(sys.executable)}:{os.path.dirname(server.bin('psql'))}:/usr/bin:/bin")
     try:
@@ -137,3 +137,61 @@ def test_the_migrate_step_runs_against_a_server_with_pg_cron(server, pg_cron, tm
     finally:
         with psycopg.connect(server.url, autocommit=True) as conn:
             conn.execute(f"drop database if exists {name} with (force)")
+
+
+# -- issue 31, defect 12 ---------------------------------------------------------------------------
+
+def test_the_worker_waits_for_the_model_pulls():
+    assert SERVICES["worker"]["depends_on"]["ollama-pull"]["condition"] == "service_completed_successfully"
+    models = SERVICES["ollama-pull"]["environment"]["AGENTMEM_OLLAMA_MODELS"].split()
+    assert models[0] == "nomic-embed-text"  # the worker's model first
+
+
+def test_host_ports_are_settings_on_loopback():
+    ports = {name: service["ports"] for name, service in SERVICES.items() if "ports" in service}
+    assert ports == {"postgres": ["127.0.0.1:${AGENTMEM_PG_PORT:-5432}:5432"],
+                     "ollama": ["127.0.0.1:${AGENTMEM_OLLAMA_PORT:-11434}:11434"]}
+    example = (ROOT / ".env.example").read_text()
+    assert "AGENTMEM_PG_PORT=5432" in example and "AGENTMEM_OLLAMA_PORT=11434" in example
+
+
+def test_every_image_is_pinned_to_a_version():
+    text = (ROOT / "docker-compose.yml").read_text()
+    images = re.findall(r"^\s*image:\s*(\S+)", text, re.M) + re.findall(r"^\s*FROM\s+(\S+)", text, re.M)
+    built = {"agentmem-tools:local"}  # the image this file builds
+    pinned = [i for i in images if i not in built]
+    assert len(pinned) == 4, images
+    for image in pinned:
+        name, _, tag = image.partition(":")
+        assert tag and tag != "latest" and re.search(r"\d+\.\d+", tag), image
+
+
+def test_the_minimum_compose_version_and_the_download_are_said():
+    header = (ROOT / "docker-compose.yml").read_text().split("\nname:")[0]
+    install = (ROOT / "docs" / "install.md").read_text()
+    readme = (ROOT / "README.md").read_text()
+    for text in (header, install, readme):
+        assert "Compose v2.23.1" in text and "3.6 GB" in text
+
+
+def test_passwords_must_be_set_and_the_old_samples_are_refused(tmp_path):
+    import os
+    import subprocess
+    example = (ROOT / ".env.example").read_text()
+    for name in ("AGENTMEM_DBA_PASSWORD", "AGENTMEM_APP_PASSWORD", "AGENTMEM_WORKER_PASSWORD"):
+        assert re.search(rf"^{name}=$", example, re.M), name  # empty: compose's ${...:?} refuses it
+    text = (ROOT / "docker-compose.yml").read_text()
+    for name in ("AGENTMEM_DBA_PASSWORD", "AGENTMEM_APP_PASSWORD", "AGENTMEM_WORKER_PASSWORD"):
+        assert re.search(r"\$\{" + name + r":\?", text), name
+    good = {"PGPASSWORD": "a-dba-secret", "AGENTMEM_APP_PASSWORD": "an-app-secret",
+            "AGENTMEM_WORKER_PASSWORD": "a-worker-secret"}
+    for name, shown in (("PGPASSWORD", "AGENTMEM_DBA_PASSWORD"), ("AGENTMEM_APP_PASSWORD", "AGENTMEM_APP_PASSWORD"),
+                        ("AGENTMEM_WORKER_PASSWORD", "AGENTMEM_WORKER_PASSWORD")):
+        for value in ("", f"change-me-{name[:3].lower()}"):
+            env = {"PATH": "/usr/bin:/bin", "AGENTMEM_DATABASE_URL": "postgresql://nobody@127.0.0.1:9/x",
+                   "AGENTMEM_RETENTION_SCHEDULE": "*/15 * * * *", **good, name: value}
+            run = subprocess.run(["sh", str(ROOT / "scripts" / "compose-migrate.sh")], env=env, cwd=tmp_path,
+                                 capture_output=True, text=True, timeout=60)
+            assert run.returncode == 2, run
+            assert run.stderr.splitlines() == [
+                f"agentmem: {shown} in .env is empty or the sample value: set a password of your own"]

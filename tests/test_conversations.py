@@ -366,3 +366,14 @@ def test_the_prompt_dates_messages_only_where_a_history_spans_days():
     imported = [msg(dt.datetime(2023, 5, 7, 13, tzinfo=dt.timezone.utc), "I went to the group yesterday")]
     assert spans_days(imported, today)
     assert _as_message(imported[0], True)["content"] == "[2023-05-07] I went to the group yesterday"
+
+
+def test_store_message_without_an_embedding_argument_queues_it(app, admin):
+    """Issue 31, defect 14: embedding defaults to NULL, so leaving it out stores the message without a
+    vector (queued for the workers), not "function does not exist"."""
+    cid = start(app)
+    mid, index = app.execute("select * from agentmem.store_message(conversation_id => %s, role => 'user', "
+                             "content => 'no vector given', model => 'all-minilm')", (cid,)).fetchone()
+    assert index == 0
+    assert count(admin, "message_embeddings", "message_id = %s", (mid,)) == 0
+    assert count(admin, "embedding_jobs", "message_id = %s", (mid,)) == 1

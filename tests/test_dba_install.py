@@ -22,21 +22,19 @@ from conftest import ROOT
 LEAKPROOF = "alter function pg_catalog.ts_match_vq(tsvector, tsquery) leakproof;"
 
 
-def readme_superuser_statements(role: str, server_version: int, roles_exist: bool = True) -> list[str]:
-    """The README's block for the superuser, that_dba being the DBA, read as its comments say."""
+def readme_superuser_block() -> str:
+    """The README's block for the superuser, as written."""
     text = (ROOT / "README.md").read_text()
     section = text[text.index("## Installing and upgrading"):]
-    block = re.search(r"```sql\n(.*?)```", section, re.S).group(1)
-    statements, pg16_only = [], False
-    for line in block.splitlines():
-        if line.startswith("--"):
-            pg16_only = pg16_only or "PostgreSQL 16 and later" in line
-            continue
-        if line.strip():
-            if pg16_only and (server_version < 160000 or not roles_exist):
-                continue
-            statements.append(line.replace("that_dba", role))
-    return statements
+    return re.search(r"```sql\n(.*?)```", section, re.S).group(1)
+
+
+def paste_superuser_block(server, dbname: str) -> None:
+    """The README's block for the superuser, pasted into the server's psql in the database (issue 31,
+    defect 8: it names no placeholder; the DBA is the database's owner)."""
+    run = subprocess.run([server.bin("psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", server.db_url(dbname)],
+                         input=readme_superuser_block(), capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
 
 
 def statement_of(hint: str) -> str:
@@ -110,7 +108,7 @@ def test_a_non_superuser_dba_installs_into_a_second_database_refused_step_by_ste
                                                                                  tmp_path):
     role, name, version = dba_database
     install = Installer(server, server.db_url(name, role), path, tmp_path)
-    readme = readme_superuser_statements(role, version)
+    readme = readme_superuser_block()
     # 1. pgvector is not a trusted extension: refused before anything is made
     sqlstate, hint, _ = install()
     assert sqlstate == "AM041", hint
@@ -123,9 +121,9 @@ def test_a_non_superuser_dba_installs_into_a_second_database_refused_step_by_ste
         assert sqlstate == "AM041", hint
         statement = statement_of(hint)
         assert statement == f"grant agentmem_app, agentmem_owner, agentmem_queue, agentmem_worker to {role} with admin option;"
-        assert statement in readme, "the refusal names the README's statement"
+        assert "grant agentmem_app, agentmem_owner, agentmem_queue, agentmem_worker to %I " in readme
         assert nothing_installed(server, name)
-        superuser(server, name, statement)
+        superuser(server, name, statement)  # the README's block runs it: test_following_the_readme_first...
     # 3. installed; the LEAKPROOF mark only a superuser makes is a warning naming its statement
     sqlstate, hint, warnings = install()
     assert sqlstate is None, hint
@@ -156,8 +154,7 @@ def test_grant_app_role_refused_is_am041_naming_the_statement(server, dba_databa
     """A DBA who may no longer grant agentmem_app is told the one statement that lets it."""
     role, name, version = dba_database
     superuser(server, name, "create extension vector")
-    for statement in readme_superuser_statements(role, version):
-        superuser(server, name, statement)
+    paste_superuser_block(server, name)
     m.Migrator(server.db_url(name, role), m.Source.load(ROOT)).migrate()
     with psycopg.connect(server.db_url(name), autocommit=True) as conn:
         conn.execute(f"create role {role}_app login")
@@ -193,8 +190,7 @@ def test_following_the_readme_first_the_dba_installs_without_a_refusal_or_a_leak
                                                                                             path, tmp_path):
     role, name, version = dba_database
     superuser(server, name, "create extension if not exists vector")
-    for statement in readme_superuser_statements(role, version):
-        superuser(server, name, statement)
+    paste_superuser_block(server, name)
     sqlstate, hint, warnings = Installer(server, server.db_url(name, role), path, tmp_path)()
     assert sqlstate is None, hint
     assert not any("GIN index" in w for w in warnings)
@@ -235,14 +231,12 @@ def test_in_a_cluster_without_the_roles_a_createrole_dba_installs_then_a_second_
     assert sqlstate == "AM041" and statement_of(hint) == "alter role dba_weak createrole;"
     assert nothing_installed(cluster, "dba_weak_db")
     # the first DBA: the README's statements for a cluster without the roles, then installs, making them
-    for statement in readme_superuser_statements("dba_one", version, roles_exist=False):
-        superuser(cluster, "dba_one_db", statement)
+    paste_superuser_block(cluster, "dba_one_db")
     sqlstate, hint, warnings = Installer(cluster, cluster.db_url("dba_one_db", "dba_one"), "python", tmp_path)()
     assert sqlstate is None, hint
     assert not any("GIN index" in w for w in warnings)
     # the second DBA, in another database: the roles are the first DBA's; the README's statements
-    for statement in readme_superuser_statements("dba_two", version):
-        superuser(cluster, "dba_two_db", statement)
+    paste_superuser_block(cluster, "dba_two_db")
     sqlstate, hint, warnings = Installer(cluster, cluster.db_url("dba_two_db", "dba_two"), "psql", tmp_path)()
     assert sqlstate is None, hint
     with psycopg.connect(cluster.db_url("dba_two_db", "dba_two"), autocommit=True) as conn:
@@ -252,3 +246,52 @@ def test_in_a_cluster_without_the_roles_a_createrole_dba_installs_then_a_second_
     with psycopg.connect(cluster.db_url("dba_two_db", "dba_two_app"), autocommit=True) as app:
         app.execute("select agentmem.set_tenant(tenant_id => 'acme')")
         assert app.execute("select agentmem.start_conversation(user_id => 'alice')").fetchone()[0] is not None
+
+
+def test_a_non_superuser_dba_is_told_what_to_ask_a_superuser_for(server, dba_database):
+    """Issue 31, defect 5: a DBA who is not a superuser, with no tenant set, reading the views across
+    tenants (health, retention_health) or scheduling retention hears AM041 and the one statement a
+    superuser runs, not AM001 or a raw 42501 of pg_cron's settings; with a tenant set the views show
+    that tenant; once the superuser has run the statement they show every tenant."""
+    role, name, version = dba_database
+    superuser(server, name, "create extension if not exists vector")
+    paste_superuser_block(server, name)
+    m.Migrator(server.db_url(name, role), m.Source.load(ROOT)).migrate()
+    with psycopg.connect(server.db_url(name), autocommit=True) as conn:  # a job run in two tenants
+        for tenant in ("acme", "globex"):
+            conn.execute("insert into agentmem.job_runs (tenant_id, job, started_at, error) "
+                         "values (%s, 'retention', now(), %s)", (tenant, f"boom in {tenant}"))
+    with psycopg.connect(server.db_url(name, role), autocommit=True) as dba:
+        for query, what in (("select * from agentmem.health", "agentmem.health"),
+                            ("select * from agentmem.retention_health", "agentmem.retention_health")):
+            with pytest.raises(psycopg.Error) as info:
+                dba.execute(query)
+            assert info.value.sqlstate == "AM041" and what in info.value.diag.message_primary
+            assert statement_of(info.value.diag.message_hint) == f"alter role {role} bypassrls;"
+        with pytest.raises(psycopg.Error) as info:
+            dba.execute("select agentmem.schedule_retention()")
+        assert info.value.sqlstate == "AM041"
+        assert statement_of(info.value.diag.message_hint) == f"alter role {role} bypassrls;"
+        # with a tenant: that tenant's rows, and pg_cron's state as a note, not an error
+        dba.execute("select agentmem.grant_tenant(role_name => %s, tenant_id => 'acme')", (role,))
+        dba.execute("select agentmem.set_tenant(tenant_id => 'acme')")
+        health = dba.execute("select job, last_error from agentmem.health where job = 'retention'").fetchall()
+        assert health == [("retention", "boom in acme")]
+        note, status = dba.execute("select cron_note, status from agentmem.retention_health").fetchone()
+        assert status == "failing" and note
+        if server.name == "debian15":  # pg_cron is loaded, in another database, its settings hidden
+            assert f'grant pg_read_all_settings to {role};' in note
+        else:
+            assert "pg_cron is not available" in note
+    superuser(server, name, f"alter role {role} bypassrls")
+    with psycopg.connect(server.db_url(name, role), autocommit=True) as dba:
+        errors = dba.execute("select last_error from agentmem.health where job = 'retention'").fetchone()
+        assert errors[0].startswith("boom in")
+        assert dba.execute("select count(*) from agentmem.retention_health").fetchone() == (1,)
+        with pytest.raises(psycopg.Error) as info:
+            dba.execute("select agentmem.schedule_retention()")
+        if server.name == "debian15":
+            assert info.value.sqlstate == "AM041"
+            assert statement_of(info.value.diag.message_hint) == f"grant pg_read_all_settings to {role};"
+        else:
+            assert info.value.sqlstate == "AM050"

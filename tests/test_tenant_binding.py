@@ -4,6 +4,7 @@ path no caller can write, and the defects the security probes found, each at the
 from __future__ import annotations
 
 import json
+import uuid
 
 import psycopg
 import psycopg.sql
@@ -741,3 +742,208 @@ def test_my_tenants_lists_the_calling_logins_own_grants_without_a_tenant_set(adm
     admin.execute("select agentmem.set_tenant_binding(mode => 'none')")
     with login(server, dbname, one) as conn:
         assert {r[2] for r in conn.execute(query).fetchall()} == {"none"}
+
+
+# -- a writable schema in the path: nothing planted there ever runs ------------------------------
+
+# Concrete types the planted overloads take: each polymorphic argument of a catalogue function is
+# instantiated with each (CVE-2018-1058: an exact-type overload in a later schema beats a polymorphic
+# or implicitly cast pg_catalog function, pg_catalog first or not).
+PLANT_TYPES = ["text", "name", "integer", "bigint", "smallint", "real", "double precision", "numeric",
+               "boolean", "uuid", "jsonb", "json", "timestamptz", "interval", "bytea", "vector", "tsvector",
+               "tsquery", "regconfig", "oid", "tstzrange"]
+PLANT_ARRAYS = ["text[]", "uuid[]", "integer[]", "bigint[]", "real[]", "double precision[]", "jsonb[]",
+                "boolean[]", "timestamptz[]", "vector[]"]
+# The operators' argument types: what agentmem's own expressions combine.
+OPERATOR_TYPES = ["text", "integer", "bigint", "real", "double precision", "numeric", "uuid", "jsonb", "timestamptz",
+                  "interval", "text[]", "uuid[]", "vector"]
+PLANT_OPERATORS = ["=", "<>", "<", ">", "<=", ">=", "||", "+", "-", "*", "/", "%", "^", "->>", "->", "#>",
+                   "#>>", "?", "?|", "?&", "~", "!~", "~*", "!~*", "~~", "!~~", "~~*", "&&", "<@", "@>", "@@",
+                   "<=>", "<->", "<#>"]
+POLY = {"anyelement", "anynonarray", "anycompatible", "anycompatiblenonarray", '"any"', "anyenum"}
+POLY_ARRAY = {"anyarray", "anycompatiblearray"}
+
+PLANT = """
+do $plant$
+declare
+    v_sig text;
+    v_ret text;
+    v_types regtype[] := %(types)s::regtype[];
+    v_ops text[] := %(ops)s::text[];
+    v_l regtype;
+    v_r regtype;
+    v_op text;
+    v_fn text;
+begin
+    foreach v_sig in array %(sigs)s::text[] loop
+        v_ret := split_part(v_sig, '|', 2);
+        v_sig := split_part(v_sig, '|', 1);
+        begin
+            execute format('create function public.%%s returns %%s language plpgsql as $b$ begin '
+                           'raise warning ''planted %%s ran as %%%%'', current_user; %%s end $b$',
+                           v_sig, v_ret, replace(v_sig, '''', ''''''),
+                           case when v_ret like 'setof %%%%' or v_ret = 'void' then 'return;' else 'return null;' end);
+        exception when duplicate_function or invalid_function_definition or undefined_object then
+            null;
+        end;
+    end loop;
+    foreach v_l in array v_types loop
+        foreach v_r in array v_types loop
+            v_fn := format('public.planted_op_%%s_%%s', v_l::oid, v_r::oid);
+            execute format('create function %%s(%%s, %%s) returns boolean language plpgsql as $b$ begin '
+                           'raise warning ''planted operator (%%s, %%s) ran as %%%%'', current_user; '
+                           'return null; end $b$', v_fn, v_l, v_r, v_l, v_r);
+            foreach v_op in array v_ops loop
+                if not exists (select from pg_operator as o where o.oprname = v_op and o.oprleft = v_l
+                               and o.oprright = v_r and o.oprnamespace in ('pg_catalog'::regnamespace,
+                                                                           'public'::regnamespace)) then
+                    execute format('create operator public.%%s (function = %%s, leftarg = %%s, rightarg = %%s)',
+                                   v_op, v_fn, v_l, v_r);
+                end if;
+            end loop;
+        end loop;
+    end loop;
+end
+$plant$;
+"""
+
+
+def _planted_signatures(admin) -> list[str]:
+    """'name(args)|return type' for every pg_catalog function sql/ calls, its polymorphic arguments
+    instantiated with each of PLANT_TYPES (PLANT_ARRAYS for array ones), its name arguments as text."""
+    import re
+    from pathlib import Path
+    text = "".join(p.read_text() for p in sorted((Path(__file__).parents[1] / "sql").glob("*.sql")))
+    names = sorted(set(re.findall(r"pg_catalog\.(\w+)\(", text)) | {"cardinality", "convert_to"})
+    rows = admin.execute(
+        "select p.proname, array(select t::regtype::text from unnest(p.proargtypes::oid[]) as t), "
+        "p.prorettype::regtype::text, p.proretset "
+        "from pg_proc as p where p.pronamespace = 'pg_catalog'::regnamespace and p.proname = any(%s)",
+        (names,)).fetchall()
+    sigs = set()
+    for name, args, ret, retset in rows:
+        for concrete in PLANT_TYPES + PLANT_ARRAYS:
+            element = concrete[:-2] if concrete.endswith("[]") else concrete
+
+            def sub(t: str) -> str:
+                if t in POLY:
+                    return concrete
+                if t in POLY_ARRAY:
+                    return element + "[]"
+                return "text" if t in ("name", '"char"') else t
+            if not any(a in POLY | POLY_ARRAY | {"name", '"char"'} for a in args) and concrete != "text":
+                continue
+            new = [sub(a) for a in args]
+            if any(t.startswith("any") for t in new):
+                continue
+            r = sub(ret) if ret in POLY | POLY_ARRAY else ret
+            if r in ("record", "trigger", "internal") or r.startswith("any"):
+                r = "int"
+            sigs.add(f"{name}({', '.join(new)})|{'setof ' if retset else ''}{r}")
+    return sorted(sigs)
+
+
+def _planted_workload(app, admin, worker_url: str, heard) -> None:
+    """Every kind of call, as the application, the worker and a superuser, on data that reaches their branches."""
+    v384 = vec("hello world", 384)
+    cid = start_conversation(app)
+    app.execute("select * from agentmem.store_messages(conversation_id => %s, roles => %s, contents => %s, "
+                "embeddings => %s, model => 'all-minilm', metadata => %s::jsonb[], occurred_at => %s::timestamptz[])",
+                (cid, ["user", "assistant"], ["hello world", "other words"], [v384, vec("other words", 384)],
+                 ['{"a": [1, 2]}', '{}'], ["2020-01-01", "2020-01-02"]))
+    mid = app.execute("select message_id from agentmem.store_message(conversation_id => %s, role => 'user', "
+                      "content => 'no vector yet', embedding => null)", (cid,)).fetchone()[0]
+    calls = [
+        ("select * from agentmem.search_messages(user_id => 'alice', query_embedding => %s, model => 'all-minilm')", (v384,)),
+        ("select * from agentmem.search_messages(user_id => 'alice', query_text => 'hello', "
+         "recency_half_life => '365 days')", None),
+        ("select * from agentmem.search_messages(user_id => 'alice', query_embedding => %s, query_text => 'hello', "
+         "model => 'all-minilm', since => '2019-01-01', until => now())", (v384,)),
+        ("select * from agentmem.search_with_context(user_id => 'alice', query_embedding => %s, model => 'all-minilm')", (v384,)),
+        ("select * from agentmem.recent_messages(conversation_id => %s)", (cid,)),
+        ("select * from agentmem.short_term_context(conversation_id => %s)", (cid,)),
+        ("select * from agentmem.context_window(message_id => %s)", (mid,)),
+        ("select agentmem.set_summary(conversation_id => %s, summary => 's', through_index => 1)", (cid,)),
+        ("select agentmem.record_retrieval(message_id => %s, doc_ids => '{d1,d2}')", (mid,)),
+        ("select * from agentmem.topic_shift(conversation_id => %s)", (cid,)),
+        ("select * from agentmem.unseen_docs(conversation_id => %s, doc_ids => '{d1,d3}')", (cid,)),
+        ("select * from agentmem.cache_store(question => 'What is 2 + 2?', question_embedding => %s, answer => '4', "
+         "source_ids => '{d1}', model => 'all-minilm', user_id => 'alice')", (v384,)),
+        ("select * from agentmem.cache_lookup(question => 'what is 2+2', question_embedding => %s, "
+         "model => 'all-minilm', user_id => 'alice')", (v384,)),
+        ("select agentmem.question_guard_agrees(question => 'the 3rd of May', other_question => 'May 4th')", None),
+        ("select agentmem.invalidate_source(doc_id => 'd1')", None),
+        ("select * from agentmem.sample_hits()", None),
+        ("select * from agentmem.embedding_cache_store(model => 'all-minilm', texts => '{a}', embeddings => %s)", ([v384],)),
+        ("select * from agentmem.embedding_cache_lookup(model => 'all-minilm', texts => '{a,b}')", None),
+        ("select * from agentmem.list_conversations(user_id => 'alice')", None),
+        ("select * from agentmem.list_facts(user_id => 'alice', include_superseded => true)", None),
+        ("select * from agentmem.recall_facts(user_id => 'alice', query_embedding => %s, query_text => 'paris')",
+         (vec("lives in Paris"),)),
+        ("select * from agentmem.export_user(user_id => 'alice')", None),
+        ("select agentmem.set_retention_policy(kind => 'messages', max_age => '1 day')", None),
+    ]
+    upsert(app, "alice", "alice", "lives in Paris", sources=[mid])
+    fact = upsert(app, "alice", "alice", "lives in Rome", dim_text="lives in Paris")[0]
+    for sql, params in calls:
+        app.execute(sql, params)
+    app.execute("select * from agentmem.fact_history(fact_id => %s)", (fact,))
+    app.execute("select * from agentmem.update_fact(fact_id => %s, fact => 'lives in Oslo', embedding => %s)",
+                (fact, vec("lives in Oslo")))
+    lines = [r[0] for r in app.execute("select line from agentmem.export_user(user_id => 'alice')")]
+    app.execute("select agentmem.forget_user(user_id => 'alice')")
+    app.execute("select * from agentmem.import_user(lines => %s::text[])", (lines,))
+    app.execute("select * from agentmem.delete_fact(fact_id => %s)", (fact,))
+    app.execute("select * from agentmem.forget_conversation(conversation_id => %s)", (cid,))
+    app.execute("select * from agentmem.store_message(conversation_id => %s, role => 'user', content => 'queued', "
+                "embedding => null)", (start_conversation(app, "bob"),))
+    with psycopg.connect(worker_url, autocommit=True) as w:
+        w.add_notice_handler(heard)
+        register_vector(w)
+        jobs = w.execute("select * from agentmem.claim_embedding_jobs()").fetchall()
+        assert jobs
+        w.execute("select * from agentmem.complete_embedding_jobs(lease_token => %s, tenant_ids => %s, "
+                  "job_ids => %s, embeddings => %s)",
+                  (jobs[0][6], [j[0] for j in jobs], [j[1] for j in jobs],
+                   [vec(j[4], j[3]) for j in jobs]))
+    admin.execute("update agentmem.messages set created_at = now() - interval '2 days'")
+    admin.execute("select * from agentmem.apply_retention()")
+    admin.execute("select agentmem.set_tenant(tenant_id => %s)", ("acme",))
+    admin.execute("select * from agentmem.sweep_cache()")
+    admin.execute("select * from agentmem.embedding_queue_depth()")
+    admin.execute("select * from agentmem.health")
+    admin.execute("select * from agentmem.export_tenant(tenant_id => 'acme')")
+
+
+def test_functions_and_operators_planted_in_a_writable_path_schema_never_run(server, admin, dbname, roles, app, request):
+    """pgvector's schema (public) is writable by the application login (CREATE granted after install):
+    it plants exact-type overloads of every catalogue function sql/ calls (cardinality(text[]),
+    convert_to(text, text), ...) and of 34 operators over 13 types. No API call (as agentmem_owner),
+    worker call, nor apply_retention as a superuser runs any of them: each would warn and raise."""
+    planter = roles("tb_planter")
+    admin.execute(f"grant create on schema public to {planter}")
+    sigs = _planted_signatures(admin)
+    request.addfinalizer(lambda: admin.execute(f"drop owned by {planter}"))
+    with psycopg.connect(server.db_url(dbname, planter), autocommit=True) as conn:
+        conn.execute("set statement_timeout = 0")
+        literal = lambda items: psycopg.sql.Literal(list(items)).as_string(conn)  # noqa: E731
+        conn.execute(PLANT % {"types": literal(OPERATOR_TYPES), "ops": literal(PLANT_OPERATORS),
+                              "sigs": literal(sigs)})
+    planted = admin.execute("select (select count(*) from pg_proc where pronamespace = 'public'::regnamespace "
+                            "and proowner = %s::regrole), (select count(*) from pg_operator where "
+                            "oprnamespace = 'public'::regnamespace and oprowner = %s::regrole)",
+                            (planter, planter)).fetchone()
+    assert planted[0] > 900 and planted[1] > 4000, planted
+    assert admin.execute("select count(*) from pg_proc where oid = 'public.cardinality(text[])'::regprocedure"
+                         ).fetchone() == (1,)
+
+    warnings: list[str] = []
+    def heard(diag):
+        warnings.append(f"{diag.message_primary} in {diag.context}")
+    admin.add_notice_handler(heard)
+    app.add_notice_handler(heard)
+    try:
+        _planted_workload(app, admin, worker_login_url(server, dbname, admin), heard)
+    except psycopg.Error as exc:  # a planted function that returned NULL broke the call
+        raise AssertionError("\n".join(sorted(set(warnings)))) from exc
+    assert [w for w in warnings if "planted" in w] == [], "\n".join(sorted(set(warnings)))

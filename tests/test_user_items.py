@@ -3,7 +3,11 @@ cached answer withdrawn."""
 
 from __future__ import annotations
 
+import datetime as dt
 import threading
+
+import psycopg
+import pytest
 
 from helpers import count, sqlstate_of, unit, upsert, vec
 from test_forget import populate, rows_about, snapshot, store
@@ -282,6 +286,67 @@ def test_hostile_cursors_and_ids_reach_nothing(app, connect, app_url, admin):
     for m in their_msgs:
         assert sqlstate_of(app, "select agentmem.delete_message(message_id => %s)", (m,)) == "AM030"
     assert snapshot(admin) == before
+
+
+def test_a_malformed_id_is_am020_naming_the_argument_and_changes_nothing(app, admin):
+    """Issue 31, defect 4: delete_message, delete_fact and update_fact read their id with uuid_arg, as
+    every other id argument: a malformed id (as psql or an untyped driver parameter sends it) is AM020
+    naming the argument, not a bare 22P02; a uuid and its text still work."""
+    populate(app, "u1", "zorkmid")
+    before = snapshot(admin)
+    calls = {
+        "message_id": "select agentmem.delete_message(message_id => %s)",
+        "fact_id": "select agentmem.delete_fact(fact_id => %s)",
+    }
+    for bad in ["not-a-uuid", "", "1234", "' or 1=1 --"]:
+        for argument, query in calls.items():
+            with pytest.raises(psycopg.Error) as info:
+                app.execute(query, (bad,))
+            assert info.value.sqlstate == "AM020" and argument in info.value.diag.message_primary, (query, bad)
+            app.rollback()
+        with pytest.raises(psycopg.Error) as info:
+            app.execute("select agentmem.update_fact(fact_id => %s, fact => 'x', embedding => %s)", (bad, vec("x")))
+        assert info.value.sqlstate == "AM020" and "fact_id" in info.value.diag.message_primary
+        app.rollback()
+    # an untyped literal, as typed in psql
+    assert sqlstate_of(app, "select agentmem.delete_message(message_id => 'nope')") == "AM020"
+    assert sqlstate_of(app, "select agentmem.delete_fact(fact_id => 'nope')") == "AM020"
+    assert snapshot(admin) == before
+    # the text form of a real id works
+    fact_id = upsert(app, "u1", "diet", "The user is vegetarian")[0]
+    app.execute("select agentmem.update_fact(fact_id => %s, fact => 'The user eats fish', embedding => %s)",
+                (str(fact_id), vec("The user eats fish")))
+    app.execute("select agentmem.delete_fact(fact_id => %s)", (str(fact_id),))
+    message_id = app.execute("select message_id from agentmem.list_conversations(user_id => 'u1') as c, "
+                             "agentmem.recent_messages(conversation_id => c.conversation_id, n => 1) "
+                             "limit 1").fetchone()[0]
+    app.execute("select agentmem.delete_message(message_id => %s)", (str(message_id),))
+    assert count(admin, "facts", "fact_id = %s", (fact_id,)) == 0
+    assert count(admin, "messages", "message_id = %s", (message_id,)) == 0
+
+
+def test_list_facts_valid_from_and_to_mean_when_the_fact_was_true(app):
+    """Issue 31, defect 7: list_facts' valid_from/valid_to are the fact's time in the world, the same
+    values recall_facts and fact_history give; when each version was written and superseded is
+    recorded_at/replaced_at (as in fact_history)."""
+    lyon = upsert(app, "u1", "home_city", "The user lives in Lyon",
+                  valid_from=dt.datetime(2020, 1, 1, tzinfo=dt.timezone.utc))[0]
+    upsert(app, "u1", "home_city", "The user moved to Berlin quickly",
+           valid_from=dt.datetime(2024, 6, 1, tzinfo=dt.timezone.utc))
+    listed = app.execute("select status, fact, valid_from, valid_to, recorded_at, replaced_at "
+                         "from agentmem.list_facts(user_id => 'u1', include_superseded => true)").fetchall()
+    current, old = listed
+    assert current[0] == "current" and old[0] == "replaced"
+    recalled = app.execute("select valid_from, valid_to, updated_at from agentmem.recall_facts(user_id => 'u1', "
+                           "query_embedding => %s, k => 1)", (vec("The user moved to Berlin quickly"),)).fetchone()
+    assert current[2:4] == recalled[:2] == (dt.datetime(2024, 6, 1, tzinfo=dt.timezone.utc), None)
+    assert current[4] == recalled[2] and current[5] is None
+    history = app.execute("select valid_from, valid_to, recorded_at, replaced_at "
+                          "from agentmem.fact_history(fact_id => %s)", (lyon,)).fetchall()
+    assert [tuple(old[2:])] == history
+    assert old[2] == dt.datetime(2020, 1, 1, tzinfo=dt.timezone.utc)
+    assert old[3] == dt.datetime(2024, 6, 1, tzinfo=dt.timezone.utc)  # true until Berlin, not when replaced
+    assert old[5] > old[3]  # replaced now, years after it stopped being true
 
 
 # -- the tenant as a whole: users, a conversation's messages, receipts, the overview -------------

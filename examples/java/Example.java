@@ -4,7 +4,9 @@
 //   java -cp /usr/share/java/postgresql.jar Example.java 'jdbc:postgresql://host/db?user=app_login'
 //
 // The login must be an application role (agentmem.grant_app_role, or
-// `agentmem migrate --grant-app-role`). Every unit of work is one transaction that starts
+// `agentmem migrate --grant-app-role`) granted the tenant example-java (tenants are bound to logins):
+//   select agentmem.grant_tenant(role_name => 'app_login', tenant_id => 'example-java');
+// Every unit of work is one transaction that starts
 // with set_tenant(..., local => true), as a pooled application must: the tenant ends with the
 // transaction, so a pooled connection never carries one request's tenant into the next. Each
 // step checks what it prints; any surprise exits non-zero.

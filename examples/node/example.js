@@ -4,7 +4,9 @@
 //   DATABASE_URL=postgresql://app_login@host/db node example.js
 //
 // The login must be an application role (agentmem.grant_app_role, or
-// `agentmem migrate --grant-app-role`). Every unit of work is one transaction that
+// `agentmem migrate --grant-app-role`) granted the tenant example-node (tenants are bound to logins):
+//   select agentmem.grant_tenant(role_name => 'app_login', tenant_id => 'example-node');
+// Every unit of work is one transaction that
 // starts with set_tenant(..., local => true), as a pooled application must: the
 // tenant ends with the transaction, so a pooled connection never carries one
 // request's tenant into the next. Each step checks what it prints; any surprise

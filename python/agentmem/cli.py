@@ -78,20 +78,18 @@ def mcp_arguments(p: argparse.ArgumentParser) -> None:
                         "repeatable; e.g. mcp.example.com or mcp.example.com:*)")
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else list(argv)
-    dev = _dev_commands()
-    if dev is None and argv[:1] and argv[0] in DEV_COMMANDS:
-        print(f"agentmem {argv[0]}: a development command, in the package {DEV_PACKAGE}, which is not installed: "
-              f"pip install {DEV_PACKAGE} (in a checkout: make venv)", file=sys.stderr)
-        return 2
+DATABASE_URL_HELP = "libpq URL; default $AGENTMEM_DATABASE_URL or $DATABASE_URL"
+
+
+def build_parser(dev=None) -> tuple[argparse.ArgumentParser, dict]:
+    """The command's parser, and the handlers of the development commands (where installed) by name."""
     parser = argparse.ArgumentParser(prog="agentmem", description=__doc__)
     parser.add_argument("--version", action="version", version=f"agentmem {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def db_command(name: str, help: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help)
-        p.add_argument("--database-url", help="libpq URL; default $AGENTMEM_DATABASE_URL or $DATABASE_URL")
+        p.add_argument("--database-url", help=DATABASE_URL_HELP)
         p.add_argument("--source", type=Path,
                        help="a checkout holding migrations/ and sql/ (default: the SQL shipped in the package)")
         return p
@@ -104,11 +102,12 @@ def main(argv: list[str] | None = None) -> int:
     p = db_command("distribute", "distribute the installation by tenant on Citus (on the coordinator; idempotent)")
     p.add_argument("--shard-count", type=int, help="shards per distributed table (default citus.shard_count)")
     p = sub.add_parser("psql-script", help="print the psql install/upgrade script")
-    p.add_argument("--source", type=Path)
-    p.add_argument("-o", "--output", type=Path)
+    p.add_argument("--source", type=Path,
+                   help="a checkout holding migrations/ and sql/ (default: the SQL shipped in the package)")
+    p.add_argument("-o", "--output", type=Path, help="the file to write (default: standard output)")
     p = sub.add_parser("embed", help="print a text's embedding as a vector literal, for psql: "
                        "\\set vec `agentmem embed --model nomic-embed-text 'text'`")
-    p.add_argument("text")
+    p.add_argument("text", help="the text to embed")
     p.add_argument("--model", default="nomic-embed-text", help="a model registered in agentmem.models "
                    "(default nomic-embed-text)")
     p.add_argument("--query", action="store_true", help="embed a search query (the model's query prefix); "
@@ -119,8 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--offline", action="store_true",
                    help="the offline lexical embedder (shared words, not meaning) even if Ollama answers")
     p = sub.add_parser("cache-report", help="answer cache: hits, wrong hits and net value per threshold")
-    p.add_argument("--database-url")
-    p.add_argument("--tenant", required=True)
+    p.add_argument("--database-url", help=DATABASE_URL_HELP)
+    p.add_argument("--tenant", required=True, help="the tenant whose cache to report on")
     p.add_argument("--cost-uncached", type=float, required=True, help="cost of one LLM call the cache saves")
     p.add_argument("--cost-wrong", type=float, required=True, help="cost of one wrong cached answer")
     p.add_argument("--png", type=Path, help="also plot net value per 1,000 queries against threshold")
@@ -137,14 +136,14 @@ def main(argv: list[str] | None = None) -> int:
                    help="ollama (default; OLLAMA_HOST or --ollama-host), the offline lexical embedder, or auto: "
                    "Ollama where one answers, else the lexical one (for trying agentmem)")
     p.add_argument("--ollama-host", help="the Ollama server (default: OLLAMA_HOST, else 127.0.0.1:11434)")
-    p.add_argument("--poll", type=float, default=30.0,
-                   help="idle: seconds between claims without a NOTIFY (retries whose backoff ended; default 30)")
+    p.add_argument("--poll", type=float, default=1.0,
+                   help="idle: seconds between claims (a tenant's write notifies no one; default 1)")
     p = sub.add_parser("mcp", help="serve a user's memory as MCP tools: stdio (default) or streamable HTTP "
                        "with JWTs [pip install 'pg-agentmem[mcp]']")
     mcp_arguments(p)
     p = sub.add_parser("export", help="write a user's (or, for a DBA, a whole tenant's) memory as JSON Lines")
-    p.add_argument("--database-url")
-    p.add_argument("--tenant", required=True)
+    p.add_argument("--database-url", help=DATABASE_URL_HELP)
+    p.add_argument("--tenant", required=True, help="the tenant to export from")
     p.add_argument("--user", help="the user to export; without it, every user of the tenant (a DBA: superuser "
                    "or BYPASSRLS)")
     p.add_argument("-o", "--output", type=Path, help="the file to write (default: standard output)")
@@ -152,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="rows done on stderr (default: when stderr is a terminal)")
     p = sub.add_parser("import", help="read an export back (all or nothing; importing twice changes nothing)")
     p.add_argument("file", type=Path, help="the .jsonl file, or - for standard input")
-    p.add_argument("--database-url")
+    p.add_argument("--database-url", help=DATABASE_URL_HELP)
     p.add_argument("--tenant", help="the tenant to import into (a tenant export: default its header's tenant)")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="rows done on stderr (default: when stderr is a terminal)")
@@ -173,6 +172,20 @@ def main(argv: list[str] | None = None) -> int:
         dev_handlers = {}
         for name, text in DEV_COMMANDS.items():
             sub.add_parser(name, help=f"{text} [pip install {DEV_PACKAGE}]")
+    for choice in sub._choices_actions:  # `agentmem CMD --help` starts with what the command does
+        command = sub.choices[choice.dest]
+        command.description = command.description or choice.help
+    return parser, dev_handlers
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else list(argv)
+    dev = _dev_commands()
+    if dev is None and argv[:1] and argv[0] in DEV_COMMANDS:
+        print(f"agentmem {argv[0]}: a development command, in the package {DEV_PACKAGE}, which is not installed: "
+              f"pip install {DEV_PACKAGE} (in a checkout: make venv)", file=sys.stderr)
+        return 2
+    parser, dev_handlers = build_parser(dev)
     args = parser.parse_args(argv)
 
     try:
@@ -219,6 +232,9 @@ def main(argv: list[str] | None = None) -> int:
             return _cache_report(args)
         elif args.command == "worker":
             from .worker import main as worker_main
+            if args.embedder == "ollama":
+                from .embed import import_ollama
+                import_ollama()  # before connecting: a missing extra is said first
             return worker_main(args.database_url or os.environ.get("AGENTMEM_WORKER_URL") or database_url(args),
                                model=args.model, batch_size=args.batch, once=args.once,
                                lease_seconds=args.lease, embedder=args.embedder, host=args.ollama_host,
@@ -261,8 +277,32 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(exc, AgentmemError):
             print(f"agentmem: error [{exc.sqlstate or '-'}]: {exc}", file=sys.stderr)
             return 1
+        if isinstance(exc, ModuleNotFoundError) and exc.name == "ollama":  # embed.import_ollama: what to install
+            print(f"agentmem {args.command}: {exc}", file=sys.stderr)
+            return 2
+        refused = _refused(args, exc)
+        if refused is not None:
+            print(f"agentmem {args.command}: {refused}", file=sys.stderr)
+            return 2
         raise
     return 0
+
+
+def _refused(args: argparse.Namespace, exc: BaseException) -> str | None:
+    """One line for what the user can correct: a file that cannot be read or written, a call the login
+    may not make (what to do instead); None for any other error."""
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return f"cannot {'read' if args.command == 'import' else 'write'} {exc.filename}: {exc.strerror}"
+    psycopg = sys.modules.get("psycopg")
+    if psycopg is None or not isinstance(exc, psycopg.errors.InsufficientPrivilege):
+        return None
+    if args.command == "export" and args.user is None:
+        return ("exporting a whole tenant (no --user) is the DBA's: a superuser or BYPASSRLS role; "
+                "as the application login, export one user: --user USER_ID")
+    if args.command == "import" and "import_tenant" in str(exc):
+        return ("this is a tenant's export, imported by the DBA (a superuser or BYPASSRLS role); "
+                "as the application login, import one user's export (agentmem export --user USER_ID)")
+    return f"permission denied: {exc.diag.message_primary or exc}"
 
 
 def _not_installed(url: str, migrations: int) -> str:
@@ -358,6 +398,7 @@ def _embed(text: str, model: str, query: bool, database_url: str | None, offline
     the offline lexical embedding (shared words, not meaning) in the model's registered dimension."""
     import psycopg
 
+    from .embed import import_ollama
     from .errors import EmbedderError
     from .lexical import lexical_embedding
     dimension = prefix = None
@@ -373,9 +414,11 @@ def _embed(text: str, model: str, query: bool, database_url: str | None, offline
     where = host or os.environ.get("OLLAMA_HOST") or "http://127.0.0.1:11434"
     reason = "--offline was given" if offline else None
     if not offline:
-        import httpx
-
         from .embed import OllamaEmbedder
+        try:
+            import httpx
+        except ModuleNotFoundError:  # httpx comes with the ollama client (the extra pg-agentmem[ollama])
+            import_ollama()
         embedder = OllamaEmbedder(model=model, host=host, document_prefix=prefix if prefix is not None else "",
                                   query_prefix=prefix if prefix is not None else "", use_cache=False, timeout=30.0)
         try:

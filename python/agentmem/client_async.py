@@ -36,8 +36,8 @@ from . import connections
 from ._extraction import DEFAULT_CHAT_MODEL, FactExtractionError, chat_messages, parse_facts, reply_content, turn_time
 from .calls_async import AsyncCalls
 from .connections import PROBE, SET_CLAIMS, SET_TENANT, connection_kwargs, forget_prepared, has_input, require_installed
-from .embed import (CACHE_BATCH, Embedder, aembed_prefixed, embed_as_given, merge_cached, misses_of, prefixes_texts,
-                    require_embedder)
+from .embed import (CACHE_BATCH, Embedder, aembed_prefixed, embed_as_given, import_ollama, merge_cached, misses_of,
+                    prefixes_texts, require_embedder)
 from .errors import InvalidTenant, UnknownModel, translate
 from .params import aware, check_params
 from .rows import CacheLookup, CacheStore, ExtractedFact, Fact, MessageHit, StoredMessage
@@ -302,7 +302,7 @@ class AsyncMemory(AsyncCalls):
         FactExtractionError, storing nothing, when the reply is not a valid list
         of {"subject", "fact"} objects.
         """
-        import ollama
+        ollama = import_ollama()
         host = ollama_host or getattr(self.embedder, "host", None)
         try:
             response = await ollama.AsyncClient(host=host).chat(

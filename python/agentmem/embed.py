@@ -66,6 +66,19 @@ def as_floats(vector: Any) -> list[float]:
     return [float(x) for x in vector]
 
 
+def import_ollama() -> Any:
+    """The ollama client module, imported where it is used (it is the extra pg-agentmem[ollama]); a
+    missing one says what to install."""
+    try:
+        import ollama
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("ollama", "httpx"):
+            raise
+        raise ModuleNotFoundError("the Ollama client is not installed: pip install 'pg-agentmem[ollama]' "
+                                  "(the driver and every SQL call work without it)", name="ollama") from exc
+    return ollama
+
+
 class OllamaEmbedder:
     """Embed with Ollama's /api/embed.
 
@@ -84,7 +97,7 @@ class OllamaEmbedder:
                  timeout: float | None = 60.0, use_cache: bool = True):
         if batch_size < 1:
             raise ValueError("batch_size must be at least 1")
-        import ollama
+        ollama = import_ollama()
         self.model = model
         self.host = host  # None: the ollama client reads OLLAMA_HOST, else 127.0.0.1:11434
         self.batch_size = batch_size
@@ -113,7 +126,7 @@ class OllamaEmbedder:
 
     def _error(self, exc: Exception) -> EmbedderError:
         import httpx
-        import ollama
+        ollama = import_ollama()
         where = self.host or "the default host (OLLAMA_HOST or http://127.0.0.1:11434)"
         if isinstance(exc, ollama.ResponseError):
             if exc.status_code == 404:
@@ -141,7 +154,7 @@ class OllamaEmbedder:
 
     async def aembed(self, texts: Sequence[str]) -> list[list[float]]:
         """embed() for asyncio."""
-        import ollama
+        ollama = import_ollama()
         if self._async_client is None:
             self._async_client = ollama.AsyncClient(host=self.host, timeout=self._timeout)
         out: list[list[float]] = []

@@ -504,6 +504,7 @@ def render_psql(source: Source | None = None) -> str:
         "begin;",
         BOOTSTRAP_SQL.strip(),
         "commit;",
+        "select count(*) as agentmem_before from agentmem.schema_migrations \\gset",
         "do $check$",
         "declare r record;",
         "begin",
@@ -549,7 +550,13 @@ def render_psql(source: Source | None = None) -> str:
             LOAD_VECTOR_SQL + " \\gset agentmem_loaded_"]
     for d in source.definitions:
         out += [f"-- sql/{d.path.name}", d.text.rstrip()]
-    out += ["commit;", f"do $lock$ begin perform pg_advisory_unlock({LOCK_KEY}); end $lock$;", ""]
+    out += ["commit;", f"do $lock$ begin perform pg_advisory_unlock({LOCK_KEY}); end $lock$;",
+            # The verdict, one line, as `agentmem migrate` prints it.
+            "select pg_catalog.format('agentmem %s in database %s: applied %s migration(s) now, %s in all "
+            f"(the last %s); definitions re-applied ({len(source.definitions)} files)', '{__version__}', "
+            "current_database(), count(*) - :agentmem_before, count(*), max(version)) as agentmem_verdict "
+            "from agentmem.schema_migrations \\gset",
+            "\\echo :agentmem_verdict", ""]
     return "\n".join(out)
 
 

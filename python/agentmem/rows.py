@@ -194,9 +194,11 @@ class ListedFact:
     model: str
     source_message_ids: list[uuid.UUID]
     status: str
-    valid_from: dt.datetime
-    valid_to: dt.datetime | None
-    created_at: dt.datetime
+    valid_from: dt.datetime           # when this version was true in the world: [valid_from, valid_to),
+    valid_to: dt.datetime | None      # as recall_facts and fact_history say; None while it still is
+    recorded_at: dt.datetime          # when agentmem wrote this version
+    replaced_at: dt.datetime | None   # when a later version superseded it; None for the current one
+    created_at: dt.datetime           # when the fact was first stored (the listing's order)
     cursor: str
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Generic, Protocol, Sequence, TypedDict, TypeVar
 from uuid import UUID
 
-from .embed import Embedder
+from .embed import Embedder, import_ollama
 from .rows import StoredMessage, TopicShift
 
 log = logging.getLogger("agentmem.turn")
@@ -256,7 +256,7 @@ class OllamaCondenser:
     def __call__(self, history: Sequence[Any], question: str) -> Condensed:
         if not last_turns(history):
             return Condensed(question, question, False, False, NO_HISTORY)
-        import ollama
+        ollama = import_ollama()
         try:
             response = ollama.Client(host=self.host, timeout=self.timeout).chat(
                 model=self.model, messages=condense_messages(history, question), options=self._options(question))
@@ -267,7 +267,7 @@ class OllamaCondenser:
     async def acall(self, history: Sequence[Any], question: str) -> Condensed:
         if not last_turns(history):
             return Condensed(question, question, False, False, NO_HISTORY)
-        import ollama
+        ollama = import_ollama()
         try:
             response = await ollama.AsyncClient(host=self.host, timeout=self.timeout).chat(
                 model=self.model, messages=condense_messages(history, question), options=self._options(question))
@@ -317,12 +317,12 @@ class OllamaGenerator:
         self.model, self.host, self.timeout = model, host, timeout
 
     def __call__(self, request: GenerationRequest) -> str:
-        import ollama
+        ollama = import_ollama()
         return _reply_text(ollama.Client(host=self.host, timeout=self.timeout).chat(
             model=self.model, messages=request.messages(), options={"temperature": 0}))
 
     async def acall(self, request: GenerationRequest) -> str:
-        import ollama
+        ollama = import_ollama()
         return _reply_text(await ollama.AsyncClient(host=self.host, timeout=self.timeout).chat(
             model=self.model, messages=request.messages(), options={"temperature": 0}))
 
@@ -340,12 +340,12 @@ class OllamaSummariser:
         self.model, self.host, self.timeout = model, host, timeout
 
     def __call__(self, previous: str | None, messages: Sequence[dict]) -> str:
-        import ollama
+        ollama = import_ollama()
         return _reply_text(ollama.Client(host=self.host, timeout=self.timeout).chat(
             model=self.model, messages=summary_messages(previous, messages), options={"temperature": 0}))
 
     async def acall(self, previous: str | None, messages: Sequence[dict]) -> str:
-        import ollama
+        ollama = import_ollama()
         return _reply_text(await ollama.AsyncClient(host=self.host, timeout=self.timeout).chat(
             model=self.model, messages=summary_messages(previous, messages), options={"temperature": 0}))
 

@@ -65,10 +65,14 @@ def auto_embedder(model: str, dimension: int, host: str | None = None) -> RawEmb
     psql section): a deployment runs the worker with Ollama, whose errors fail the jobs instead."""
     import os
 
-    import httpx
-
     from .errors import EmbedderError
-    ollama, lexical = ollama_embedder(model, dimension, host), lexical_embedder(model, dimension, host)
+    lexical = lexical_embedder(model, dimension, host)
+    try:
+        import httpx
+        ollama = ollama_embedder(model, dimension, host)
+    except ModuleNotFoundError as exc:  # the extra pg-agentmem[ollama] is not installed
+        log.warning("%s: embedding %s with the OFFLINE LEXICAL embedder (shared words, not meaning)", exc, model)
+        return lexical
     offline = False
 
     def embed(texts: list[str]) -> Sequence[Any]:
@@ -260,8 +264,10 @@ def main(database_url: str, *, model: str | None, batch_size: int, once: bool, l
     try:
         worker = Worker(database_url, model=model, batch_size=batch_size, lease_seconds=lease_seconds,
                         embedder=embedder, host=host, poll=poll)
+    except psycopg.OperationalError:
+        raise  # no server, a refused login: the command's one line and exit code 2 (agentmem.cli)
     except psycopg.Error as exc:
-        log.error("cannot connect: %s", exc)
+        log.error("cannot start: [%s] %s", exc.sqlstate, exc.diag.message_primary or exc)
         return 1
     signal.signal(signal.SIGTERM, worker.stop)
     signal.signal(signal.SIGINT, worker.stop)

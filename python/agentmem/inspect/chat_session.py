@@ -74,7 +74,8 @@ class Models:
 def _ollama_answers(host: str, probe: Callable[[Any], Any]) -> str | None:
     """None when the probe succeeds against host, else why not (one line)."""
     try:
-        import ollama
+        from ..embed import import_ollama
+        ollama = import_ollama()
         probe(ollama.Client(host=host, timeout=30))
     except Exception as exc:  # noqa: BLE001 - any failure means: not usable here
         return f"{type(exc).__name__}: {str(exc)[:120]}"
@@ -172,7 +173,8 @@ class OllamaFactsGenerator:
         return messages
 
     def __call__(self, request: GenerationRequest) -> str:
-        import ollama
+        from ..embed import import_ollama
+        ollama = import_ollama()
         response = ollama.Client(host=self.host, timeout=self.timeout).chat(
             model=self.model, messages=self.messages(request), options={"temperature": 0})
         message = response["message"] if not hasattr(response, "message") else response.message

@@ -5,7 +5,7 @@ data sets that would take minutes through store_messages. It is the one place
 that knows what the functions keep true of the tables they write, so that data
 loaded here is what the API would have written:
 
-* gap-free ``message_index`` per conversation, and ``conversations.next_index``;
+* ``message_index`` 0, 1, 2, ... per conversation (as stored; only a deletion leaves gaps), and ``conversations.next_index``;
 * ``user_id`` and ``conversation_id`` copied onto messages and message_embeddings
   (``created_at`` too), ``tenant_id`` everywhere, the model registered;
 * facts' ``source_message_ids`` real messages of the user, sorted and distinct;

@@ -14,15 +14,20 @@ from pathlib import Path
 from typing import Callable, Optional
 
 Handler = Callable[[argparse.Namespace], Optional[int]]
+DATA_DIR_HELP = ("the dev server's data directory (default .pgdata/embedded; its port: $AGENTMEM_EMBEDDED_PORT, "
+                 "default 55418)")
 
 
 def add_commands(sub, helps: dict[str, str]) -> dict[str, Handler]:
     """Add the development subcommands to the ``agentmem`` parser; their handlers by name."""
     p = sub.add_parser("dev-server", help=helps["dev-server"])
-    p.add_argument("action", choices=["start", "stop", "url"])
-    p.add_argument("--data-dir", type=Path, default=Path(".pgdata/embedded"))
+    p.add_argument("action", choices=["start", "stop", "url"],
+                   help="start (if not running) and print the URL; stop; print the URL")
+    p.add_argument("--data-dir", type=Path, default=Path(".pgdata/embedded"), help=DATA_DIR_HELP)
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="start: only the URL (not what to run next when agentmem is not installed there)")
     p = sub.add_parser("psql", help=helps["psql"])
-    p.add_argument("--data-dir", type=Path, default=Path(".pgdata/embedded"))
+    p.add_argument("--data-dir", type=Path, default=Path(".pgdata/embedded"), help=DATA_DIR_HELP)
     p.add_argument("--database-url", help="a database of your own server to use instead of the dev server's, "
                    "as a role that may install agentmem there (it is migrated, the login made there)")
     p.add_argument("--tenant", default="acme", help="the session's tenant (default acme)")
@@ -31,10 +36,11 @@ def add_commands(sub, helps: dict[str, str]) -> dict[str, Handler]:
     p.add_argument("-q", "--quiet", action="store_true", help="no banner")
     p.add_argument("psql_args", nargs=argparse.REMAINDER, help="after --: passed to psql (e.g. -- -f file.sql)")
     p = sub.add_parser("docs", help=helps["docs"])
-    p.add_argument("--database-url")
-    p.add_argument("-o", "--output", type=Path)
+    p.add_argument("--database-url", help="a migrated database (default $AGENTMEM_DATABASE_URL or $DATABASE_URL)")
+    p.add_argument("-o", "--output", type=Path, help="the file to write (default: standard output)")
     p = sub.add_parser("demo", help=helps["demo"])
-    p.add_argument("--database-url")
+    p.add_argument("--database-url", help="a server where this login may create databases: the tour (re)creates "
+                   "the database agentmem_demo there (default $AGENTMEM_DATABASE_URL)")
     p.add_argument("--web", action="store_true", help="instead of the narrated tour: the inspector's chat page "
                    "on database agentmem_chat (pip install 'pg-agentmem[inspect]'), its URL printed")
     p.add_argument("--port", type=int, default=8766, help="with --web: the page's port (default 8766; 0: any free one)")
@@ -45,7 +51,11 @@ def add_commands(sub, helps: dict[str, str]) -> dict[str, Handler]:
 def dev_server(args: argparse.Namespace) -> int:
     from . import devserver, shell
     if args.action == "start":
-        return shell.dev_server_start(args.data_dir)
+        try:
+            return shell.dev_server_start(args.data_dir, quiet=args.quiet)
+        except devserver.PortInUse as exc:
+            print(f"agentmem dev-server: {exc}", file=sys.stderr)
+            return 2
     if args.action == "stop":
         devserver.stop(args.data_dir)
     else:
@@ -54,9 +64,13 @@ def dev_server(args: argparse.Namespace) -> int:
 
 
 def psql(args: argparse.Namespace) -> int:
-    from . import shell
-    return shell.psql(args.data_dir, args.database_url, args.tenant, args.login, args.psql_bin,
-                      args.psql_args, args.quiet)
+    from . import devserver, shell
+    try:
+        return shell.psql(args.data_dir, args.database_url, args.tenant, args.login, args.psql_bin,
+                          args.psql_args, args.quiet)
+    except devserver.PortInUse as exc:
+        print(f"agentmem psql: {exc}", file=sys.stderr)
+        return 2
 
 
 def docs(args: argparse.Namespace) -> int:

@@ -97,6 +97,35 @@ def _running_port(data: Path) -> int | None:
     return port if _ready(port) else None
 
 
+class PortInUse(RuntimeError):
+    """Another program (often another checkout's dev or test server) listens on the port asked for."""
+
+    def __init__(self, port: int, variable: str):
+        self.port, self.variable = port, variable
+        super().__init__(f"port {port} on 127.0.0.1 is taken by another program (another checkout's server?): "
+                         f"set {variable} to a free port, e.g. {variable}={free_port()}")
+
+
+def port_taken(port: int) -> bool:
+    """Whether something listens on 127.0.0.1:port (a socket in TIME_WAIT does not count)."""
+    import socket
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return True
+    return False
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now (the kernel's pick)."""
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 def _write_settings(data: Path, port: int, fast: bool = False) -> None:
     """(Re)write the server's settings on every start, so a changed SETTINGS reaches old data dirs."""
     conf = data / "postgresql.conf"
@@ -111,17 +140,25 @@ def _write_settings(data: Path, port: int, fast: bool = False) -> None:
         shutil.chown(data / "agentmem-devserver.conf", "embedded_postgres", "embedded_postgres")
 
 
-def start(data_dir: Path | str, port: int | None = None, fast: bool | None = None) -> str:
+def start(data_dir: Path | str, port: int | None = None, fast: bool | None = None,
+          port_variable: str = "AGENTMEM_EMBEDDED_PORT", or_any_free_port: bool = False) -> str:
     """Initialise (once) and start (if not running) the server; return its URL.
 
     Durable unless ``fast`` is true (default: ``AGENTMEM_DEVSERVER_FAST=1``): see the module
     docstring. A server already running on ``data_dir`` is reused with the settings it has.
+    Where another program listens on the port: with ``or_any_free_port`` a free port is used (a
+    default port, not one the user chose), else PortInUse, whose message names ``port_variable``,
+    the setting that chose the port.
     """
     port = port or _port()
     data = Path(data_dir).resolve()
     running = _running_port(data)
     if running is not None:  # already up (perhaps on the port of an earlier start): reuse it
         return url(running)
+    if port_taken(port):
+        if not or_any_free_port:
+            raise PortInUse(port, port_variable)
+        port = free_port()
     kwargs = _run_as()
     if not (data / "PG_VERSION").exists():
         data.mkdir(parents=True, exist_ok=True)
@@ -134,8 +171,12 @@ def start(data_dir: Path | str, port: int | None = None, fast: bool | None = Non
                        stdout=subprocess.DEVNULL, **kwargs)
     _write_settings(data, port, _fast(fast))
     log = data / "server.log"
-    subprocess.run([bin_path("pg_ctl"), "-D", str(data), "-l", str(log), "-w", "-t", "60",
-                    "-o", f"-p {port}", "start"], check=True, stdout=subprocess.DEVNULL, **kwargs)
+    started = subprocess.run([bin_path("pg_ctl"), "-D", str(data), "-l", str(log), "-w", "-t", "60",
+                              "-o", f"-p {port}", "start"], stdout=subprocess.DEVNULL, **kwargs)
+    if started.returncode != 0:
+        if port_taken(port):  # taken meanwhile
+            raise PortInUse(port, port_variable)
+        raise RuntimeError(f"embedded PostgreSQL did not start on port {port}; see {log}")
     for _ in range(100):
         if _ready(port):
             return url(port)

@@ -49,13 +49,13 @@ def installed(url: str) -> bool:
         return conn.execute("select pg_catalog.to_regclass('agentmem.schema_migrations') is not null").fetchone()[0]
 
 
-def dev_server_start(data_dir: Path) -> int:
+def dev_server_start(data_dir: Path, quiet: bool = False) -> int:
     """`agentmem dev-server start`: the URL of the dev server's database agentmem on stdout;
     on stderr, what to run next when agentmem is not installed there yet."""
     from . import devserver
     url = ensure_database(devserver.start(data_dir))
     print(url)
-    if not installed(url):
+    if not quiet and not installed(url):
         print(f"agentmem is not installed in database {DATABASE} yet. Next: agentmem migrate --database-url {url}\n"
               "  or: agentmem psql (migrates it, then opens psql there as an application login)", file=sys.stderr)
     return 0
@@ -66,44 +66,116 @@ def dev_server_url() -> str:
     return devserver.url(dbname=DATABASE)
 
 
-def _create_login(conn: psycopg.Connection, login: str) -> None:
-    """Create the login role (no password, no superuser) unless it exists; a concurrent creator wins."""
-    if conn.execute("select from pg_catalog.pg_roles where rolname = %s", (login,)).fetchone() is None:
-        try:
+class LoginUnusable(Exception):
+    """The login cannot connect (a server that asks for passwords, and none known for it): one line."""
+
+
+def uses_passwords(admin_url: str) -> bool:
+    """Whether the server asked this connection for a password: then it asks the logins made here too."""
+    with psycopg.connect(admin_url) as conn:
+        return bool(conn.pgconn.used_password)
+
+
+def pgpass_file() -> Path:
+    """Where libpq reads passwords: PGPASSFILE, else ~/.pgpass."""
+    return Path(os.environ.get("PGPASSFILE") or Path.home() / ".pgpass")
+
+
+def _remember_password(url: str, login: str, password: str) -> Path:
+    """Add the login's password to the password file (mode 0600), for this host, port and database:
+    psql and every libpq program then connect as it without being given the password."""
+    parts = urlsplit(url)
+
+    def esc(value: str) -> str:
+        return value.replace("\\", "\\\\").replace(":", "\\:")
+    line = ":".join(esc(v) for v in (parts.hostname or "localhost", str(parts.port or 5432),
+                                     parts.path.lstrip("/") or "*", login, password))
+    path = pgpass_file()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    with os.fdopen(fd, "a") as f:
+        f.write(line + "\n")
+    os.chmod(path, 0o600)
+    return path
+
+
+def _create_login(conn: psycopg.Connection, login: str, with_password: bool = False) -> str | None:
+    """Create the login role (no superuser) unless it exists; a concurrent creator wins. With
+    with_password (a server that asks for passwords) it gets a generated one, which is returned."""
+    if conn.execute("select from pg_catalog.pg_roles where rolname = %s", (login,)).fetchone() is not None:
+        return None
+    import secrets
+    password = secrets.token_urlsafe(24) if with_password else None
+    try:
+        if password is None:
             conn.execute(psycopg.sql.SQL("create role {} login").format(psycopg.sql.Identifier(login)))
-        except psycopg.errors.DuplicateObject:
-            pass
+        else:
+            conn.execute(psycopg.sql.SQL("create role {} login password {}").format(
+                psycopg.sql.Identifier(login), psycopg.sql.Literal(password)))
+    except psycopg.errors.DuplicateObject:
+        return None
+    return password
 
 
-def prepare(admin_url: str, login: str = APP_LOGIN, tenant: str | None = None) -> str:
-    """Migrate the database, create the login (no password, no superuser) if it is missing, make it
-    an application role and grant it the tenant (tenants are bound to logins). Returns the login's URL."""
+def _login_url(admin_url: str, login: str) -> str:
+    return with_database(admin_url, urlsplit(admin_url).path.lstrip("/") or DATABASE, login)
+
+
+def _made(admin_url: str, login: str, password: str | None) -> None:
+    """A login made with a generated password: the password goes to the password file, and is said."""
+    if password is not None:
+        path = _remember_password(admin_url, login, password)
+        print(f"agentmem psql: the server asks for passwords: made the login {login} with a generated password, "
+              f"kept in {path}", file=sys.stderr)
+
+
+def check_login(url: str, login: str) -> None:
+    """Connect as the login (libpq finds a password in the password file): LoginUnusable when the server
+    refuses it, before anyone is told it is connected."""
+    try:
+        psycopg.connect(url, connect_timeout=10).close()
+    except psycopg.OperationalError as exc:
+        if exc.sqlstate not in ("28P01", "28000") and "password" not in str(exc):
+            raise
+        raise LoginUnusable(
+            f"the server asks {login} for a password, and none is known here: add its password to "
+            f"{pgpass_file()} (host:port:database:{login}:password), or pass --login with a name that does "
+            f"not exist yet to have one made with a generated password") from None
+
+
+def prepare(admin_url: str, login: str = APP_LOGIN, tenant: str | None = None,
+            with_password: bool = False) -> str:
+    """Migrate the database, create the login (no superuser; with with_password a generated password,
+    kept in the password file) if it is missing, make it an application role and grant it the tenant
+    (tenants are bound to logins). Returns the login's URL (no password in it)."""
     from agentmem.migrate import Migrator, Source
     migrator = Migrator(admin_url, Source.load())
     migrator.migrate()
     with psycopg.connect(admin_url, autocommit=True) as conn:
-        _create_login(conn, login)
+        password = _create_login(conn, login, with_password)
+    _made(admin_url, login, password)
     migrator.grant_app_role(login)
     if tenant is not None:
         with psycopg.connect(admin_url, autocommit=True) as conn:
             conn.execute("select agentmem.grant_tenant(role_name => %s, tenant_id => %s)", (login, tenant))
-    return with_database(admin_url, urlsplit(admin_url).path.lstrip("/") or DATABASE, login)
+    return _login_url(admin_url, login)
 
 
-def prepare_worker(admin_url: str, login: str = WORKER_LOGIN) -> str | None:
-    """Create the worker's login (no password, no superuser) if it is missing and make it a member of
-    agentmem_worker, so that `agentmem worker` can run from the psql session. Returns its URL, or None
-    (and says why on stderr) where this login may not make it."""
+def prepare_worker(admin_url: str, login: str = WORKER_LOGIN, with_password: bool = False) -> str | None:
+    """Create the worker's login (no superuser; a generated password as prepare's) if it is missing and
+    make it a member of agentmem_worker, so that `agentmem worker` can run from the psql session.
+    Returns its URL, or None (and says why on stderr) where this login may not make it."""
     try:
         with psycopg.connect(admin_url, autocommit=True) as conn:
-            _create_login(conn, login)
+            password = _create_login(conn, login, with_password)
             conn.execute(psycopg.sql.SQL("grant agentmem_worker to {}").format(psycopg.sql.Identifier(login)))
     except psycopg.Error as exc:
         print(f"agentmem psql: no worker login ({exc.sqlstate}: {exc.diag.message_primary}); "
               f"`agentmem worker` needs a login in role agentmem_worker: a DBA runs "
               f"create role {login} login; grant agentmem_worker to {login};", file=sys.stderr)
         return None
-    return with_database(admin_url, urlsplit(admin_url).path.lstrip("/") or DATABASE, login)
+    _made(admin_url, login, password)
+    return _login_url(admin_url, login)
 
 
 def psql(data_dir: Path, database_url: str | None, tenant: str, login: str, psql_bin: str | None,
@@ -117,8 +189,22 @@ def psql(data_dir: Path, database_url: str | None, tenant: str, login: str, psql
         admin_url = ensure_database(devserver.start(data_dir))
         where = "the dev server"
         psql_bin = psql_bin or devserver.bin_path("psql")
-    app_url = prepare(admin_url, login, tenant)
-    worker_url = prepare_worker(admin_url)
+    with_password = uses_passwords(admin_url)
+    app_url = prepare(admin_url, login, tenant, with_password)
+    worker_url = prepare_worker(admin_url, with_password=with_password)
+    if with_password:  # a PGPASSWORD was the DBA's: the logins' passwords are in the password file
+        os.environ.pop("PGPASSWORD", None)
+    try:
+        check_login(app_url, login)
+    except LoginUnusable as exc:
+        print(f"agentmem psql: {exc}", file=sys.stderr)
+        return 2
+    if worker_url is not None:
+        try:
+            check_login(worker_url, WORKER_LOGIN)
+        except LoginUnusable as exc:
+            print(f"agentmem psql: no worker URL: {exc}", file=sys.stderr)
+            worker_url = None
     psql_bin = psql_bin or shutil.which("psql") or devserver.bin_path("psql")
     if psql_args[:1] == ["--"]:
         psql_args = psql_args[1:]
