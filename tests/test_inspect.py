@@ -18,7 +18,6 @@ import urllib.parse
 import urllib.request
 
 from helpers import vec
-from test_tenant_binding import roles  # noqa: F401 (pytest fixture: login roles of a test)
 
 XSS = '<script>window.__pwned = 1; console.error("xss ran")</script><b>bold</b><img src=x onerror="window.__pwned = 2">'
 
