@@ -203,7 +203,7 @@ def own_cluster(server):
     if server.name != "embedded":
         pytest.skip("a private cluster is an embedded server")
     from agentmem_dev import devserver
-    from test_driver_faults import free_port
+    from helpers import free_port
     # under .pgdata/ as the test server's data: pytest makes its own temporary folders private to
     # root at every session start, and the server runs as another user when the tests run as root
     data = ROOT / ".pgdata" / f"cluster-{uuid.uuid4().hex[:8]}"

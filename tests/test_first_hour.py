@@ -182,7 +182,7 @@ def test_embed_errors_exit_non_zero_with_one_message(app_url):
 def test_dev_server_start_prints_the_url_of_its_database_agentmem_and_what_to_run_next(server, tmp_path):
     if server.name != "embedded":
         pytest.skip("the dev server is the embedded PostgreSQL; once is enough")
-    from test_driver_faults import free_port
+    from helpers import free_port
     env = dict(os.environ, AGENTMEM_EMBEDDED_PORT=str(free_port()))
     data = ROOT / ".pgdata" / f"dev-{uuid.uuid4().hex[:8]}"  # not in pytest's root-only temporary folders
 
