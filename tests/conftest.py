@@ -429,5 +429,5 @@ def pytest_sessionfinish(session, exitstatus):
 
 
 # The browser-test fixtures of the inspector's pages (tests/inspect_browser.py), defined here once for
-# every test module: the session's one browser.
+# every test module (one browser per module: see inspect_browser.browser).
 from inspect_browser import browser, inspector, page  # noqa: E402,F401

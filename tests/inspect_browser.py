@@ -100,8 +100,10 @@ def inspector(app_url) -> Iterator[Any]:
         server.stop()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
+    """Headless Chromium for one test module: Playwright's sync API keeps an event loop running in this
+    thread while it is open, so a session-wide browser would make every later asyncio.run() fail."""
     required = os.environ.get("AGENTMEM_REQUIRE_BROWSER") == "1"
     try:
         from playwright.sync_api import sync_playwright
