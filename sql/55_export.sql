@@ -359,6 +359,7 @@ declare
     v_id text;
     v_model text;
     v_vec text;
+    v_vector agentmem.message_embeddings.embedding%type;
     v_doc jsonb;
     v_line bigint;
     v_what text;
