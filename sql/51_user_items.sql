@@ -736,6 +736,10 @@ set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
+    -- Read before the counts, not in their statement: on Citus a statement that reads distributed
+    -- tables is sent to a worker, where a nested read of another one fails.
+    v_model text := agentmem_private.default_model();
+    v_version bigint := agentmem.corpus_version();
 begin
     return query
     select
@@ -752,8 +756,8 @@ begin
         (select pg_catalog.count(*) from agentmem.facts as f where f.tenant_id = v_tenant),
         (select pg_catalog.count(*) from agentmem.cache_entries as e where e.tenant_id = v_tenant),
         (select pg_catalog.count(*) from agentmem.cache_hits as h where h.tenant_id = v_tenant),
-        agentmem_private.default_model(),
-        agentmem.corpus_version(),
+        v_model,
+        v_version,
         j.pending, j.running, j.failed, j.oldest, j.last_error
     from (
         select
