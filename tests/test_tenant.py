@@ -320,3 +320,16 @@ def test_the_policies_alone_confine_a_function_that_filters_no_tenant(admin, app
     assert [r[0] for r in globex.execute(
         "select content from agentmem.test_recent_messages_unfiltered(conversation_id => %s)", (globex_cid,))
     ] == ["globex secret"]
+
+
+def test_two_calls_in_one_transaction_each_reach_every_node_with_the_tenant(app_url):
+    """set_tenant sends the tenant to the workers again (Citus): the driver's calls with conn= run in
+    savepoints, and a SET LOCAL from a released savepoint did not reach a worker connection opened
+    later, where store_message's read of the tenant's default model then found no tenant (AM001)."""
+    from agentmem.client import Memory
+    with Memory.connect(app_url, tenant="acme", max_size=1) as mem:
+        with mem.pool.connection() as conn, conn.transaction():
+            cid = mem.start_conversation("u1", None, conn=conn)
+            stored = mem.store_message(cid, "user", "first", None, model=None, conn=conn)
+            assert stored.message_index == 0
+        assert [m.content for m in mem.recent_messages(cid, 5)] == ["first"]
