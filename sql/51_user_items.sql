@@ -436,14 +436,8 @@ declare
     v_sources uuid[];
     v_removed jsonb := '{}';
 begin
-    if agentmem_private.is_blank(update_fact.fact) then
-        raise exception 'fact must be a non-empty text'
-        using errcode = 'AM020', hint = 'Pass the corrected statement, e.g. "The user is not vegetarian."';
-    end if;
-    if pg_catalog.length(update_fact.fact) > 4000 then
-        raise exception 'fact is % characters long; the limit is 4000', pg_catalog.length(update_fact.fact)
-        using errcode = 'AM021', hint = 'Split it into several standalone facts.';
-    end if;
+    -- the same rules as upsert_fact's (AM020 blank, AM021 over 4,000 characters)
+    perform agentmem_private.check_fact_text(update_fact.fact);
     perform agentmem_private.check_array('source_message_ids', update_fact.source_message_ids, 10000);
     if update_fact.source_message_ids is null or pg_catalog.array_position(update_fact.source_message_ids, null) is not null then
         raise exception 'source_message_ids may not be NULL or contain NULL'
