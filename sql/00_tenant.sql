@@ -1,6 +1,43 @@
 -- Tenant context: a setting of the session or transaction, as PostgREST and
 -- Supabase carry the caller's identity. Every table's RLS policy reads it.
 
+create or replace function agentmem_private.pin_worker_path()
+returns void
+language plpgsql
+volatile
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+begin
+    -- Citus sends the workers statements that name pg_catalog's functions
+    -- unqualified (array_agg, unnest, ...), and a worker resolves them through
+    -- its connection's search_path: the calling role's default, where an
+    -- exact-type overload planted in a writable schema (public) would win over
+    -- pg_catalog's polymorphic one. The path every agentmem function pins is
+    -- sent as SET LOCAL, which Citus forwards with the BEGIN of every worker
+    -- transaction of this transaction (docs/citus.md); an empty intermediate
+    -- result makes even a read in autocommit such a transaction. Once per
+    -- transaction. Without Citus in this database: nothing.
+    if
+        pg_catalog.current_setting('citus.propagate_set_commands', true) is null
+        or pg_catalog.current_setting('agentmem.path_propagated', true) = 'on'
+        or pg_catalog.to_regprocedure('pg_catalog.create_intermediate_result(text, text)') is null
+    then
+        return;
+    end if;
+    perform pg_catalog.set_config('citus.propagate_set_commands', 'local', true);
+    execute 'set local search_path = pg_catalog, agentmem, pg_temp';
+    execute 'set local agentmem.path_propagated = on';
+    perform pg_catalog.create_intermediate_result('agentmem_path', 'select 1 where false');
+end
+$$;
+
+comment on function agentmem_private.pin_worker_path() is
+'Internal: on Citus, send the path every agentmem function pins (pg_catalog, agentmem, pg_temp) to every
+worker connection of this transaction as SET LOCAL, so that the statements Citus sends there resolve
+no name through a schema another role can write. Called by propagate_tenant (every API call) and
+check_sees_every_tenant (the DBA''s calls across tenants, run by their own role). Once per transaction.';
+
 create or replace function agentmem_private.propagate_tenant()
 returns void
 language plpgsql
@@ -13,6 +50,7 @@ declare
 begin
     -- Citus forwards to the workers SET LOCAL commands only (not set_config,
     -- not session SET), and only with citus.propagate_set_commands = local.
+    perform agentmem_private.pin_worker_path();
     perform pg_catalog.set_config('citus.propagate_set_commands', 'local', true);
     execute pg_catalog.format('set local agentmem.tenant_id = %L', v_tenant);
     execute pg_catalog.format('set local agentmem.tenant_propagated = %L', v_tenant);
@@ -640,6 +678,9 @@ begin
             detail = pg_catalog.format('Role %s is subject to row-level security; %s.', current_user, p_why),
             hint = p_hint;
     end if;
+    -- Run by the DBA's own role (a superuser, say): on Citus, the workers
+    -- resolve names for it through the pinned path, not the role's own.
+    perform agentmem_private.pin_worker_path();
     return true;
 end
 $$;

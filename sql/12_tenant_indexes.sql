@@ -420,58 +420,93 @@ comment on function agentmem_private.tenant_index_min_rows(int) is
 'Internal: the rows of one table and model past which a tenant should have its own indexes: the setting
 agentmem.tenant_index_min_rows when set, else agentmem.exact_search_max_rows (a search scans fewer exactly).';
 
+-- Read through a function: on Citus the workers run parts of it, and the
+-- function first sends them the pinned search_path (agentmem_private.pin_worker_path),
+-- which a plain view cannot.
+create or replace function agentmem_private.tenants_needing_index_rows()
+returns table (
+    table_name text,
+    tenant_id text,
+    model text,
+    row_count bigint,
+    create_statement text,
+    index_kind text
+)
+language plpgsql
+stable
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+#variable_conflict use_column
+begin
+    perform agentmem_private.pin_worker_path();
+    return query
+        with
+        -- materialized: on a Citus cluster the counts are a distributed query, and the rest (the
+        -- DDL each row calls for) runs on the coordinator, never inside a shard's query
+        sizes as materialized (
+            select
+                t.table_name,
+                t.tenant_id,
+                t.model,
+                t.row_count
+            from agentmem_private.tenant_sizes() as t
+        )
+
+        -- index_kind last: a view's columns are only ever added at the end
+        select  -- noqa: ST06
+            s.table_name,
+            s.tenant_id,
+            s.model,
+            s.row_count,
+            case k.kind
+                when 'measure'
+                    then
+                        pg_catalog.format(
+                            'select * from agentmem.measure_tenant_index(tenant_id => %L, model => %L)', s.tenant_id, s.model
+                        )
+                else agentmem.tenant_index_ddl(
+                    tenant_id => s.tenant_id, model => s.model, table_name => s.table_name, kind => k.kind
+                )
+            end as create_statement,
+            k.kind as index_kind
+        from sizes as s
+        inner join agentmem.models as m on s.model = m.model
+        cross join (values ('hnsw'), ('exact'), ('measure')) as k (kind)
+        where
+            s.row_count > agentmem_private.tenant_index_min_rows(m.dimension)
+            and case k.kind
+                when 'hnsw' then not agentmem_private.has_tenant_index(s.table_name, s.tenant_id, s.model)
+                when 'exact'
+                    then
+                        s.table_name = 'message_embeddings'
+                        and s.row_count <= agentmem_private.exact_index_max_rows(m.dimension)
+                        and not agentmem_private.has_exact_index(s.table_name, s.tenant_id, s.model)
+                else
+                    -- both indexes built (by hand, with the concurrent statements) but never measured
+                    s.table_name = 'message_embeddings'
+                    and s.row_count <= agentmem_private.exact_index_max_rows(m.dimension)
+                    and agentmem_private.has_tenant_index(s.table_name, s.tenant_id, s.model)
+                    and agentmem_private.has_exact_index(s.table_name, s.tenant_id, s.model)
+                    and agentmem_private.exact_index_first_pass(s.table_name, s.tenant_id, s.model) is null
+            end
+        order by s.row_count desc, s.table_name asc, s.tenant_id asc, s.model asc, k.kind desc;
+end
+$$;
+
+comment on function agentmem_private.tenants_needing_index_rows() is
+'Internal: the rows of the view agentmem.tenants_needing_index.';
+
 create or replace view agentmem.tenants_needing_index
 with (security_invoker = true) as
-with
--- materialized: on a Citus cluster the counts are a distributed query, and the rest (the
--- DDL each row calls for) runs on the coordinator, never inside a shard's query
-sizes as materialized (
-    select
-        t.table_name,
-        t.tenant_id,
-        t.model,
-        t.row_count
-    from agentmem_private.tenant_sizes() as t
-)
-
--- index_kind last: a view's columns are only ever added at the end
-select  -- noqa: ST06
-    s.table_name,
-    s.tenant_id,
-    s.model,
-    s.row_count,
-    case k.kind
-        when 'measure'
-            then
-                pg_catalog.format(
-                    'select * from agentmem.measure_tenant_index(tenant_id => %L, model => %L)', s.tenant_id, s.model
-                )
-        else agentmem.tenant_index_ddl(
-            tenant_id => s.tenant_id, model => s.model, table_name => s.table_name, kind => k.kind
-        )
-    end as create_statement,
-    k.kind as index_kind
-from sizes as s
-inner join agentmem.models as m on s.model = m.model
-cross join (values ('hnsw'), ('exact'), ('measure')) as k (kind)
-where
-    s.row_count > agentmem_private.tenant_index_min_rows(m.dimension)
-    and case k.kind
-        when 'hnsw' then not agentmem_private.has_tenant_index(s.table_name, s.tenant_id, s.model)
-        when 'exact'
-            then
-                s.table_name = 'message_embeddings'
-                and s.row_count <= agentmem_private.exact_index_max_rows(m.dimension)
-                and not agentmem_private.has_exact_index(s.table_name, s.tenant_id, s.model)
-        else
-            -- both indexes built (by hand, with the concurrent statements) but never measured
-            s.table_name = 'message_embeddings'
-            and s.row_count <= agentmem_private.exact_index_max_rows(m.dimension)
-            and agentmem_private.has_tenant_index(s.table_name, s.tenant_id, s.model)
-            and agentmem_private.has_exact_index(s.table_name, s.tenant_id, s.model)
-            and agentmem_private.exact_index_first_pass(s.table_name, s.tenant_id, s.model) is null
-    end
-order by s.row_count desc, s.table_name asc, s.tenant_id asc, s.model asc, k.kind desc;
+select
+    r.table_name,
+    r.tenant_id,
+    r.model,
+    r.row_count,
+    r.create_statement,
+    r.index_kind
+from agentmem_private.tenants_needing_index_rows() as r;
 
 comment on view agentmem.tenants_needing_index is
 'Tenants holding more rows of one table and model than a search scans exactly (setting
@@ -580,22 +615,67 @@ comment on function agentmem_private.tenant_index_list() is
 'Internal: every tenant''s own index, for agentmem.tenant_indexes, with the tenant''s rows counted under
 its own tenant (so that a DBA without BYPASSRLS counts them too).';
 
+-- Read through a function: on Citus the workers run parts of it, and the
+-- function first sends them the pinned search_path (agentmem_private.pin_worker_path),
+-- which a plain view cannot.
+create or replace function agentmem_private.tenant_indexes_rows()
+returns table (
+    table_name text,
+    tenant_id text,
+    model text,
+    index_kind text,
+    index_name text,
+    is_valid boolean,
+    size_bytes bigint,
+    first_pass text,
+    tenant_rows bigint,
+    needed boolean,
+    drop_statement text
+)
+language plpgsql
+stable
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+#variable_conflict use_column
+begin
+    perform agentmem_private.pin_worker_path();
+    return query
+        select
+            l.table_name,
+            l.tenant_id,
+            l.model,
+            l.index_kind,
+            l.index_name,
+            l.is_valid,
+            l.size_bytes,
+            l.first_pass,
+            l.tenant_rows,
+            l.needed,
+            l.drop_statement
+        from agentmem_private.tenant_index_list() as l
+        order by l.needed asc, l.tenant_rows desc, l.table_name asc, l.tenant_id asc, l.model asc, l.index_kind asc;
+end
+$$;
+
+comment on function agentmem_private.tenant_indexes_rows() is
+'Internal: the rows of the view agentmem.tenant_indexes.';
+
 create or replace view agentmem.tenant_indexes
 with (security_invoker = true) as
 select
-    l.table_name,
-    l.tenant_id,
-    l.model,
-    l.index_kind,
-    l.index_name,
-    l.is_valid,
-    l.size_bytes,
-    l.first_pass,
-    l.tenant_rows,
-    l.needed,
-    l.drop_statement
-from agentmem_private.tenant_index_list() as l
-order by l.needed asc, l.tenant_rows desc, l.table_name asc, l.tenant_id asc, l.model asc, l.index_kind asc;
+    r.table_name,
+    r.tenant_id,
+    r.model,
+    r.index_kind,
+    r.index_name,
+    r.is_valid,
+    r.size_bytes,
+    r.first_pass,
+    r.tenant_rows,
+    r.needed,
+    r.drop_statement
+from agentmem_private.tenant_indexes_rows() as r;
 
 comment on view agentmem.tenant_indexes is
 'Every tenant''s own index (built by agentmem.create_tenant_index or by the statements of

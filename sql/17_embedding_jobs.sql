@@ -919,22 +919,61 @@ comment on function agentmem.retry_embedding_jobs(text, text) is
 'Queue the failed embedding jobs of a model (NULL: all) of a tenant (NULL: every tenant, for a role that sees every tenant) again, with their tries reset; returns how many.
 Called by: the DBA (granted to no role).';
 
+-- Read through a function: on Citus the workers run parts of it, and the
+-- function first sends them the pinned search_path (agentmem_private.pin_worker_path),
+-- which a plain view cannot.
+create or replace function agentmem_private.embedding_backlog_rows()
+returns table (
+    tenant_id text,
+    model text,
+    pending bigint,
+    running bigint,
+    failed bigint,
+    oldest timestamptz,
+    last_error text,
+    per_minute numeric
+)
+language plpgsql
+stable
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+#variable_conflict use_column
+begin
+    perform agentmem_private.pin_worker_path();
+    return query
+        select
+            j.tenant_id,
+            j.model,
+            pg_catalog.count(*) filter (where j.state = 'pending') as pending,
+            pg_catalog.count(*) filter (where j.state = 'running') as running,
+            pg_catalog.count(*) filter (where j.state = 'failed') as failed,
+            pg_catalog.min(j.enqueued_at) filter (where j.state <> 'failed') as oldest,
+            (pg_catalog.array_agg(j.last_error order by j.run_after desc) filter (where j.last_error is not null))[1] as last_error,
+            (
+                select pg_catalog.round(coalesce(pg_catalog.sum(c.completed), 0) / 5.0, 1) from agentmem.embedding_job_counts as c
+                where c.tenant_id = j.tenant_id and c.model = j.model and c.minute >= pg_catalog.date_trunc('minute', pg_catalog.now()) - interval '5 minutes'
+            ) as per_minute
+        from agentmem.embedding_jobs as j
+        group by j.tenant_id, j.model;
+end
+$$;
+
+comment on function agentmem_private.embedding_backlog_rows() is
+'Internal: the rows of the view agentmem.embedding_backlog.';
+
 create or replace view agentmem.embedding_backlog
 with (security_invoker = true) as
 select
-    j.tenant_id,
-    j.model,
-    pg_catalog.count(*) filter (where j.state = 'pending') as pending,
-    pg_catalog.count(*) filter (where j.state = 'running') as running,
-    pg_catalog.count(*) filter (where j.state = 'failed') as failed,
-    pg_catalog.min(j.enqueued_at) filter (where j.state <> 'failed') as oldest,
-    (pg_catalog.array_agg(j.last_error order by j.run_after desc) filter (where j.last_error is not null))[1] as last_error,
-    (
-        select pg_catalog.round(coalesce(pg_catalog.sum(c.completed), 0) / 5.0, 1) from agentmem.embedding_job_counts as c
-        where c.tenant_id = j.tenant_id and c.model = j.model and c.minute >= pg_catalog.date_trunc('minute', pg_catalog.now()) - interval '5 minutes'
-    ) as per_minute
-from agentmem.embedding_jobs as j
-group by j.tenant_id, j.model;
+    r.tenant_id,
+    r.model,
+    r.pending,
+    r.running,
+    r.failed,
+    r.oldest,
+    r.last_error,
+    r.per_minute
+from agentmem_private.embedding_backlog_rows() as r;
 
 comment on view agentmem.embedding_backlog is
 'The embedding queue per tenant and model: jobs pending, running (under a lease), failed (parked after
@@ -956,6 +995,8 @@ begin
     -- tenant), which is not what a DBA looking across tenants needs to hear.
     if agentmem_private.bypasses_rls()
         or coalesce(pg_catalog.current_setting('agentmem.tenant_id', true), '') <> '' then
+        -- On Citus the workers resolve the view's names through the pinned path.
+        perform agentmem_private.pin_worker_path();
         return true;
     end if;
     raise exception '% reads every tenant, and role % sees none: it is subject to row-level security', p_what, current_user
@@ -975,86 +1016,120 @@ comment on function agentmem_private.check_health_reader(text) is
 or has a tenant set (it then sees that tenant''s rows); AM041 naming p_what otherwise, whose hint names
 the statement a superuser runs. Called as a one-time filter before any table is read.';
 
+-- The view reads through a function: on Citus the workers run parts of it, and
+-- the function sends them the pinned search_path first (check_health_reader,
+-- agentmem_private.pin_worker_path), which a plain view cannot.
+create or replace function agentmem_private.health_rows()
+returns table (
+    job text,
+    last_run_at timestamptz,
+    last_error text,
+    last_error_at timestamptz,
+    backlog bigint,
+    failed bigint,
+    status text
+)
+language plpgsql
+stable
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+#variable_conflict use_column
+begin
+    -- Materialised: on Citus they are read from the shards once, and the rest
+    -- runs on the coordinator (ordered aggregates of distributed tables are not
+    -- pushed down). The reader check comes first: before row-level security's
+    -- check of the tenant, so a DBA without one hears what to ask for.
+    perform agentmem_private.check_health_reader('agentmem.health');
+    return query
+        with runs as materialized (
+            select
+                j.job,
+                j.run_id,
+                j.started_at,
+                j.error
+            from agentmem.job_runs as j
+        ),
+
+        jobs as materialized (
+            select
+                j.state,
+                j.enqueued_at,
+                j.run_after,
+                j.last_error
+            from agentmem.embedding_jobs as j
+        ),
+
+        counts as materialized (
+            select
+                pg_catalog.max(c.minute) filter (where c.completed > 0) as last_completed,
+                pg_catalog.max(c.minute) filter (where c.failed > 0) as last_failed
+            from agentmem.embedding_job_counts as c
+        )
+
+        select
+            r.job,
+            r.last_run_at,
+            r.last_error,
+            r.last_error_at,
+            null::bigint as backlog,
+            null::bigint as failed,
+            case when r.last_error is not null then 'failing' else 'ok' end as status
+        from (
+            select
+                runs.job,
+                pg_catalog.max(runs.started_at) as last_run_at,
+                (pg_catalog.array_agg(runs.error order by runs.started_at desc, runs.run_id desc))[1] as last_error,
+                pg_catalog.max(runs.started_at) filter (where runs.error is not null) as last_error_at
+            from runs
+            group by runs.job
+        ) as r
+        union all
+        select
+            'embedding_queue' as job,
+            (select counts.last_completed from counts) as last_run_at,
+            (
+                select jobs.last_error from jobs
+                where jobs.last_error is not null
+                order by jobs.run_after desc limit 1
+            ) as last_error,
+            (select counts.last_failed from counts) as last_error_at,
+            (
+                select pg_catalog.count(*) from jobs
+                where jobs.state <> 'failed'
+            ) as backlog,
+            (
+                select pg_catalog.count(*) from jobs
+                where jobs.state = 'failed'
+            ) as failed,
+            case
+                when exists (
+                    select from jobs
+                    where jobs.state = 'failed'
+                ) then 'failing'
+                when exists (
+                    select from jobs
+                    where jobs.state <> 'failed' and jobs.enqueued_at < pg_catalog.now() - interval '10 minutes'
+                ) then 'behind'
+                else 'ok'
+            end as status;
+end
+$$;
+
+comment on function agentmem_private.health_rows() is
+'Internal: the rows of the view agentmem.health, after agentmem_private.check_health_reader.';
+
 create or replace view agentmem.health
 with (security_invoker = true) as
--- Materialised: on Citus they are read from the shards once, and the rest runs
--- on the coordinator (ordered aggregates of distributed tables are not pushed down).
--- The reader check is a one-time filter of each: it runs before row-level
--- security's check of the tenant, so a DBA without one hears what to ask for.
-with runs as materialized (
-    select
-        j.job,
-        j.run_id,
-        j.started_at,
-        j.error
-    from agentmem.job_runs as j
-    where (select agentmem_private.check_health_reader('agentmem.health'))
-),
-
-jobs as materialized (
-    select
-        j.state,
-        j.enqueued_at,
-        j.run_after,
-        j.last_error
-    from agentmem.embedding_jobs as j
-    where (select agentmem_private.check_health_reader('agentmem.health'))
-),
-
-counts as materialized (
-    select
-        pg_catalog.max(c.minute) filter (where c.completed > 0) as last_completed,
-        pg_catalog.max(c.minute) filter (where c.failed > 0) as last_failed
-    from agentmem.embedding_job_counts as c
-    where (select agentmem_private.check_health_reader('agentmem.health'))
-)
-
 select
-    r.job,
-    r.last_run_at,
-    r.last_error,
-    r.last_error_at,
-    null::bigint as backlog,
-    null::bigint as failed,
-    case when r.last_error is not null then 'failing' else 'ok' end as status
-from (
-    select
-        runs.job,
-        pg_catalog.max(runs.started_at) as last_run_at,
-        (pg_catalog.array_agg(runs.error order by runs.started_at desc, runs.run_id desc))[1] as last_error,
-        pg_catalog.max(runs.started_at) filter (where runs.error is not null) as last_error_at
-    from runs
-    group by runs.job
-) as r
-union all
-select
-    'embedding_queue' as job,
-    (select counts.last_completed from counts) as last_run_at,
-    (
-        select jobs.last_error from jobs
-        where jobs.last_error is not null
-        order by jobs.run_after desc limit 1
-    ) as last_error,
-    (select counts.last_failed from counts) as last_error_at,
-    (
-        select pg_catalog.count(*) from jobs
-        where jobs.state <> 'failed'
-    ) as backlog,
-    (
-        select pg_catalog.count(*) from jobs
-        where jobs.state = 'failed'
-    ) as failed,
-    case
-        when exists (
-            select from jobs
-            where jobs.state = 'failed'
-        ) then 'failing'
-        when exists (
-            select from jobs
-            where jobs.state <> 'failed' and jobs.enqueued_at < pg_catalog.now() - interval '10 minutes'
-        ) then 'behind'
-        else 'ok'
-    end as status;
+    h.job,
+    h.last_run_at,
+    h.last_error,
+    h.last_error_at,
+    h.backlog,
+    h.failed,
+    h.status
+from agentmem_private.health_rows() as h;
 
 comment on view agentmem.health is
 'Every background job of agentmem, one row each: the runs recorded in job_runs (retention, index

@@ -289,52 +289,107 @@ comment on function agentmem_private.cron_status() is
 'Internal: pg_cron''s view of this database''s retention job and its last run, or a note saying why '
 'there is none (not scheduled, pg_cron out of reach).';
 
+-- Read through a function: on Citus the workers run parts of it, and the
+-- function first sends them the pinned search_path (agentmem_private.pin_worker_path),
+-- which a plain view cannot.
+create or replace function agentmem_private.retention_health_rows()
+returns table (
+    last_run_id bigint,
+    last_run_at timestamptz,
+    last_rows_removed jsonb,
+    last_total_removed bigint,
+    last_error text,
+    last_error_at timestamptz,
+    cron_jobid bigint,
+    cron_schedule text,
+    cron_active boolean,
+    cron_last_status text,
+    cron_last_start timestamptz,
+    cron_last_end timestamptz,
+    cron_last_message text,
+    cron_note text,
+    last_run_duration interval,
+    status text
+)
+language plpgsql
+stable
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+#variable_conflict use_column
+begin
+    perform agentmem_private.pin_worker_path();
+    return query
+        with
+        last_run as (
+            select j.* from agentmem.job_runs as j
+            where j.job = 'retention' and (select agentmem_private.check_health_reader('agentmem.retention_health'))
+            order by j.started_at desc, j.run_id desc
+            limit 1
+        ),
+
+        last_error as (
+            select pg_catalog.max(j.started_at) as last_error_at from agentmem.job_runs as j
+            where
+                j.job = 'retention' and j.error is not null
+                and (select agentmem_private.check_health_reader('agentmem.retention_health'))
+        ),
+
+        cron as (
+            select * from agentmem_private.cron_status()
+        )
+
+        select
+            r.run_id as last_run_id,
+            r.started_at as last_run_at,
+            r.rows_removed as last_rows_removed,
+            r.total_removed as last_total_removed,
+            r.error as last_error,
+            e.last_error_at,
+            c.cron_jobid,
+            c.cron_schedule,
+            c.cron_active,
+            c.cron_last_status,
+            c.cron_last_start,
+            c.cron_last_end,
+            c.cron_last_message,
+            c.cron_note,
+            r.finished_at - r.started_at as last_run_duration,
+            case
+                when c.cron_last_status = 'failed' then 'failing'
+                when r.error is not null then 'failing'
+                when r.run_id is null then 'never run'
+                else 'ok'
+            end as status
+        from cron as c
+        cross join last_error as e
+        left join last_run as r on true;
+end
+$$;
+
+comment on function agentmem_private.retention_health_rows() is
+'Internal: the rows of the view agentmem.retention_health.';
+
 create or replace view agentmem.retention_health
 with (security_invoker = true) as
-with
-last_run as (
-    select j.* from agentmem.job_runs as j
-    where j.job = 'retention' and (select agentmem_private.check_health_reader('agentmem.retention_health'))
-    order by j.started_at desc, j.run_id desc
-    limit 1
-),
-
-last_error as (
-    select pg_catalog.max(j.started_at) as last_error_at from agentmem.job_runs as j
-    where
-        j.job = 'retention' and j.error is not null
-        and (select agentmem_private.check_health_reader('agentmem.retention_health'))
-),
-
-cron as (
-    select * from agentmem_private.cron_status()
-)
-
 select
-    r.run_id as last_run_id,
-    r.started_at as last_run_at,
-    r.rows_removed as last_rows_removed,
-    r.total_removed as last_total_removed,
-    r.error as last_error,
-    e.last_error_at,
-    c.cron_jobid,
-    c.cron_schedule,
-    c.cron_active,
-    c.cron_last_status,
-    c.cron_last_start,
-    c.cron_last_end,
-    c.cron_last_message,
-    c.cron_note,
-    r.finished_at - r.started_at as last_run_duration,
-    case
-        when c.cron_last_status = 'failed' then 'failing'
-        when r.error is not null then 'failing'
-        when r.run_id is null then 'never run'
-        else 'ok'
-    end as status
-from cron as c
-cross join last_error as e
-left join last_run as r on true;
+    r.last_run_id,
+    r.last_run_at,
+    r.last_rows_removed,
+    r.last_total_removed,
+    r.last_error,
+    r.last_error_at,
+    r.cron_jobid,
+    r.cron_schedule,
+    r.cron_active,
+    r.cron_last_status,
+    r.cron_last_start,
+    r.cron_last_end,
+    r.cron_last_message,
+    r.cron_note,
+    r.last_run_duration,
+    r.status
+from agentmem_private.retention_health_rows() as r;
 
 comment on view agentmem.retention_health is
 'Health of the retention job: agentmem''s last run (rows removed per kind, duration, error) and pg_cron''s own '

@@ -172,6 +172,18 @@ begin
     alter role agentmem_owner login;
     -- So must the owner of the embedding queue's functions (sql/17_embedding_jobs.sql).
     alter role agentmem_queue login;
+    -- The statements Citus sends to the workers name pg_catalog's functions
+    -- unqualified (array_agg(...), not pg_catalog.array_agg(...)); a worker
+    -- resolves them through its connection's search_path, which is the
+    -- role's default, '"$user", public' unless set: an exact-type overload
+    -- planted in public by a login with CREATE there would win over
+    -- pg_catalog's polymorphic one and run as the owner. The path every
+    -- agentmem function pins, set for the two roles Citus connects as, on
+    -- every node (Citus propagates ALTER ROLE ... SET) and for new
+    -- connections (Citus keeps open ones: this runs before any query of
+    -- theirs in a fresh distribution; see docs/citus.md).
+    alter role agentmem_owner set search_path = pg_catalog, agentmem, pg_temp;
+    alter role agentmem_queue set search_path = pg_catalog, agentmem, pg_temp;
 end
 $$;
 
