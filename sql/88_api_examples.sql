@@ -277,7 +277,7 @@ as $parameters$
         ('cache_lookup', 'user_id', 'the asker: their personal answers match too'),
         ('cache_report', 'cost_uncached', 'what one call of your LLM costs (a hit saves it)'),
         ('cache_report', 'cost_wrong', 'what one wrong cached answer costs'),
-        ('cache_report', 'thresholds', 'the similarity thresholds to report; NULL: 0.80 to 0.99'),
+        ('cache_report', 'thresholds', 'the similarity thresholds to report; NULL: 0.85 to 0.99 by 0.01'),
         ('cache_report', 'since', 'only lookups at or after this time'),
         ('invalidate_source', 'doc_id', 'a document that changed: every answer resting on it is withdrawn'),
         ('sample_hits', 'n', 'how many hits to sample for review'),

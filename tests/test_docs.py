@@ -37,6 +37,22 @@ def test_reference_lists_every_public_function_with_its_comment_and_caller(admin
     assert "> " + summary.splitlines()[0] in section
 
 
+def test_each_function_has_its_parameter_table_and_example(admin, admin_url):
+    """The reference gives each function a table of its parameters (name, type, default, meaning) and its
+    example as code (sql/88_api_examples.sql), out of the quoted comment."""
+    with psycopg.connect(admin_url) as conn:
+        text = render(conn)
+    section = text.split("### `store_message`")[1].split("### ")[0]
+    assert "| parameter | type | default | meaning |" in section
+    assert "| `conversation_id` | `anycompatible` | — | a conversation's id (a uuid or its text) |" in section
+    assert "| `role` | `text` | — | who spoke: user, assistant, system or tool |" in section
+    assert "| `metadata` | `jsonb` | `'{}'::jsonb` | a JSON object kept with the row |" in section
+    example = section.split("Example:\n\n```sql\n")[1].split("```")[0]
+    assert "agentmem.store_message(" in example and not any(line.startswith(">") for line in example.splitlines())
+    assert "> Example:" not in section and "> Security definer: " in section
+    assert "no parameters" in text.split("### `current_tenant`")[1].split("### ")[0]
+
+
 def test_every_public_function_summary_is_a_whole_sentence(admin):
     """The first line of each comment is the reference's summary: one whole sentence, never cut."""
     rows = admin.execute(
