@@ -747,7 +747,8 @@ end
 $$;
 
 comment on function agentmem.grant_tenant(text, text, text, boolean) is
-'Let the login role role_name act as a tenant: exactly one of tenant_id (that tenant), tenant_prefix (every tenant whose id starts with it) or all_tenants => true (every tenant: for a trusted service such as a worker).
+'Let the login role role_name act as a tenant, as every tenant of a prefix, or as every tenant.
+Exactly one of tenant_id (that tenant), tenant_prefix (every tenant whose id starts with it) or all_tenants => true (every tenant: for a trusted service such as a worker).
 Checked by agentmem.current_tenant() when the installation binds tenants to roles
 (agentmem.set_tenant_binding(mode => ''role'')), from the next statement on. The grant belongs to the
 role itself (its OID): a rename keeps it; DROP ROLE ends it (a role created again under that name holds
@@ -960,7 +961,8 @@ end
 $$;
 
 comment on function agentmem.set_tenant_binding(text, text) is
-'Choose how agentmem.current_tenant() checks the tenant a session sets: mode role (the login role''s grants, agentmem.grant_tenant), jwt (the claim jwt_claim, default tenant_id or as set before, of request.jwt.claims: a string, or an array of tenant ids; a dotted path reaches into objects) or none (any tenant).
+'Choose how agentmem.current_tenant() checks the tenant a session sets: mode role, jwt or none.
+role: the login role''s grants (agentmem.grant_tenant); jwt: the claim jwt_claim (default tenant_id or as set before) of request.jwt.claims, a string or an array of tenant ids (a dotted path reaches into objects); none: any tenant.
 Takes effect for every transaction that starts after it commits. A transaction already open keeps the
 mode it started with until it ends (PostgreSQL delivers the replaced agentmem.tenant_binding_mode() to a
 session between transactions, or when it first locks a table in the transaction): after a switch from none
@@ -986,7 +988,8 @@ as $$
 $$;
 
 comment on function agentmem.my_tenants() is
-'The tenant grants of this session''s login role (session_user): each tenant it may act as (scope tenant), prefix (scope prefix: every tenant starting with it) or all (tenant_id NULL), with the installation''s binding mode.
+'The tenant grants of this session''s login role (session_user), with the installation''s binding mode.
+Each tenant it may act as (scope tenant), prefix (scope prefix: every tenant starting with it) or all (tenant_id NULL).
 What a door (agentmem inspect, an MCP server) offers its login: under binding mode role the grants
 decide (agentmem.may_act_as); under none every tenant may be set; under jwt the token''s claim must name
 it too. Superusers, BYPASSRLS roles and the schema''s owner may act as any tenant without a grant (no row

@@ -306,7 +306,8 @@ end
 $$;
 
 comment on function agentmem.create_tenant_index(text, text, text) is
-'Build a tenant''s own HNSW index (partial: where tenant_id = T and model = M; the statement of agentmem.tenant_index_ddl) inside the current transaction, and return its name; searches of that tenant use it from then on.
+'Build a tenant''s own HNSW index inside the current transaction and return its name; the tenant''s searches use it from then on.
+The index is partial (where tenant_id = T and model = M): the statement of agentmem.tenant_index_ddl.
 For message_embeddings, and a tenant of at most agentmem.exact_index_max_rows rows
 of the model, also its exact index (tenant_index_ddl with kind => ''exact''; a second of build for
 30,000 rows). Idempotent; an index of that name left invalid, or built by an earlier version on
@@ -349,7 +350,8 @@ end
 $$;
 
 comment on function agentmem.drop_tenant_index(text, text, text) is
-'Drop a tenant''s own indexes of one table and model, its HNSW index and its exact index (valid or left invalid by a failed concurrent build); its searches go back to the model''s shared index.
+'Drop a tenant''s own indexes of one table and model; its searches go back to the model''s shared index.
+Both its HNSW index and its exact index, valid or left invalid by a failed concurrent build.
 Returns false
 when there was none. Erasing a tenant''s rows does not need it (an index of an erased tenant is empty);
 drop it to reclaim its space.

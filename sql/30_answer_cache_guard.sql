@@ -405,7 +405,8 @@ end
 $$;
 
 comment on function agentmem.question_guard_agrees(text, text) is
-'Whether two questions pass the answer cache''s guard: the same question_guard_features, where the scope of a negation (neg:WORD) counts only for a word both questions use.
+'Whether two questions pass the answer cache''s guard: the same question_guard_features, negation counted on shared words only.
+The scope of a negation (neg:WORD) counts only for a word both questions use.
 "not on Friday" against
 "not on Saturday" differs (both name both days), while "not provided" against "not specified" is a
 rewording the embedding judges: both are negated (neg), and neither names the other''s word.

@@ -231,7 +231,8 @@ end
 $$;
 
 comment on function agentmem.forget_user(text) is
-'Erase everything derived from one user of the current tenant, in every agentmem table, in one transaction: conversations, messages, their embeddings and retrieval records, facts and fact history, cached answers the user''s conversations wrote and the hit log''s copies of the user''s questions, embedding-cache rows of the user''s texts, and rows of any other table with a user_id column.
+'Erase everything derived from one user of the current tenant, in every agentmem table, in one transaction.
+That is: conversations, messages, their embeddings and retrieval records, facts and fact history, cached answers the user''s conversations wrote and the hit log''s copies of the user''s questions, embedding-cache rows of the user''s texts, and rows of any other table with a user_id column.
 Returns the receipt (rows removed
 per table, when; no content and no identifier of the user), also kept in agentmem.erasure_log.
 Serialised against every writer of the user (a per-(tenant, user) advisory lock that every writing

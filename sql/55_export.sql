@@ -244,7 +244,8 @@ end
 $$;
 
 comment on function agentmem.export_user(text) is
-'Export one user of the current tenant as JSON Lines: one JSON object per row, in a stable order: a header (format agentmem-export, format_version, agentmem_version, schema_version, exported_at, tenant_id, user_id, the models used), then conversations, messages (each with its embeddings and metadata), retrieval records, facts (each with its history), cached answers the user''s turns stored, and an end row with the number of rows between (so that a truncated file is refused on import).
+'Export one user of the current tenant as JSON Lines, one JSON object per row in a stable order.
+The rows: a header (format agentmem-export, format_version, agentmem_version, schema_version, exported_at, tenant_id, user_id, the models used), then conversations, messages (each with its embeddings and metadata), retrieval records, facts (each with its history), cached answers the user''s turns stored, and an end row with the number of rows between (so that a truncated file is refused on import).
 Keys are the tables'' column names; vectors are pgvector text. From psql, the file:
   \copy (select line from agentmem.export_user(user_id => ''alice'')) to ''alice.jsonl'' with (format csv, quote e''\x01'', delimiter e''\x02'')
 (CSV with a quote and delimiter that JSON never holds writes each line as it is; the default text
@@ -772,7 +773,8 @@ end
 $$;
 
 comment on function agentmem.import_user(lines text[]) is
-'Import one user''s export (the lines export_user wrote, in order) into the current tenant of this database; returns the receipt (rows inserted per table and rows_read, kept in agentmem.access_log).
+'Import one user''s export (the lines export_user wrote, in order) into the current tenant; returns the receipt.
+The receipt holds rows inserted per table and rows_read, kept in agentmem.access_log.
 All or nothing: the whole file is checked before anything is written, and any refusal writes nothing.
 One call takes at most 16 MiB of lines: a larger file goes in pieces, each the header, rows in the
 file''s order and an end row counting them, in one transaction (agentmem import does so); a piece may
@@ -851,7 +853,8 @@ end
 $$;
 
 comment on function agentmem.export_tenant(text) is
-'Export every user of one tenant (DBA only: security invoker, not granted to agentmem_app; run as a superuser or BYPASSRLS role, AM041 otherwise): a header of scope tenant, then one block per user exactly as export_user writes it (header ..
+'Export every user of one tenant (DBA only), as JSON Lines: a tenant header, each user''s block as export_user writes it, an end row.
+Security invoker, not granted to agentmem_app: run it as a superuser or BYPASSRLS role (AM041 otherwise). A header of scope tenant, then one block per user exactly as export_user writes it (header ..
 end), in user_id order, then an end row (rows, users).
 Run it in a REPEATABLE READ transaction for a copy consistent across users (agentmem export --tenant
 does). Read user by user; the server keeps the result in a tuplestore, which goes to disk past work_mem, and

@@ -176,7 +176,8 @@ end
 $$;
 
 comment on function agentmem.distribute(int) is
-'Distribute this agentmem installation on Citus: every agentmem table with a tenant_id column by tenant_id, colocated with agentmem.conversations (so one tenant''s rows of every table are on one worker and each call for one tenant runs on that worker), and the installation-wide catalogues (models, cache_intents, text_search_settings) as reference tables.
+'Distribute this agentmem installation on Citus: every tenant table by tenant_id, colocated, and the installation-wide catalogues as reference tables.
+Every agentmem table with a tenant_id column is colocated with agentmem.conversations (so one tenant''s rows of every table are on one worker and each call for one tenant runs on that worker); the catalogues are models, cache_intents and text_search_settings.
 The ledger schema_migrations stays
 on the coordinator.
 Foreign keys are re-created with their names and definitions, except those Citus refuses

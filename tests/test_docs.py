@@ -63,6 +63,24 @@ def test_every_public_function_summary_is_a_whole_sentence(admin):
     assert not cut, "comments whose first line is not a whole sentence:\n" + "\n".join(cut)
 
 
+SUMMARY_WORDS = 25
+
+
+def long_summaries(rows) -> list[str]:
+    return [f"agentmem.{name} ({len(comment.splitlines()[0].split())} words): {comment.splitlines()[0]}"
+            for name, comment in rows if comment and len(comment.splitlines()[0].split()) > SUMMARY_WORDS]
+
+
+def test_every_public_function_summary_is_short(admin):
+    """The summary (the first line of the comment) is what the reference's tables and \\df+ show: at most
+    25 words; what follows goes on the next lines."""
+    rows = admin.execute("select p.proname, coalesce(obj_description(p.oid, 'pg_proc'), '') from pg_proc as p"
+                         " where p.pronamespace = 'agentmem'::regnamespace order by 1").fetchall()
+    assert long_summaries(rows) == [], "shorten these summaries in their sql/ file (the rest on the next line)"
+    assert long_summaries([("planted", " ".join(["word"] * 26) + ".\nmore")]) == [
+        "agentmem.planted (26 words): " + " ".join(["word"] * 26) + "."]
+
+
 def test_table_cells_are_escaped_and_return_types_described():
     from agentmem_dev.docs import _cell, _returns
     assert _cell("overlap |A and B| / |A or B|") == "overlap \\|A and B\\| / \\|A or B\\|"
