@@ -94,6 +94,24 @@ def test_table_cells_are_escaped_and_return_types_described():
     assert _returns({"out_columns": None, "returns_set": False, "return_type": "void"}) == "nothing (`void`)"
 
 
+def test_tuning_lists_every_setting_with_a_short_section_and_its_measurement_linked():
+    """docs/tuning.md is a table of every agentmem.* setting the SQL reads, then one short section per
+    setting; the measurements are linked reports of bench/results/ (the reasoning: vector_search.md)."""
+    import re
+    read = {m for p in (ROOT / "sql").glob("*.sql")
+            for m in re.findall(r"current_setting\('agentmem\.(\w+)'", p.read_text())}
+    text = (ROOT / "docs" / "tuning.md").read_text()
+    table = set(re.findall(r"^\| \[`agentmem\.(\w+)`\]\(#[\w-]+\) \|", text, re.M))
+    assert read and table == read, f"not in docs/tuning.md's table: {sorted(read - table)}; read by no SQL: {sorted(table - read)}"
+    sections = re.split(r"^## ", text, flags=re.M)[1:]
+    covered = {name for s in sections for name in re.findall(r"`agentmem\.(\w+)`", s.splitlines()[0])}
+    assert covered == read, f"settings without a section of their own: {sorted(read - covered)}"
+    long = [s.splitlines()[0] for s in sections if len([line for line in s.splitlines()[1:] if line.strip()]) > 10]
+    assert not long, f"sections of docs/tuning.md over 10 lines (the reasoning goes in vector_search.md): {long}"
+    for link in re.findall(r"\]\(\.\./bench/results/([\w.]+\.md)\)", text):
+        assert (ROOT / "bench" / "results" / link).is_file(), link
+
+
 def test_bench_readme_indexes_every_script_and_report():
     """bench/README.md is the index of bench/ (bench/REPORT.md, their concatenation, is not committed):
     every benchmark and probe has its row, every dated report its link, every link a file."""
