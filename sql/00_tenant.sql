@@ -203,6 +203,9 @@ security) and nothing else.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
 Called by: the application (agentmem_app).';
 
+-- Over 100 lines: the one place the tenant rules and the binding are checked, on every call of the API
+--   (the id, the grants, the mark of a checked tenant, Citus' propagation); a helper call for each would
+--   cost every call.
 create or replace function agentmem.current_tenant()
 returns text
 language plpgsql

@@ -399,6 +399,8 @@ comment on function agentmem_private.apply_fact_vector(agentmem.embedding_jobs, 
 '(merged: both versions'' sources stay; replaced: the previous version goes to fact_history and the '
 'fact keeps the new sources). In another model (a re-embedding): the fact''s copy in that model.';
 
+-- Over 100 lines: one batch loop whose branches per job (a message, a fact, a cached answer; done, gone
+--   or requeued) share the tenant and model set once per change, and the counts upserted as it ends.
 create or replace function agentmem.complete_embedding_jobs(
     lease_token uuid,
     tenant_ids text[],

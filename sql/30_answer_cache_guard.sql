@@ -133,6 +133,9 @@ comment on function agentmem_private.guard_tokens(text) is
 opening list items ("1)", "(2)", "a)", and "1." at the start of a line or after a colon) are dropped, so
 a numbered list does not read as numbers; 1,000 = 1000; 3.5 becomes 3d5; currency signs and % are words.';
 
+-- Over 100 lines: one pass over the tokens carrying a number phrase's state (v_cur, v_total) from word
+--   to word, half of it the vocabulary lists; a function per word would add a call per word to every cache
+--   lookup.
 create or replace function agentmem_private.guard_features(p_tokens text[])
 returns text[]
 language plpgsql

@@ -87,6 +87,8 @@ AM020 for correct => NULL; AM030 for an unknown hit (or another tenant''s).
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
 Called by: the application (agentmem_app).';
 
+-- Over 100 lines: the checks of its arguments, then one statement: the log read once, bucketed by
+--   threshold, joined with the verdicts.
 create or replace function agentmem.cache_report(
     cost_uncached numeric,
     cost_wrong numeric,

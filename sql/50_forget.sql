@@ -101,6 +101,8 @@ Raises AM030 for a conversation that does not exist in the current tenant.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
 Called by: the application (agentmem_app).';
 
+-- Over 100 lines: one erasure in one transaction under the user's exclusive lock: a delete per table, in
+--   the order their keys require, counted into one receipt.
 create or replace function agentmem.forget_user(user_id text)
 returns agentmem.erasure_log
 language plpgsql

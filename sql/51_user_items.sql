@@ -234,6 +234,8 @@ page_size: 1 to 1,000 (AM020); AM020 for a bad user_id, include_superseded NULL,
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
 Called by: the application (agentmem_app).';
 
+-- Over 100 lines: one deletion in one transaction, forget_user's discipline: a statement per table that
+--   derives from the message, counted into one receipt.
 create or replace function agentmem.delete_message(message_id anycompatible)
 returns agentmem.access_log
 language plpgsql

@@ -115,6 +115,8 @@ comment on function agentmem_private.export_skip(regclass) is
 'Internal: the columns of a table an export leaves out: tenant_id, generated columns (derived) and '
 'identities generated always (internal numbers).';
 
+-- Over 100 lines: the export's row types, one branch of a union each, in the order of the format
+--   described at the top of this file.
 create or replace function agentmem_private.export_user_lines(p_tenant text, p_user text)
 returns setof text
 language plpgsql

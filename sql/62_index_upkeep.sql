@@ -23,6 +23,8 @@ its indexes itself (a plain CREATE INDEX, which blocks writes to the table while
 agentmem.index_upkeep_max_build_rows, else 50,000. Bigger tenants are left, with their CREATE INDEX
 CONCURRENTLY statements, for the DBA.';
 
+-- Over 100 lines: one job run: the drops, the builds and the measures, three short loops that fill one
+--   record of agentmem.job_runs together.
 create or replace function agentmem.apply_index_upkeep(max_builds int default 1)
 returns agentmem.job_runs
 language plpgsql

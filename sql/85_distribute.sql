@@ -6,6 +6,9 @@
 -- installation). The ledger agentmem.schema_migrations stays a local table on
 -- the coordinator: only installers read it, always through the coordinator.
 
+-- Over 100 lines: the steps Citus requires, in one transaction and in this order: the plan, the
+--   policies, the foreign keys dropped, the tables distributed, the keys re-created, the functions
+--   distributed, the owners' logins.
 create or replace function agentmem.distribute(shard_count int default null)
 returns table (table_name text, distribution text, note text)
 language plpgsql

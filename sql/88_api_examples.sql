@@ -16,6 +16,7 @@
 -- A new public function: add its row below, at the place where what it reads exists (after the
 -- examples that make it), a few lines of psql; its parameters' meanings in api_parameters().
 
+-- Over 100 lines: a table of data, one example per row, not steps.
 create or replace function agentmem_private.api_examples()
 returns table (step integer, fn text, example text)
 language sql
@@ -151,6 +152,7 @@ comment on function agentmem_private.api_examples() is
 variable the later ones read), in the order they run in one psql session on a fresh installation.
 sql/88_api_examples.sql writes each into its function''s comment; tests/test_api_examples.py runs them.';
 
+-- Over 100 lines: a table of data, one parameter per row, not steps.
 create or replace function agentmem_private.api_parameters()
 returns table (fn text, parameter text, meaning text)
 language sql
