@@ -1,13 +1,16 @@
 """The reference cannot go stale: every function of schema agentmem has a runnable example in its comment
 (sql/88_api_examples.sql) and every parameter its meaning, and psql runs every example, in order, on a
 fresh installation: the DBA's as the superuser, the application's as agentmem_app (tenant acme), the
-embedding worker's as agentmem_worker, all in one transaction rolled back at the end."""
+embedding worker's as agentmem_worker, each statement committed as psql does (on Citus a transaction may
+not read what another role wrote in it); the test's database goes afterwards, the roles the examples
+create are dropped."""
 
 from __future__ import annotations
 
 import re
 import subprocess
 
+import psycopg
 import pytest
 
 EXAMPLES_FILE = "sql/88_api_examples.sql"
@@ -86,7 +89,7 @@ def feature(admin, name: str) -> bool:
 
 def script(steps, skip: set[str]) -> str:
     """One psql script: every example in order, each after a marker, as the role that calls it."""
-    out = ["\\set ON_ERROR_STOP 1", "\\set QUIET 1", "begin;"]
+    out = ["\\set ON_ERROR_STOP 1", "\\set QUIET 1"]
     role = None
     for step, fn, example, audience in steps:
         if fn in skip:
@@ -96,14 +99,28 @@ def script(steps, skip: set[str]) -> str:
             out.append(ROLE[audience])
             role = audience
         out.append(example)
-    return "\n".join(out + ["reset role;", "rollback;", "\\echo '@@ done'", ""])
+    return "\n".join(out + ["reset role;", "\\echo '@@ done'", ""])
+
+
+def run_psql(server, url: str, text: str, roles: list[str]) -> subprocess.CompletedProcess:
+    """psql on the script; then the login roles it created (cluster-wide) are dropped."""
+    try:
+        return subprocess.run([server.bin("psql"), "-X", "-d", url, "-f", "-"], input=text,
+                              capture_output=True, text=True, timeout=300)
+    finally:
+        with psycopg.connect(url, autocommit=True) as conn:
+            for role in roles:
+                if conn.execute("select from pg_roles where rolname = %s", (role,)).fetchone() is not None:
+                    conn.execute(f'drop owned by "{role}"')
+                    conn.execute(f'drop role "{role}"')
 
 
 def test_every_example_runs_in_order_on_a_fresh_installation(admin, admin_url, server):
     steps = examples(admin)
     skip = {fn for fn, needs in NEEDS.items() if not feature(admin, needs)}
-    run = subprocess.run([server.bin("psql"), "-X", "-d", admin_url, "-f", "-"], input=script(steps, skip),
-                         capture_output=True, text=True, timeout=300)
+    made = sorted({r for _, _, example, _ in steps for r in re.findall(r"\bcreate role (\w+)", example)})
+    assert made == ["support_bot"]
+    run = run_psql(server, admin_url, script(steps, skip), made)
     markers = re.findall(r"^@@ (.*)$", run.stdout, re.M)
     assert run.returncode == 0 and markers[-1:] == ["done"], (
         f"the example of {markers[-1] if markers else '(none)'} failed in {EXAMPLES_FILE}:\n{run.stderr[-3000:]}")
@@ -117,8 +134,7 @@ def test_a_failing_example_is_named(admin, admin_url, server):
     steps = [(1, "set_tenant", "select agentmem.set_tenant(tenant_id => 'acme');", "application"),
              (2, "current_tenant", "select agentmem.no_such_function();", "application"),
              (3, "tenant_binding_mode", "select agentmem.tenant_binding_mode();", "application")]
-    run = subprocess.run([server.bin("psql"), "-X", "-d", admin_url, "-f", "-"], input=script(steps, set()),
-                         capture_output=True, text=True, timeout=60)
+    run = run_psql(server, admin_url, script(steps, set()), [])
     assert run.returncode != 0
     assert re.findall(r"^@@ (.*)$", run.stdout, re.M)[-1] == "step 2: current_tenant"
     assert "no_such_function" in run.stderr
