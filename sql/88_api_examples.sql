@@ -79,8 +79,9 @@ from agentmem.tenant_overview() as o, agentmem.get_model(model => o.default_mode
         ('unseen_docs', $x$select agentmem.unseen_docs(conversation_id => :'conversation_id', doc_ids => array['kb/hotels', 'kb/trains']);$x$),
         -- The answer cache.
         ('normalize_question', $x$select agentmem.normalize_question(question => '  How do I RESET my password?? ');$x$),
-        ('question_guard_features', $x$select agentmem.question_guard_features(question => 'Is plan B cheaper than plan A in 2025?');$x$),
-        ('question_guard_agrees', $x$select agentmem.question_guard_agrees(question => 'Price of plan A?', other_question => 'Price of plan B?');$x$),
+        ('question_guard_features', $x$select agentmem.question_guard_features(question => 'Can I get a refund after 30 days?');$x$),
+        ('question_guard_agrees', $x$-- false: a cached answer about 14 days never answers a question about 30
+select agentmem.question_guard_agrees(question => 'Can I get a refund after 30 days?', other_question => 'Refund after 14 days?');$x$),
         ('corpus_version', $x$select agentmem.corpus_version();$x$),
         ('cache_store', $x$select stored, entry_id, reason from agentmem.cache_store(
     question => 'How do I reset my password?', question_embedding => :'vec',
