@@ -464,6 +464,9 @@ agentmem_private.vector_distance (path ''exact scan''). candidates: the rows cou
 (NULL: not counted); ids and distances: the k nearest, nearest first, when k is given and the count is
 NULL or at most scan_max (else NULL). The query embedding is its first argument ($1 of the distance).';
 
+-- Over 100 lines: one search read top to bottom: the scope written once (v_where, v_row_check, the
+--   distance), then the count, the exact scan, the HNSW passes and the exact index's read, which all read
+--   it; as separate functions each would take all of it as arguments.
 create or replace function agentmem_private.vector_search(
     table_name text,
     tenant_id text,

@@ -255,13 +255,21 @@ security invoker
 set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
-    v_model text := coalesce(create_tenant_index.model, agentmem_private.default_model());
+    v_model text;
     v_dim int;
     v_name text;
     v_exact text;
     v_rows bigint;
     v_caller_tenant text;
+    v_citus_mode text := pg_catalog.current_setting('citus.multi_shard_modify_mode', true);
 begin
+    -- On Citus, DDL on a distributed table after a read of a reference table it has a foreign key to
+    -- (models, read for the default model and the checks) must go shard by shard in the same
+    -- transaction (as in apply_index_upkeep): set before the first read; the caller's mode given back.
+    if agentmem.is_distributed() then
+        perform pg_catalog.set_config('citus.multi_shard_modify_mode', 'sequential', true);
+    end if;
+    v_model := coalesce(create_tenant_index.model, agentmem_private.default_model());
     v_dim := agentmem_private.check_tenant_index_args(create_tenant_index.tenant_id, v_model, create_tenant_index.table_name);
     -- Its reads are of this tenant, whoever runs it: a DBA role under
     -- row-level security (no BYPASSRLS) counts the tenant's rows, not none
@@ -301,12 +309,16 @@ begin
         end if;
     end if;
     perform pg_catalog.set_config('agentmem.tenant_id', coalesce(v_caller_tenant, ''), true);
+    if v_citus_mode is not null then
+        perform pg_catalog.set_config('citus.multi_shard_modify_mode', v_citus_mode, true);
+    end if;
     return v_name;
 end
 $$;
 
 comment on function agentmem.create_tenant_index(text, text, text) is
-'Build a tenant''s own HNSW index (partial: where tenant_id = T and model = M; the statement of agentmem.tenant_index_ddl) inside the current transaction, and return its name; searches of that tenant use it from then on.
+'Build a tenant''s own HNSW index inside the current transaction and return its name; the tenant''s searches use it from then on.
+The index is partial (where tenant_id = T and model = M): the statement of agentmem.tenant_index_ddl.
 For message_embeddings, and a tenant of at most agentmem.exact_index_max_rows rows
 of the model, also its exact index (tenant_index_ddl with kind => ''exact''; a second of build for
 30,000 rows). Idempotent; an index of that name left invalid, or built by an earlier version on
@@ -330,10 +342,16 @@ security invoker
 set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
-    v_model text := coalesce(drop_tenant_index.model, agentmem_private.default_model());
+    v_model text;
     v_name text;
     v_dropped boolean := false;
+    v_citus_mode text := pg_catalog.current_setting('citus.multi_shard_modify_mode', true);
 begin
+    -- On Citus: shard by shard, as create_tenant_index.
+    if agentmem.is_distributed() then
+        perform pg_catalog.set_config('citus.multi_shard_modify_mode', 'sequential', true);
+    end if;
+    v_model := coalesce(drop_tenant_index.model, agentmem_private.default_model());
     perform agentmem_private.check_tenant_index_args(drop_tenant_index.tenant_id, v_model, drop_tenant_index.table_name);
     foreach v_name in array array[
         agentmem_private.tenant_index_name(drop_tenant_index.table_name, drop_tenant_index.tenant_id, v_model),
@@ -344,12 +362,16 @@ begin
             v_dropped := true;
         end if;
     end loop;
+    if v_citus_mode is not null then
+        perform pg_catalog.set_config('citus.multi_shard_modify_mode', v_citus_mode, true);
+    end if;
     return v_dropped;
 end
 $$;
 
 comment on function agentmem.drop_tenant_index(text, text, text) is
-'Drop a tenant''s own indexes of one table and model, its HNSW index and its exact index (valid or left invalid by a failed concurrent build); its searches go back to the model''s shared index.
+'Drop a tenant''s own indexes of one table and model; its searches go back to the model''s shared index.
+Both its HNSW index and its exact index, valid or left invalid by a failed concurrent build.
 Returns false
 when there was none. Erasing a tenant''s rows does not need it (an index of an erased tenant is empty);
 drop it to reclaim its space.

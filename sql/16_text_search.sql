@@ -204,7 +204,8 @@ end
 $$;
 
 comment on function agentmem.set_text_search_config(regconfig) is
-'Switch the text search configuration of full-text search (DBA only), e.g. to ''simple'' for mixed languages (no stemming, no stop words) or to another language''s configuration.
+'Switch the text search configuration of full-text search (DBA only), e.g. to ''simple'' for mixed languages.
+''simple'': no stemming, no stop words; or another language''s configuration.
 Rebuilds messages.content_tsv and facts.fact_tsv with the new configuration and their GIN indexes:
 a rewrite of both tables under an ACCESS EXCLUSIVE lock, so every read and write of messages and
 facts waits for it (minutes for millions of messages); run it in a maintenance window.

@@ -273,7 +273,8 @@ end
 $$;
 
 comment on function agentmem.claim_embedding_jobs(text, int, interval) is
-'Claim up to batch_size embedding jobs of one model (model, or the model of the oldest ready job) for a worker, under a lease: until the lease ends no other claim gets them; after it they are claimed again (a worker that died loses no job).
+'Claim up to batch_size embedding jobs of one model for a worker, under a lease that keeps other claims off them.
+The model: model, or the model of the oldest ready job. After the lease the jobs are claimed again (a worker that died loses no job).
 Jobs are taken oldest first across tenants, never twice at
 once (FOR UPDATE SKIP LOCKED). Returns per job: its tenant, id, model and the model''s dimension, the text to embed with the
 model''s prefix (document prefix; query prefix for an answer-cache question), the vector the tenant''s
@@ -398,6 +399,8 @@ comment on function agentmem_private.apply_fact_vector(agentmem.embedding_jobs, 
 '(merged: both versions'' sources stay; replaced: the previous version goes to fact_history and the '
 'fact keeps the new sources). In another model (a re-embedding): the fact''s copy in that model.';
 
+-- Over 100 lines: one batch loop whose branches per job (a message, a fact, a cached answer; done, gone
+--   or requeued) share the tenant and model set once per change, and the counts upserted as it ends.
 create or replace function agentmem.complete_embedding_jobs(
     lease_token uuid,
     tenant_ids text[],
@@ -582,7 +585,8 @@ end
 $$;
 
 comment on function agentmem.fail_embedding_jobs(uuid, text[], uuid[], text) is
-'Report claimed embedding jobs as failed with the embedder''s error: each is tried again after a backoff (agentmem.embedding_retry_base, default 10 seconds, doubled per attempt, at most an hour) or, after agentmem.embedding_max_attempts tries (default 5), parked as failed with the error, visible in agentmem.embedding_backlog.
+'Report claimed embedding jobs as failed with the embedder''s error: each is tried again after a backoff, or parked as failed.
+The backoff: agentmem.embedding_retry_base (default 10 seconds), doubled per attempt, at most an hour; after agentmem.embedding_max_attempts tries (default 5) a job is parked as failed with the error, visible in agentmem.embedding_backlog.
 Returns per job retry, failed, or gone (no longer held under lease_token).
 AM020 for arrays of different lengths or a blank error.
 Security definer: runs as agentmem_queue, the one role that sees every tenant''s embedding jobs; other tables it reaches only under the job''s tenant.
@@ -705,7 +709,8 @@ end
 $$;
 
 comment on function agentmem.reembed(text, text, text) is
-'Re-embed a tenant (tenant_id), or every tenant (NULL: needs a role that sees every tenant, AM041 otherwise), into another model: queue an embedding job in model for every message embedded in from_model (default: the installation''s default model) and every fact of from_model, and from now on for every write in from_model too.
+'Re-embed a tenant (tenant_id), or every tenant (NULL), into another model: queue a job for every message and fact of from_model.
+Every tenant needs a role that sees every tenant (AM041 otherwise). A job in model is queued for every message embedded in from_model (default: the installation''s default model) and every fact of from_model, and from now on for every write in from_model too.
 Searches keep using from_model meanwhile; the backlog shows in
 agentmem.embedding_backlog; agentmem.switch_default_model then makes model the tenant''s default, and
 agentmem.drop_model_vectors removes from_model''s rows. Answer-cache entries are not re-embedded: they
@@ -784,7 +789,8 @@ end
 $$;
 
 comment on function agentmem.switch_default_model(text, text) is
-'Make model the default embedding model of a tenant (the model every call of the tenant that names none uses, reads and writes alike), once every row of the tenant is embedded in it.
+'Make model the default embedding model of a tenant, once every row of the tenant is embedded in it.
+The default is the model every call of the tenant that names none uses, reads and writes alike.
 Refused with AM031
 while any is missing (rows not yet re-embedded, jobs pending or failed). Returns the model.
 AM011 unknown model, AM002 bad tenant id.
@@ -883,7 +889,8 @@ end
 $$;
 
 comment on function agentmem.drop_model_vectors(text, text) is
-'Remove a model''s vectors from a tenant (tenant_id) or from every tenant (NULL; needs a role that sees every tenant, AM041 otherwise): message embeddings, facts (their history moves to the fact''s copy in the tenant''s default model), answer-cache entries and cached embeddings of the model, its jobs, and the re-embeddings from or to it.
+'Remove a model''s vectors from a tenant (tenant_id) or from every tenant (NULL), and everything else the model holds there.
+Every tenant needs a role that sees every tenant (AM041 otherwise). Removed: message embeddings, facts (their history moves to the fact''s copy in the tenant''s default model), answer-cache entries and cached embeddings of the model, its jobs, and the re-embeddings from or to it.
 For every tenant, also the model''s HNSW indexes and its registry
 entry (a tenant''s own index of it: agentmem.drop_tenant_index). Returns rows removed per tenant and
 table. Refused with AM031 for a tenant''s (or the installation''s) default model: switch first.
@@ -916,7 +923,8 @@ end
 $$;
 
 comment on function agentmem.retry_embedding_jobs(text, text) is
-'Queue the failed embedding jobs of a model (NULL: all) of a tenant (NULL: every tenant, for a role that sees every tenant) again, with their tries reset; returns how many.
+'Queue the failed embedding jobs of a model (NULL: all) of a tenant (NULL: every tenant) again; returns how many.
+Their tries are reset; every tenant needs a role that sees every tenant.
 Called by: the DBA (granted to no role).';
 
 -- Read through a function: on Citus the workers run parts of it, and the

@@ -702,7 +702,8 @@ end
 $$;
 
 comment on function agentmem.short_term_context(anycompatible, int) is
-'What to put in the prompt: the running summary (a first row of kind ''summary'', role system, message_index = the last index it covers) followed by the last keep_last messages verbatim (kind ''message'', oldest first).
+'What to put in the prompt: the running summary, then the last keep_last messages verbatim.
+The summary is a first row of kind ''summary'', role system, message_index = the last index it covers; the messages are rows of kind ''message'', oldest first.
 Each row has occurred_at, when it happened (the summary row: that of the last message it covers), for a
 prompt to date the messages where a history spans days. The summary row is absent until set_summary is
 called. When the summary''s

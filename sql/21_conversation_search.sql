@@ -321,7 +321,8 @@ end
 $$;
 
 comment on function agentmem.context_window(anycompatible, int, int) is
-'The messages around one message of its conversation, in order: message_index between index - before and index + after (fewer at the start and end of the conversation).
+'The messages around one message of its conversation, in order: message_index from index - before to index + after.
+Fewer at the start and end of the conversation.
 Each has occurred_at (when it happened) and created_at (when it was stored).
 before, after: 0 to 100 (AM020). AM030 for a message not in the current tenant.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.

@@ -197,7 +197,8 @@ end
 $$;
 
 comment on function agentmem.topic_shift(anycompatible, real) is
-'Whether the subject changed: the Jaccard overlap |A and B| / |A or B| of the document sets of the last two recorded turns (record_retrieval) of a conversation, and shifted = overlap < threshold.
+'Whether a conversation''s subject changed: the Jaccard overlap of the documents of its last two recorded turns, against threshold.
+overlap = |A and B| / |A or B| of the document sets of the last two turns recorded by record_retrieval; shifted = overlap < threshold.
 With fewer than two recorded turns: overlap NULL, shifted false. Two turns that both retrieved nothing
 (an empty union) count as no overlap (0). turns_compared says how many records were found (0 to 2);
 since_message_index is the message_index of the last recorded turn''s user message: on a shift, that
@@ -260,7 +261,8 @@ end
 $$;
 
 comment on function agentmem.unseen_docs(anycompatible, text[], int) is
-'The given document ids minus those retrieved (record_retrieval) in the conversation''s last lookback turns (user messages, recorded or not), in the given order and without duplicates.
+'The given document ids minus those retrieved (record_retrieval) in the conversation''s last lookback turns, in the given order.
+Its turns: user messages, recorded or not; no duplicates.
 Call it before storing the new user message, so that the turns looked at are the previous ones.
 doc_ids: as for record_retrieval (AM020/AM021); lookback: 0 to 1,000 turns (AM020), 0 filters nothing.
 AM030 for a conversation not in the current tenant.

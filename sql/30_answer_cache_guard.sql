@@ -133,7 +133,7 @@ comment on function agentmem_private.guard_tokens(text) is
 opening list items ("1)", "(2)", "a)", and "1." at the start of a line or after a colon) are dropped, so
 a numbered list does not read as numbers; 1,000 = 1000; 3.5 becomes 3d5; currency signs and % are words.';
 
-create or replace function agentmem_private.guard_features(p_tokens text[])
+create or replace function agentmem_private.guard_number_features(p_tokens text[])
 returns text[]
 language plpgsql
 immutable
@@ -142,19 +142,17 @@ security invoker
 set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
-    v_tokens text[];
+    v_tokens text[] := p_tokens || array['']::text[];   -- sentinel: ends a trailing number phrase
     v_out text[] := '{}';
     v_tok text;
     v_prev text := '';
     v_next text;
     v_next2 text;
     v_i int;
-    v_j int;
     v_val numeric;
     v_cur numeric;           -- the number phrase being read (words and digits)
     v_total numeric := 0;
     v_in_number boolean := false;
-    v_negs int := 0;             -- negations read
     v_units constant text[] := array[
         'zero', 'one', 'two', 'three', 'four', 'five', 'six', 'seven', 'eight', 'nine', 'ten',
         'eleven', 'twelve', 'thirteen', 'fourteen', 'fifteen', 'sixteen', 'seventeen', 'eighteen',
@@ -163,20 +161,7 @@ declare
     v_tens constant text[] := array[
         'twenty', 'thirty', 'forty', 'fifty', 'sixty', 'seventy', 'eighty', 'ninety'
     ];
-    v_ordinals constant text[] := array[
-        'first', 'second', 'third', 'fourth', 'fifth', 'sixth', 'seventh', 'eighth', 'ninth', 'tenth',
-        'eleventh', 'twelfth', 'thirteenth', 'fourteenth', 'fifteenth', 'sixteenth', 'seventeenth',
-        'eighteenth', 'nineteenth', 'twentieth'
-    ];
-    v_months constant text[] := array[
-        'january', 'february', 'march', 'april', 'may', 'june', 'july', 'august', 'september',
-        'october', 'november', 'december'
-    ];
 begin
-    if p_tokens is null then
-        return null;
-    end if;
-    v_tokens := p_tokens || array['']::text[];   -- sentinel: ends a trailing number phrase
     for v_i in 1 .. pg_catalog.cardinality(v_tokens) loop
         v_tok := v_tokens[v_i];
         v_next := coalesce(v_tokens[v_i + 1], '');
@@ -239,6 +224,54 @@ begin
                 v_cur := null;
                 v_in_number := false;
             end if;
+        end if;
+        v_prev := v_tok;
+    end loop;
+    return v_out;
+end
+$$;
+
+comment on function agentmem_private.guard_number_features(text[]) is
+'Internal: the numbers of guard_features: number phrases in words and digits (twenty five, 5 '
+'million, 30days, 5k, 3d5 = 3.5) as num:N, ordinals in digits (1st) as ord:N; one (a pronoun) is no number.';
+
+-- Over 100 lines: one pass over the tokens whose bulk is the words a paraphrase must keep, written in its
+--   branches (the vocabulary is data); the negation's scope reads the tokens after the current one.
+create or replace function agentmem_private.guard_word_features(p_tokens text[])
+returns text[]
+language plpgsql
+immutable
+parallel safe
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+declare
+    v_tokens text[] := p_tokens || array['']::text[];   -- sentinel: ends a trailing number phrase
+    v_out text[] := '{}';
+    v_tok text;
+    v_prev text := '';
+    v_next text;
+    v_next2 text;
+    v_i int;
+    v_j int;
+    v_negs int := 0;             -- negations read
+    v_ordinals constant text[] := array[
+        'first', 'second', 'third', 'fourth', 'fifth', 'sixth', 'seventh', 'eighth', 'ninth', 'tenth',
+        'eleventh', 'twelfth', 'thirteenth', 'fourteenth', 'fifteenth', 'sixteenth', 'seventeenth',
+        'eighteenth', 'nineteenth', 'twentieth'
+    ];
+    v_months constant text[] := array[
+        'january', 'february', 'march', 'april', 'may', 'june', 'july', 'august', 'september',
+        'october', 'november', 'december'
+    ];
+begin
+    for v_i in 1 .. pg_catalog.cardinality(v_tokens) loop
+        v_tok := v_tokens[v_i];
+        v_next := coalesce(v_tokens[v_i + 1], '');
+        v_next2 := coalesce(v_tokens[v_i + 2], '');
+        -- a word glued to digits is read as the word (30days: days), as guard_number_features reads it
+        if v_tok ~ '^\d+[a-z]+$' and v_tok !~ '^\d+(st|nd|rd|th)$' then
+            v_tok := substring(v_tok from '[a-z]+$');
         end if;
         -- words with a meaning a paraphrase must keep
         if v_tok = any(v_ordinals) then
@@ -318,8 +351,30 @@ begin
     if v_negs > 0 and v_negs % 2 = 0 then
         v_out := v_out || 'neg2'::text;
     end if;
-    return array(select distinct f from pg_catalog.unnest(v_out) as f order by f);
+    return v_out;
 end
+$$;
+
+comment on function agentmem_private.guard_word_features(text[]) is
+'Internal: the words of guard_features a paraphrase must keep: ordinals, currencies, percent, months, days, '
+'negations and their scope (neg, neg:WORD, neg2 for an even number), quantifiers, before and after.';
+
+create or replace function agentmem_private.guard_features(p_tokens text[])
+returns text[]
+language sql
+immutable
+parallel safe
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+    -- null for null tokens, as each step returns
+    select case when p_tokens is not null then array(
+        select distinct f
+        from pg_catalog.unnest(
+            agentmem_private.guard_number_features(p_tokens) || agentmem_private.guard_word_features(p_tokens)
+        ) as f
+        order by f
+    ) end
 $$;
 
 comment on function agentmem_private.guard_features(text[]) is
@@ -405,7 +460,8 @@ end
 $$;
 
 comment on function agentmem.question_guard_agrees(text, text) is
-'Whether two questions pass the answer cache''s guard: the same question_guard_features, where the scope of a negation (neg:WORD) counts only for a word both questions use.
+'Whether two questions pass the answer cache''s guard: the same question_guard_features, negation counted on shared words only.
+The scope of a negation (neg:WORD) counts only for a word both questions use.
 "not on Friday" against
 "not on Saturday" differs (both name both days), while "not provided" against "not specified" is a
 rewording the embedding judges: both are negated (neg), and neither names the other''s word.

@@ -27,7 +27,8 @@ end
 $$;
 
 comment on function agentmem.sample_hits(int, real) is
-'A random review sample of n unreviewed served hits and guard-passing near misses (candidates with similarity >= min_similarity that a lower threshold would have served), with the answer when the entry still exists.
+'A random review sample of n unreviewed served hits and guard-passing near misses, with the answer when the entry still exists.
+A near miss: a candidate with similarity >= min_similarity that a lower threshold would have served.
 Record verdicts with review_hit; cache_report prices thresholds from them.
 n: 1 to 10,000; min_similarity: -1 to 1, not NULL or NaN (AM020).
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
@@ -78,13 +79,16 @@ end
 $$;
 
 comment on function agentmem.review_hit(anycompatible, boolean) is
-'Record a reviewer''s verdict on a logged hit: was the cached answer right for the question asked? A verdict of wrong (correct => false) on a served hit (exact or semantic) withdraws its entry at once: exact and semantic lookups never serve it again (they miss, or serve another entry), and it is kept, with its verdicts, for cache_report (column withdrawn) until it expires or is swept.
+'Record a reviewer''s verdict on a logged hit: was the cached answer right for the question asked?
+A verdict of wrong (correct => false) on a served hit (exact or semantic) withdraws its entry at once: exact and semantic lookups never serve it again (they miss, or serve another entry), and it is kept, with its verdicts, for cache_report (column withdrawn) until it expires or is swept.
 Changing every
 wrong verdict of that entry to right puts it back in service. A verdict on a miss withdraws nothing.
 AM020 for correct => NULL; AM030 for an unknown hit (or another tenant''s).
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
 Called by: the application (agentmem_app).';
 
+-- Over 100 lines: the checks of its arguments, then one statement: the log read once, bucketed by
+--   threshold, joined with the verdicts.
 create or replace function agentmem.cache_report(
     cost_uncached numeric,
     cost_wrong numeric,

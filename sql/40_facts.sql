@@ -94,6 +94,9 @@ $$;
 comment on function agentmem_private.check_fact_text(text) is
 'Internal: AM020 for a NULL or blank fact, AM021 for one over 4,000 characters.';
 
+-- Over 100 lines: one write under the slot's lock, whose outcomes (inserted, deferred, merged,
+--   contradicted and replaced) are branches reading the one row locked at the top; split, the lock and the
+--   row would have to travel between functions.
 create or replace function agentmem.upsert_fact(
     user_id text,
     subject text,
@@ -411,6 +414,9 @@ comment on function agentmem_private.text_match_facts(text, text, text, tsquery,
 p_query (ts_rank on facts.fact_tsv, GIN index), with their rank (1 = best); with a window, only facts
 with a version true in it (agentmem_private.fact_window_check).';
 
+-- Over 100 lines: the two branches of a hybrid search and their fusion, each read into variables first
+--   (Citus refuses a nested distributed read), then the versions true in the time window: steps of one
+--   query, in order.
 create or replace function agentmem.recall_facts(
     user_id text,
     query_embedding vector default null,

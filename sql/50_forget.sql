@@ -101,6 +101,8 @@ Raises AM030 for a conversation that does not exist in the current tenant.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
 Called by: the application (agentmem_app).';
 
+-- Over 100 lines: one erasure in one transaction under the user's exclusive lock: a delete per table, in
+--   the order their keys require, counted into one receipt.
 create or replace function agentmem.forget_user(user_id text)
 returns agentmem.erasure_log
 language plpgsql
@@ -231,7 +233,8 @@ end
 $$;
 
 comment on function agentmem.forget_user(text) is
-'Erase everything derived from one user of the current tenant, in every agentmem table, in one transaction: conversations, messages, their embeddings and retrieval records, facts and fact history, cached answers the user''s conversations wrote and the hit log''s copies of the user''s questions, embedding-cache rows of the user''s texts, and rows of any other table with a user_id column.
+'Erase everything derived from one user of the current tenant, in every agentmem table, in one transaction.
+That is: conversations, messages, their embeddings and retrieval records, facts and fact history, cached answers the user''s conversations wrote and the hit log''s copies of the user''s questions, embedding-cache rows of the user''s texts, and rows of any other table with a user_id column.
 Returns the receipt (rows removed
 per table, when; no content and no identifier of the user), also kept in agentmem.erasure_log.
 Serialised against every writer of the user (a per-(tenant, user) advisory lock that every writing

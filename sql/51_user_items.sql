@@ -131,7 +131,8 @@ end
 $$;
 
 comment on function agentmem.list_conversations(text, text, int) is
-'One page of a user''s conversations in the current tenant, newest first: id, title, metadata, how many messages, the first and last message''s time, the running summary (and the message_index it covers).
+'One page of a user''s conversations in the current tenant, newest first, each with its messages'' count and times and its summary.
+Each: id, title, metadata, how many messages, the first and last message''s time, the running summary (and the message_index it covers).
 Keyset pages: pass the cursor of the last row as after for the next page (NULL: the first page). Pages
 are stable under concurrent writes: a conversation started meanwhile is newer than the cursor and never
 shifts a later page, so no row is listed twice or skipped.
@@ -219,7 +220,8 @@ end
 $$;
 
 comment on function agentmem.list_facts(text, boolean, text, int) is
-'One page of a user''s facts in the current tenant, newest first (by when the fact was first stored): the current fact of each slot (status current); with include_superseded also its earlier versions after it, newest first (status replaced: a contradicting fact took the slot; corrected: update_fact).
+'One page of a user''s facts in the current tenant, newest first (by when first stored), with their earlier versions on request.
+The current fact of each slot (status current); with include_superseded also its earlier versions after it, newest first (status replaced: a contradicting fact took the slot; corrected: update_fact).
 valid_from and valid_to: when the version was true in the world, as recall_facts and fact_history
 report them (valid_to NULL while it still is); recorded_at: when agentmem wrote this version;
 replaced_at: when a later version superseded it (NULL for the current one); created_at: when the fact
@@ -232,6 +234,8 @@ page_size: 1 to 1,000 (AM020); AM020 for a bad user_id, include_superseded NULL,
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
 Called by: the application (agentmem_app).';
 
+-- Over 100 lines: one deletion in one transaction, forget_user's discipline: a statement per table that
+--   derives from the message, counted into one receipt.
 create or replace function agentmem.delete_message(message_id anycompatible)
 returns agentmem.access_log
 language plpgsql
@@ -340,7 +344,8 @@ end
 $$;
 
 comment on function agentmem.delete_message(anycompatible) is
-'Delete one message of the current tenant and everything derived from it, in one transaction; returns the receipt (kept in agentmem.access_log: rows per table, the role, when; no content, no id).
+'Delete one message of the current tenant and everything derived from it, in one transaction; returns the receipt.
+The receipt is kept in agentmem.access_log: rows per table, the role, when; no content, no id.
 Goes with it: its embeddings, its retrieval record, cached answers citing it as a source (its id in
 source_ids) or written in its conversation with its text as question or answer (and the asker''s logged
 lookups of its text; other lookups forget the matched question), facts whose only source it was
@@ -413,7 +418,8 @@ end
 $$;
 
 comment on function agentmem.delete_fact(anycompatible) is
-'Delete one fact of the current tenant with its whole history (every earlier version) and the embedding-cache rows of their texts; returns the receipt (kept in agentmem.access_log; no content, no id).
+'Delete one fact of the current tenant with its whole history and cached embeddings; returns the receipt.
+Its history is every earlier version; the embedding-cache rows of their texts go too; the receipt is kept in agentmem.access_log (no content, no id).
 Takes the user''s erasure lock exclusive, as forget_user does. AM030 for a fact not in the current tenant; AM020 for a fact_id that is not a UUID.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
 Called by: the application (agentmem_app).';
@@ -481,7 +487,8 @@ end
 $$;
 
 comment on function agentmem.update_fact(anycompatible, text, vector, uuid[]) is
-'Correct one fact of the current tenant by hand: the new text and its embedding (same model) replace the old ones; the old version goes to the fact''s history as a correction (list_facts with include_superseded shows it with status corrected).
+'Correct one fact of the current tenant by hand: the new text and embedding replace the old, which goes to the fact''s history.
+The embedding is of the same model; the old version is kept as a correction (list_facts with include_superseded shows it with status corrected).
 The old embedding is overwritten and the
 embedding-cache rows of the old text go. An embedding job of the old text still queued or held by a worker
 never lands: in the fact''s model it is dropped (its worker''s completion comes back gone), in a model
@@ -579,7 +586,8 @@ end
 $$;
 
 comment on function agentmem.list_users(text, int) is
-'One page of the current tenant''s users (every user id with a conversation or a fact), in user_id order, each with how many conversations, messages and current facts, and when the last message happened.
+'One page of the current tenant''s users in user_id order, each with its conversations, messages, current facts and last message''s time.
+A user: every user id with a conversation or a fact; the counts: how many conversations, messages and current facts.
 Keyset pages: pass the cursor of the last row (its user_id) as after (NULL: the first page); a user who
 appears meanwhile is listed on the page where its id falls, none is listed twice. Each page reads the
 next ids from the (tenant_id, user_id) indexes, so its cost is that of its own users, not the tenant''s.
@@ -644,7 +652,8 @@ end
 $$;
 
 comment on function agentmem.list_messages(anycompatible, int, int) is
-'One page of a conversation''s messages in the current tenant, in order (message_index ascending), each with when it happened and was stored and the models it is embedded in (empty: not embedded yet, found by words only until the worker embeds it).
+'One page of a conversation''s messages in the current tenant, in order, with when each happened and was stored and its models.
+In message_index order; its models: those it is embedded in (empty: not embedded yet, found by words only until the worker embeds it).
 Keyset pages: pass the message_index of the last row as after (NULL: from the start); indexes are
 never reused, so a page never shifts. page_size: 1 to 1,000, after: 0 or more (AM020); AM020 for a
 conversation_id that is not a UUID, AM030 for a conversation not in the current tenant.
@@ -699,7 +708,8 @@ end
 $$;
 
 comment on function agentmem.list_access_log(text, int) is
-'One page of the current tenant''s receipts, newest first: exports, imports, single deletions and corrections (agentmem.access_log: kind, the login that did it, rows per table) and erasures (agentmem.erasure_log: kind forget_user or forget_conversation, actor NULL, rows removed per table).
+'One page of the current tenant''s receipts, newest first: exports, imports, single deletions, corrections and erasures.
+From agentmem.access_log (kind, the login that did it, rows per table) and agentmem.erasure_log (kind forget_user or forget_conversation, actor NULL, rows removed per table).
 No receipt holds content or an identifier of the user or item. Keyset pages: pass the cursor of the
 last row as after (NULL: the first page); a receipt written meanwhile is newer than the cursor.
 page_size: 1 to 1,000 (AM020); AM020 for an after that is not a cursor.
@@ -768,7 +778,8 @@ end
 $$;
 
 comment on function agentmem.tenant_overview() is
-'The current tenant in one row: how many users (ids with a conversation or a fact), conversations, messages, current facts, cached answers and logged cache lookups; its default embedding model and corpus version; its embedding backlog (jobs pending, running, failed after the retry limit, the oldest unfinished one, the latest error).
+'The current tenant in one row: its users, conversations, messages, facts, cache, default model, corpus version and embedding backlog.
+Users: ids with a conversation or a fact; facts: current ones; cache: cached answers and logged cache lookups; the backlog: jobs pending, running, failed after the retry limit, the oldest unfinished one, the latest error.
 Counts are exact (index scans of the tenant''s rows: milliseconds for 100,000 messages, growing with the
 tenant). The installation-wide health of background jobs is agentmem.health, for the DBA.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
@@ -832,7 +843,8 @@ end
 $$;
 
 comment on function agentmem.list_cache_entries(text, int) is
-'One page of the current tenant''s answer cache, newest first: each entry''s question, answer, the documents it cites (source_ids), intent, embedding model, corpus version (current_corpus: whether it is the tenant''s current one, else sweep_cache removes it), prompt version and generating model, the user whose turn stored it, when it was stored and expires (its TTL), whether a wrong verdict withdrew it (withdrawn_at), and how many logged lookups matched it and were judged wrong.
+'One page of the current tenant''s answer cache, newest first, each entry with its question, answer and what it was stored and served under.
+Each entry: its question, answer, the documents it cites (source_ids), intent, embedding model, corpus version (current_corpus: whether it is the tenant''s current one, else sweep_cache removes it), prompt version and generating model, the user whose turn stored it, when it was stored and expires (its TTL), whether a wrong verdict withdrew it (withdrawn_at), and how many logged lookups matched it and were judged wrong.
 Keyset pages: pass the cursor of the last row as after (NULL: the first page); an entry stored
 meanwhile is newer than the cursor. Expired entries are listed until sweep_cache or retention removes
 them (expires_at in the past). page_size: 1 to 1,000 (AM020); AM020 for an after that is not a cursor.
@@ -898,7 +910,8 @@ end
 $$;
 
 comment on function agentmem.memory_status(text) is
-'What one user of the current tenant holds (tenant_id: the tenant it counted in): conversations, messages and facts (current ones), the embedding jobs of the user''s messages and facts still waiting (pending or running) or parked as failed, the oldest waiting job''s time, and the time of the first and last message.
+'What one user of the current tenant holds: conversations, messages, facts, embedding jobs waiting or failed, and the first and last message''s time.
+tenant_id: the tenant it counted in; facts: current ones; jobs: those of the user''s messages and facts still waiting (pending or running) or parked as failed, with the oldest waiting job''s time.
 A user with nothing stored gets one row of zeros (so "no memory at all" can be told from a search that
 matched nothing). Counts the user''s rows through the (tenant_id, user_id) indexes: milliseconds for
 10,000s of messages. AM020 for a blank user_id or one over 256 characters.
@@ -954,7 +967,8 @@ end
 $$;
 
 comment on function agentmem.require_user_item(text, anycompatible, anycompatible, anycompatible) is
-'True when the one item named (conversation_id, message_id or fact_id) is user_id''s in the current tenant, else AM030, for another user''s item and a missing one alike (the error tells nothing of other users).
+'True when the one item named (conversation_id, message_id or fact_id) is user_id''s in the current tenant, else AM030.
+AM030 for another user''s item and a missing one alike (the error tells nothing of other users).
 For a door serving one user (the MCP server): called first in the transaction of a call that takes
 an id (store_message, short_term_context, delete_message, delete_fact), it confines that call to the
 user''s own items. AM020 for an id that is not a UUID, none or more than one id, or a bad user_id.

@@ -115,6 +115,8 @@ comment on function agentmem_private.export_skip(regclass) is
 'Internal: the columns of a table an export leaves out: tenant_id, generated columns (derived) and '
 'identities generated always (internal numbers).';
 
+-- Over 100 lines: the export's row types, one branch of a union each, in the order of the format
+--   described at the top of this file.
 create or replace function agentmem_private.export_user_lines(p_tenant text, p_user text)
 returns setof text
 language plpgsql
@@ -244,7 +246,8 @@ end
 $$;
 
 comment on function agentmem.export_user(text) is
-'Export one user of the current tenant as JSON Lines: one JSON object per row, in a stable order: a header (format agentmem-export, format_version, agentmem_version, schema_version, exported_at, tenant_id, user_id, the models used), then conversations, messages (each with its embeddings and metadata), retrieval records, facts (each with its history), cached answers the user''s turns stored, and an end row with the number of rows between (so that a truncated file is refused on import).
+'Export one user of the current tenant as JSON Lines, one JSON object per row in a stable order.
+The rows: a header (format agentmem-export, format_version, agentmem_version, schema_version, exported_at, tenant_id, user_id, the models used), then conversations, messages (each with its embeddings and metadata), retrieval records, facts (each with its history), cached answers the user''s turns stored, and an end row with the number of rows between (so that a truncated file is refused on import).
 Keys are the tables'' column names; vectors are pgvector text. From psql, the file:
   \copy (select line from agentmem.export_user(user_id => ''alice'')) to ''alice.jsonl'' with (format csv, quote e''\x01'', delimiter e''\x02'')
 (CSV with a quote and delimiter that JSON never holds writes each line as it is; the default text
@@ -334,7 +337,7 @@ comment on function agentmem_private.import_insert(regclass, text, jsonb) is
 'Internal: insert the rows (a JSON array of objects keyed by column name) into the table for the tenant, '
 'skipping rows whose key is already there; returns how many were inserted.';
 
-create or replace function agentmem_private.import_user_lines(p_tenant text, p_lines text[])
+create or replace function agentmem_private.import_read_header(p_lines text[])
 returns jsonb
 language plpgsql
 volatile
@@ -348,21 +351,6 @@ declare
     v_end jsonb;
     v_user text;
     v_version numeric;
-    v_docs jsonb;
-    v_convs jsonb;
-    v_msgs jsonb;
-    v_rets jsonb;
-    v_facts jsonb;
-    v_entries jsonb;
-    v_new_facts jsonb;
-    v_count jsonb := '{}';
-    v_id text;
-    v_model text;
-    v_vec text;
-    v_vector agentmem.message_embeddings.embedding%type;
-    v_doc jsonb;
-    v_line bigint;
-    v_what text;
 begin
     v_n := coalesce(pg_catalog.cardinality(p_lines), 0);
     perform agentmem_private.check_import_size(p_lines);
@@ -433,9 +421,27 @@ begin
             pg_catalog.format('%s lines read.', v_n), 'Export again, or copy the whole file.'
         );
     end if;
+    return v_header;
+end
+$$;
 
-    select coalesce(pg_catalog.jsonb_agg(l::jsonb order by i), '[]') into v_docs
-    from pg_catalog.unnest(p_lines[2:v_n - 1]) with ordinality as t (l, i);
+comment on function agentmem_private.import_read_header(text[]) is
+'Internal: the first step of import_user_lines: the lines as a whole (sizes, JSON objects, a header of one '
+'user''s export of a version this agentmem reads, an end row counting the rows between); returns the header.';
+
+create or replace function agentmem_private.import_check_row_types(p_docs jsonb, p_header jsonb)
+returns void
+language plpgsql
+volatile
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+declare
+    v_bad int;
+    v_docs jsonb := p_docs;
+    v_header jsonb := p_header;
+    v_user text := p_header ->> 'user_id';
+begin
     -- Every row of a known type, of this user and of the header's tenant.
     select pg_catalog.min(i) into v_bad from pg_catalog.jsonb_array_elements(v_docs) with ordinality as t (d, i)
     where
@@ -466,16 +472,29 @@ begin
             'Every row of a user''s export belongs to the header''s user.', null
         );
     end if;
+end
+$$;
 
-    select
-        coalesce(pg_catalog.jsonb_agg(d) filter (where d ->> 'type' = 'conversation'), '[]'),
-        coalesce(pg_catalog.jsonb_agg(d) filter (where d ->> 'type' = 'message'), '[]'),
-        coalesce(pg_catalog.jsonb_agg(d) filter (where d ->> 'type' = 'retrieval'), '[]'),
-        coalesce(pg_catalog.jsonb_agg(d) filter (where d ->> 'type' = 'fact'), '[]'),
-        coalesce(pg_catalog.jsonb_agg(d) filter (where d ->> 'type' = 'cache_entry'), '[]')
-    into v_convs, v_msgs, v_rets, v_facts, v_entries
-    from pg_catalog.jsonb_array_elements(v_docs) as t (d);
+comment on function agentmem_private.import_check_row_types(jsonb, jsonb) is
+'Internal: a step of import_user_lines: every row (p_docs, the lines between header and end row) of a known '
+'type, of the header''s user and tenant.';
 
+create or replace function agentmem_private.import_check_ids(p_tenant text, p_user text, p_convs jsonb, p_msgs jsonb, p_rets jsonb, p_facts jsonb, p_entries jsonb)
+returns jsonb
+language plpgsql
+volatile
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+declare
+    v_id text;
+    v_user text := p_user;
+    v_convs jsonb := p_convs;
+    v_msgs jsonb := p_msgs;
+    v_rets jsonb := p_rets;
+    v_facts jsonb := p_facts;
+    v_entries jsonb := p_entries;
+begin
     -- Ids: present, well-formed, once each in the file.
     select x.id into v_id from (
         select d ->> 'conversation_id' as id, 1 as k from pg_catalog.jsonb_array_elements(v_convs) as t (d)
@@ -553,8 +572,29 @@ begin
             'Retrievals are recorded against user messages (record_retrieval).', null
         );
     end if;
-    select coalesce(pg_catalog.jsonb_agg(r.d - 'role'), '[]') into v_rets from pg_catalog.jsonb_array_elements(v_rets) as r (d);
+    
+    return (select coalesce(pg_catalog.jsonb_agg(r.d - 'role'), '[]') from pg_catalog.jsonb_array_elements(v_rets) as r (d));
+end
+$$;
 
+comment on function agentmem_private.import_check_ids(text, text, jsonb, jsonb, jsonb, jsonb, jsonb) is
+'Internal: a step of import_user_lines: every row''s id well-formed and once in the file, every message in a '
+'conversation of the file or of the user here, every retrieval record on a user message; returns the '
+'retrieval records with their message''s conversation and index.';
+
+create or replace function agentmem_private.import_check_values(p_docs jsonb)
+returns void
+language plpgsql
+volatile
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+declare
+    v_docs jsonb := p_docs;
+    v_doc jsonb;
+    v_line bigint;
+    v_what text;
+begin
     -- Every value as the call that writes it checks it, by the same functions
     -- (start_conversation, store_messages, record_retrieval, upsert_fact, cache_store).
     begin
@@ -601,7 +641,30 @@ begin
             'AM020', pg_catalog.format('line %s: a value of the export does not fit its column: %s', v_line, sqlerrm), null, null
         );
     end;
+end
+$$;
 
+comment on function agentmem_private.import_check_values(jsonb) is
+'Internal: a step of import_user_lines: every value of every row as the call that writes it checks it.';
+
+create or replace function agentmem_private.import_check_owners_and_models(p_tenant text, p_user text, p_convs jsonb, p_msgs jsonb, p_facts jsonb, p_entries jsonb)
+returns void
+language plpgsql
+volatile
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+declare
+    v_id text;
+    v_model text;
+    v_vec text;
+    v_vector agentmem.message_embeddings.embedding%type;
+    v_user text := p_user;
+    v_convs jsonb := p_convs;
+    v_msgs jsonb := p_msgs;
+    v_facts jsonb := p_facts;
+    v_entries jsonb := p_entries;
+begin
     -- Ids taken by another user's rows in this tenant.
     select x.id into v_id from (
         select (d ->> 'conversation_id')::uuid as id from pg_catalog.jsonb_array_elements(v_convs) as t (d)
@@ -674,7 +737,29 @@ begin
             );
         end;
     end loop;
+end
+$$;
 
+comment on function agentmem_private.import_check_owners_and_models(text, text, jsonb, jsonb, jsonb, jsonb) is
+'Internal: a step of import_user_lines: no id of the file taken by another user''s row in the tenant, every '
+'model registered here and every embedding of its model''s dimension.';
+
+create or replace function agentmem_private.import_write(p_tenant text, p_convs jsonb, p_msgs jsonb, p_rets jsonb, p_facts jsonb, p_entries jsonb)
+returns jsonb
+language plpgsql
+volatile
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+declare
+    v_new_facts jsonb;
+    v_count jsonb := '{}';
+    v_convs jsonb := p_convs;
+    v_msgs jsonb := p_msgs;
+    v_rets jsonb := p_rets;
+    v_facts jsonb := p_facts;
+    v_entries jsonb := p_entries;
+begin
     -- Facts new here (a fact already there keeps its history as it is).
     select coalesce(pg_catalog.jsonb_agg(d), '[]') into v_new_facts from pg_catalog.jsonb_array_elements(v_facts) as t (d)
     where not exists (
@@ -741,7 +826,49 @@ begin
                 'AM020', 'a value of the export does not fit its column: ' || sqlerrm, null, null
             );
     end;
-    return v_count || pg_catalog.jsonb_build_object('rows_read', v_n - 2);
+    return v_count;
+end
+$$;
+
+comment on function agentmem_private.import_write(text, jsonb, jsonb, jsonb, jsonb, jsonb) is
+'Internal: the last step of import_user_lines, once every check passed: insert the rows into the tenant, skipping '
+'rows already there; returns the rows inserted per table.';
+
+create or replace function agentmem_private.import_user_lines(p_tenant text, p_lines text[])
+returns jsonb
+language plpgsql
+volatile
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+declare
+    v_n int := coalesce(pg_catalog.cardinality(p_lines), 0);
+    v_header jsonb := agentmem_private.import_read_header(p_lines);
+    v_user text := v_header ->> 'user_id';
+    v_docs jsonb;
+    v_convs jsonb;
+    v_msgs jsonb;
+    v_rets jsonb;
+    v_facts jsonb;
+    v_entries jsonb;
+begin
+    -- Checked whole before anything is written, step by step; any refusal writes nothing.
+    select coalesce(pg_catalog.jsonb_agg(l::jsonb order by i), '[]') into v_docs
+    from pg_catalog.unnest(p_lines[2:v_n - 1]) with ordinality as t (l, i);
+    perform agentmem_private.import_check_row_types(v_docs, v_header);
+    select
+        coalesce(pg_catalog.jsonb_agg(d) filter (where d ->> 'type' = 'conversation'), '[]'),
+        coalesce(pg_catalog.jsonb_agg(d) filter (where d ->> 'type' = 'message'), '[]'),
+        coalesce(pg_catalog.jsonb_agg(d) filter (where d ->> 'type' = 'retrieval'), '[]'),
+        coalesce(pg_catalog.jsonb_agg(d) filter (where d ->> 'type' = 'fact'), '[]'),
+        coalesce(pg_catalog.jsonb_agg(d) filter (where d ->> 'type' = 'cache_entry'), '[]')
+    into v_convs, v_msgs, v_rets, v_facts, v_entries
+    from pg_catalog.jsonb_array_elements(v_docs) as t (d);
+    v_rets := agentmem_private.import_check_ids(p_tenant, v_user, v_convs, v_msgs, v_rets, v_facts, v_entries);
+    perform agentmem_private.import_check_values(v_docs);
+    perform agentmem_private.import_check_owners_and_models(p_tenant, v_user, v_convs, v_msgs, v_facts, v_entries);
+    return agentmem_private.import_write(p_tenant, v_convs, v_msgs, v_rets, v_facts, v_entries)
+        || pg_catalog.jsonb_build_object('rows_read', v_n - 2);
 end
 $$;
 
@@ -772,7 +899,8 @@ end
 $$;
 
 comment on function agentmem.import_user(lines text[]) is
-'Import one user''s export (the lines export_user wrote, in order) into the current tenant of this database; returns the receipt (rows inserted per table and rows_read, kept in agentmem.access_log).
+'Import one user''s export (the lines export_user wrote, in order) into the current tenant; returns the receipt.
+The receipt holds rows inserted per table and rows_read, kept in agentmem.access_log.
 All or nothing: the whole file is checked before anything is written, and any refusal writes nothing.
 One call takes at most 16 MiB of lines: a larger file goes in pieces, each the header, rows in the
 file''s order and an end row counting them, in one transaction (agentmem import does so); a piece may
@@ -851,7 +979,8 @@ end
 $$;
 
 comment on function agentmem.export_tenant(text) is
-'Export every user of one tenant (DBA only: security invoker, not granted to agentmem_app; run as a superuser or BYPASSRLS role, AM041 otherwise): a header of scope tenant, then one block per user exactly as export_user writes it (header ..
+'Export every user of one tenant (DBA only), as JSON Lines: a tenant header, each user''s block as export_user writes it, an end row.
+Security invoker, not granted to agentmem_app: run it as a superuser or BYPASSRLS role (AM041 otherwise). A header of scope tenant, then one block per user exactly as export_user writes it (header ..
 end), in user_id order, then an end row (rows, users).
 Run it in a REPEATABLE READ transaction for a copy consistent across users (agentmem export --tenant
 does). Read user by user; the server keeps the result in a tuplestore, which goes to disk past work_mem, and

@@ -100,7 +100,8 @@ end
 $$;
 
 comment on function agentmem.set_default_retention_policy(text, interval) is
-'Keep one kind of data at most max_age in every tenant without a policy of its own (DBA only: a superuser or BYPASSRLS role, AM041 otherwise; not granted to agentmem_app).
+'Keep one kind of data at most max_age in every tenant without a policy of its own (DBA only).
+It needs a superuser or BYPASSRLS role (AM041 otherwise) and is not granted to agentmem_app.
 max_age NULL keeps
 it forever. Raises AM020 for an unknown kind or a non-positive age.
 Called by: the DBA (granted to no role).';
@@ -388,7 +389,8 @@ end
 $$;
 
 comment on function agentmem.apply_retention(int) is
-'Delete what the retention policies say is too old: at most batch_size rows per kind of data per call, oldest first, then run the answer cache''s sweep.
+'Delete what the retention policies say is too old, at most batch_size rows per kind per call, then sweep the answer cache.
+Oldest first.
 Safe to run too often (a concurrent run returns at once;
 a run with nothing to do removes nothing) and records each run in agentmem.job_runs (rows removed per
 kind, duration, errors: a failing kind does not stop the others). Messages go with their embeddings

@@ -209,7 +209,8 @@ as $$
 $$;
 
 comment on function agentmem.schedule_retention(text) is
-'Register (or re-register) this database''s retention job with pg_cron: "select agentmem.apply_retention()" on the given cron schedule, run as the calling role (a superuser or BYPASSRLS role).
+'Register (or re-register) this database''s retention job with pg_cron, on the given cron schedule.
+It runs "select agentmem.apply_retention()" as the calling role (a superuser or BYPASSRLS role).
 When pg_cron lives in
 another database (cron.database_name) it calls cron.schedule_in_database there through dblink, which must
 be installed here; otherwise AM050 with the exact statement to run in the cron database. Without pg_cron,

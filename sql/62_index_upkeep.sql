@@ -23,6 +23,8 @@ its indexes itself (a plain CREATE INDEX, which blocks writes to the table while
 agentmem.index_upkeep_max_build_rows, else 50,000. Bigger tenants are left, with their CREATE INDEX
 CONCURRENTLY statements, for the DBA.';
 
+-- Over 100 lines: one job run: the drops, the builds and the measures, three short loops that fill one
+--   record of agentmem.job_runs together.
 create or replace function agentmem.apply_index_upkeep(max_builds int default 1)
 returns agentmem.job_runs
 language plpgsql
@@ -171,7 +173,8 @@ end
 $$;
 
 comment on function agentmem.apply_index_upkeep(int) is
-'Build the own indexes of tenants that crossed the size where they pay, and drop those searches no longer use: one run of the index upkeep job, recorded in agentmem.job_runs (job ''index_upkeep''; rows_removed holds what it did: built and dropped index names, measured tenants, and left: the tenants it did not build, with why and their CREATE INDEX CONCURRENTLY statements; total_removed counts the indexes dropped; error lists what failed, which does not stop the rest).
+'One run of the index upkeep job: build the own indexes of tenants big enough to pay for one, drop those no longer used.
+Recorded in agentmem.job_runs (job ''index_upkeep''; rows_removed holds what it did: built and dropped index names, measured tenants, and left: the tenants it did not build, with why and their CREATE INDEX CONCURRENTLY statements; total_removed counts the indexes dropped; error lists what failed, which does not stop the rest).
 Builds: the tenants agentmem.tenants_needing_index lists (more rows of a table and model than
 agentmem.tenant_index_min_rows), biggest first, at most max_builds per run (0 to 1,000; default 1), each by
 agentmem.create_tenant_index, so a plain CREATE INDEX that blocks writes to that table while it builds;
@@ -205,7 +208,8 @@ end
 $$;
 
 comment on function agentmem.schedule_index_upkeep(text, int) is
-'Register (or re-register) this database''s index upkeep job with pg_cron: "select agentmem.apply_index_upkeep(max_builds => N)" on the given cron schedule (default hourly, at 23 minutes past), run as the calling role (a superuser or BYPASSRLS role); returns pg_cron''s job id.
+'Register (or re-register) this database''s index upkeep job with pg_cron; returns pg_cron''s job id.
+It runs "select agentmem.apply_index_upkeep(max_builds => N)" on the given cron schedule (default hourly, at 23 minutes past), as the calling role (a superuser or BYPASSRLS role).
 Where pg_cron
 lives as for agentmem.schedule_retention (through dblink from another database; AM050 with the statement
 to run there, or without pg_cron, saying to call apply_index_upkeep from any scheduler). AM020 for a blank

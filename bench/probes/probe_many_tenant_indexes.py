@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/probes/probe_many_tenant_indexes.py --out bench/results/many_tenant_indexes.md [--port P]
 
-A tenant's own indexes are partial indexes of the one message_embeddings table (docs/tuning.md: partial
+A tenant's own indexes are partial indexes of the one message_embeddings table (docs/vector_search.md: partial
 index, not partitioning). PostgreSQL opens (and locks) every index of a table when it plans a statement on
 it and when it inserts a row into it, and tests every partial index's predicate against each row inserted.
 So the question a DBA asks before giving hundreds of tenants their own indexes: what does the 400th index

@@ -2,7 +2,7 @@
 
     .venv/bin/python bench/probes/probe_tenant_build.py N m,ef_construction [m,ef_construction ...]
 
-The figures behind the build parameters of a tenant's own index (docs/tuning.md: the table of
+The figures behind the build parameters of a tenant's own index (docs/vector_search.md: the table of
 m 16 / ef_construction 64 against m 32 / 128 at 30,000 rows, and the 6,000-row figures), run as
 `probe_tenant_build.py 30000 16,64 32,128` and `probe_tenant_build.py 6000 32,128` against the
 embedded bench server on port 55452 (start it with bench_recall.py or `agentmem dev-server`). Queries:

@@ -1,6 +1,7 @@
 """The ``agentmem`` command: migrate, status, distribute, psql-script, embed, cache-report, worker,
 export, import, inspect; and, where the development package pg-agentmem-dev is installed, dev-server, psql,
-docs and demo (``agentmem_dev.cli``)."""
+docs and demo, which it declares in the entry-point group ``agentmem.commands`` (this module imports none
+of it: a command is found by its entry point and loaded only when the parser is built)."""
 
 from __future__ import annotations
 
@@ -15,8 +16,10 @@ from .errors import AgentmemError
 
 
 # The commands of the development package, with their one-line help: `agentmem --help` lists them
-# whether or not it is installed.
+# whether or not it is installed. Installed, each is an entry point of the group COMMAND_GROUP (declared in
+# python/dev/pyproject.toml): an object with `arguments(parser)` and `run(args)` (agentmem_dev.cli.Command).
 DEV_PACKAGE = "pg-agentmem-dev"
+COMMAND_GROUP = "agentmem.commands"
 DEV_COMMANDS = {
     "dev-server": "a local embedded PostgreSQL 18 + pgvector for demos and tests "
                   "(start and url print the URL of its database agentmem)",
@@ -27,15 +30,11 @@ DEV_COMMANDS = {
 }
 
 
-def _dev_commands():
-    """The module agentmem_dev.cli, or None where pg-agentmem-dev is not installed."""
-    try:
-        from agentmem_dev import cli
-    except ModuleNotFoundError as exc:
-        if exc.name != "agentmem_dev":
-            raise
-        return None
-    return cli
+def installed_commands() -> dict:
+    """The commands other installed packages add (entry points of the group agentmem.commands), by name,
+    not yet loaded: empty where pg-agentmem-dev is not installed."""
+    from importlib.metadata import entry_points
+    return {ep.name: ep for ep in entry_points(group=COMMAND_GROUP)}
 
 
 def database_url(args: argparse.Namespace) -> str:
@@ -81,8 +80,9 @@ def mcp_arguments(p: argparse.ArgumentParser) -> None:
 DATABASE_URL_HELP = "libpq URL; default $AGENTMEM_DATABASE_URL or $DATABASE_URL"
 
 
-def build_parser(dev=None) -> tuple[argparse.ArgumentParser, dict]:
-    """The command's parser, and the handlers of the development commands (where installed) by name."""
+def build_parser(commands: dict | None = None) -> tuple[argparse.ArgumentParser, dict]:
+    """The command's parser, and the handlers of the commands other packages add (``installed_commands()``:
+    the development commands, where pg-agentmem-dev is installed) by name."""
     parser = argparse.ArgumentParser(prog="agentmem", description=__doc__)
     parser.add_argument("--version", action="version", version=f"agentmem {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -166,12 +166,16 @@ def build_parser(dev=None) -> tuple[argparse.ArgumentParser, dict]:
                    help="for search by meaning and corrected facts: ollama, the offline lexical embedder, or auto "
                    "(default: Ollama where one answers, else lexical)")
     p.add_argument("--ollama-host", help="the Ollama server (default: OLLAMA_HOST, else 127.0.0.1:11434)")
-    if dev is not None:
-        dev_handlers = dev.add_commands(sub, DEV_COMMANDS)
-    else:
-        dev_handlers = {}
-        for name, text in DEV_COMMANDS.items():
+    commands = commands or {}
+    dev_handlers = {}
+    for name, text in DEV_COMMANDS.items():
+        if name not in commands:
             sub.add_parser(name, help=f"{text} [pip install {DEV_PACKAGE}]")
+    for name, entry in sorted(commands.items(), key=lambda c: list(DEV_COMMANDS).index(c[0])
+                              if c[0] in DEV_COMMANDS else len(DEV_COMMANDS)):
+        command = entry.load()
+        command.arguments(sub.add_parser(name, help=DEV_COMMANDS.get(name, command.help)))
+        dev_handlers[name] = command.run
     for choice in sub._choices_actions:  # `agentmem CMD --help` starts with what the command does
         command = sub.choices[choice.dest]
         command.description = command.description or choice.help
@@ -180,12 +184,12 @@ def build_parser(dev=None) -> tuple[argparse.ArgumentParser, dict]:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    dev = _dev_commands()
-    if dev is None and argv[:1] and argv[0] in DEV_COMMANDS:
+    commands = installed_commands()
+    if argv[:1] and argv[0] in DEV_COMMANDS and argv[0] not in commands:
         print(f"agentmem {argv[0]}: a development command, in the package {DEV_PACKAGE}, which is not installed: "
               f"pip install {DEV_PACKAGE} (in a checkout: make venv)", file=sys.stderr)
         return 2
-    parser, dev_handlers = build_parser(dev)
+    parser, dev_handlers = build_parser(commands)
     args = parser.parse_args(argv)
 
     try:

@@ -1,8 +1,10 @@
 """The development commands of ``agentmem``: dev-server, psql, docs and demo.
 
-The runtime command (``agentmem.cli``) owns the one-line help of each and, where this package is
-installed, adds their arguments with ``add_commands`` and runs the handler it returns, inside its own
-error handling (an unreachable server is one line and exit code 2, as for every command).
+Each is a ``Command`` declared in the entry-point group ``agentmem.commands`` (python/dev/pyproject.toml).
+The runtime command (``agentmem.cli``) finds them there without importing this package, adds each one's
+arguments to its parser with ``arguments`` and runs ``run`` inside its own error handling (an
+unreachable server is one line and exit code 2, as for every command). This module imports nothing of
+``agentmem.cli``: neither package's command module imports the other's.
 """
 
 from __future__ import annotations
@@ -11,22 +13,29 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, NamedTuple, Optional
 
 Handler = Callable[[argparse.Namespace], Optional[int]]
 DATA_DIR_HELP = ("the dev server's data directory (default .pgdata/embedded; its port: $AGENTMEM_EMBEDDED_PORT, "
                  "default 55418)")
 
 
-def add_commands(sub, helps: dict[str, str]) -> dict[str, Handler]:
-    """Add the development subcommands to the ``agentmem`` parser; their handlers by name."""
-    p = sub.add_parser("dev-server", help=helps["dev-server"])
+class Command(NamedTuple):
+    """One subcommand of ``agentmem``: its one-line help, what adds its arguments, what runs it."""
+    help: str
+    arguments: Callable[[argparse.ArgumentParser], None]
+    run: Handler
+
+
+def dev_server_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("action", choices=["start", "stop", "url"],
                    help="start (if not running) and print the URL; stop; print the URL")
     p.add_argument("--data-dir", type=Path, default=Path(".pgdata/embedded"), help=DATA_DIR_HELP)
     p.add_argument("-q", "--quiet", action="store_true",
                    help="start: only the URL (not what to run next when agentmem is not installed there)")
-    p = sub.add_parser("psql", help=helps["psql"])
+
+
+def psql_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", type=Path, default=Path(".pgdata/embedded"), help=DATA_DIR_HELP)
     p.add_argument("--database-url", help="a database of your own server to use instead of the dev server's, "
                    "as a role that may install agentmem there (it is migrated, the login made there)")
@@ -35,17 +44,20 @@ def add_commands(sub, helps: dict[str, str]) -> dict[str, Handler]:
     p.add_argument("--psql", dest="psql_bin", help="the psql program (default: the dev server's own)")
     p.add_argument("-q", "--quiet", action="store_true", help="no banner")
     p.add_argument("psql_args", nargs=argparse.REMAINDER, help="after --: passed to psql (e.g. -- -f file.sql)")
-    p = sub.add_parser("docs", help=helps["docs"])
+
+
+def docs_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--database-url", help="a migrated database (default $AGENTMEM_DATABASE_URL or $DATABASE_URL)")
     p.add_argument("-o", "--output", type=Path, help="the file to write (default: standard output)")
-    p = sub.add_parser("demo", help=helps["demo"])
+
+
+def demo_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--database-url", help="a server where this login may create databases: the tour (re)creates "
                    "the database agentmem_demo there (default $AGENTMEM_DATABASE_URL)")
     p.add_argument("--web", action="store_true", help="instead of the narrated tour: the inspector's chat page "
                    "on database agentmem_chat (pip install 'pg-agentmem[inspect]'), its URL printed")
     p.add_argument("--port", type=int, default=8766, help="with --web: the page's port (default 8766; 0: any free one)")
     p.add_argument("--ollama-host", help="with --web: the Ollama server (default: OLLAMA_HOST, else 127.0.0.1:11434)")
-    return {"dev-server": dev_server, "psql": psql, "docs": docs, "demo": demo}
 
 
 def dev_server(args: argparse.Namespace) -> int:
@@ -76,10 +88,11 @@ def psql(args: argparse.Namespace) -> int:
 def docs(args: argparse.Namespace) -> int:
     import psycopg
 
-    from agentmem.cli import database_url
-
     from .docs import render
-    with psycopg.connect(database_url(args)) as conn:
+    url = args.database_url or os.environ.get("AGENTMEM_DATABASE_URL") or os.environ.get("DATABASE_URL")
+    if not url:
+        raise SystemExit("agentmem docs: no database: pass --database-url or set AGENTMEM_DATABASE_URL")
+    with psycopg.connect(url) as conn:
         text = render(conn)
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)
@@ -96,3 +109,10 @@ def demo(args: argparse.Namespace) -> int:
         return demo_web.run(url, args.port, args.ollama_host)
     from .demo import run
     return run(url)
+
+
+# The entry points of the group agentmem.commands (python/dev/pyproject.toml).
+DEV_SERVER = Command("a local embedded PostgreSQL 18 + pgvector for demos and tests", dev_server_arguments, dev_server)
+PSQL = Command("psql on a migrated database as an application login with a tenant set", psql_arguments, psql)
+DOCS = Command("write the API reference (docs/api.md) from a migrated database's catalogue", docs_arguments, docs)
+DEMO = Command("a short narrated tour through the real API (--web: the same as a chat page)", demo_arguments, demo)
