@@ -125,7 +125,7 @@ create or replace function agentmem.search_messages(
     recency_half_life interval default null
 ) returns setof agentmem.message_hit
 language plpgsql
-stable
+volatile
 security definer
 set search_path from current
 as $$
@@ -141,6 +141,8 @@ declare
     v_txt_ids uuid[];
     v_now timestamptz := coalesce(search_messages.until, now());
     v_half_life float8;
+    v_hit agentmem.message_hit;
+    v_used uuid[] := '{}';
 begin
     perform agentmem_private.check_user_id(search_messages.user_id);
     perform agentmem_private.check_range('k', search_messages.k, 1, 1000);
@@ -208,11 +210,15 @@ begin
         from agentmem_private.fuse_ranks(v_vec_ids, v_txt_ids, search_messages.rrf_k, search_messages.k) as f
         inner join agentmem.messages as m on m.tenant_id = v_tenant and m.message_id = f.id
         order by f.score desc, f.vector_rank nulls last, f.text_rank, m.message_id;
+        -- Use recorded: the ids returned (agentmem_private.record_use).
+        perform agentmem_private.record_use(v_tenant, 'message', search_messages.user_id, array(
+            select f.id from agentmem_private.fuse_ranks(v_vec_ids, v_txt_ids, search_messages.rrf_k, search_messages.k) as f
+        ));
         return;
     end if;
     -- With a recency weight: every candidate of the pool fused, its score
     -- halved for each half-life of age (from until, else now), the k best.
-    return query
+    for v_hit in
     select w.*
     from (
         select
@@ -232,7 +238,12 @@ begin
         inner join agentmem.messages as m on m.tenant_id = v_tenant and m.message_id = f.id
     ) as w
     order by w.score desc, w.vector_rank nulls last, w.text_rank, w.message_id
-    limit search_messages.k;
+    limit search_messages.k
+    loop
+        v_used := v_used || v_hit.message_id;
+        return next v_hit;
+    end loop;
+    perform agentmem_private.record_use(v_tenant, 'message', search_messages.user_id, v_used);
 end
 $$;
 
@@ -338,7 +349,7 @@ create or replace function agentmem.search_with_context(
     recency_half_life interval default null
 ) returns setof agentmem.message_in_window
 language plpgsql
-stable
+volatile
 security definer
 set search_path from current
 as $$

@@ -406,7 +406,7 @@ create or replace function agentmem.recall_facts(
     valid_to timestamptz
 )
 language plpgsql
-stable
+volatile
 security definer
 set search_path from current
 as $$
@@ -496,6 +496,10 @@ begin
         limit 1
     ) as v on true
     order by u.score desc, u.vector_rank nulls last, u.text_rank, f.fact_id;
+    -- Use recorded: the ids returned (agentmem_private.record_use).
+    perform agentmem_private.record_use(v_tenant, 'fact', recall_facts.user_id, array(
+        select u.id from agentmem_private.fuse_ranks(v_vec_ids, v_txt_ids, recall_facts.rrf_k, recall_facts.k) as u
+    ));
 end
 $$;
 

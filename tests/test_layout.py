@@ -18,6 +18,7 @@ TESTED_WITH = {
     "01_row_security": ["test_tenant.py"],
     "03_distributed": ["test_distribute.py"],
     "04_forget_helpers": ["test_forget.py"],
+    "06_use": ["test_lifecycle.py"],
     "15_embedding_cache": ["test_embed.py"],
     "30_answer_cache_guard": ["test_answer_cache.py"],
     "31_answer_cache": ["test_answer_cache.py"],

@@ -310,6 +310,16 @@ class AsyncCalls:
     async def import_user(self, lines: Sequence[str], *, conn: Conn = None) -> AccessReceipt:
         return await self.run(one(AccessReceipt, "select * from agentmem.import_user(lines => %s::text[])", list(lines)), conn)
 
+    # -- pins: exempt from retention and consolidation ------------------------------------------
+
+    async def pin(self, kind: str, id: uuid.UUID | str, *, conn: Conn = None) -> dt.datetime:
+        """Pin a message, conversation or fact (kind); returns when it was (first) pinned."""
+        return await self.run(value(dt.datetime, "select agentmem.pin(kind => %s, id => %s)", kind, id), conn)
+
+    async def unpin(self, kind: str, id: uuid.UUID | str, *, conn: Conn = None) -> bool:
+        """Unpin a message, conversation or fact (kind); returns whether it was pinned."""
+        return await self.run(value(bool, "select agentmem.unpin(kind => %s, id => %s)", kind, id), conn)
+
     # -- forgetting and the tenant's retention policies ---------------------------------------
 
     async def forget_conversation(self, conversation_id: uuid.UUID | str, *, conn: Conn = None) -> Receipt:
@@ -325,3 +335,11 @@ class AsyncCalls:
 
     async def clear_retention_policy(self, kind: str, *, conn: Conn = None) -> bool:
         return await self.run(value(bool, "select agentmem.clear_retention_policy(kind => %s)", kind), conn)
+
+    async def set_lifecycle_policy(self, kind: str, max_inactive: dt.timedelta | None = None,
+                                   keep_per_user: int | None = None, combine: str = "and", *,
+                                   conn: Conn = None) -> RetentionPolicy:
+        """Forget by inactivity (combined with max_age by `combine`) and keep at most keep_per_user per user."""
+        return await self.run(one(RetentionPolicy, "select * from agentmem.set_lifecycle_policy(kind => %s, "
+                                  "max_inactive => %s, keep_per_user => %s, combine => %s)",
+                                  kind, max_inactive, keep_per_user, combine), conn)

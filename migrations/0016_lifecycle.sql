@@ -1,0 +1,98 @@
+-- 0016 lifecycle: use recorded, pins.
+-- messages, facts and cache_entries gain use_count and last_used_at: how often and when a search or
+-- lookup last returned them. They are not written by the searches themselves: a search appends the ids
+-- it returned to use_log, and a job folds the log into these columns.
+-- messages, conversations and facts gain pinned_at: a pinned item is exempt from every automatic
+-- removal and from consolidation.
+-- use_log is UNLOGGED: uses are statistics, so the log stays off the write-ahead log (a read-only
+-- search does not wait for a WAL flush at commit); a crash empties it, losing the uses not yet folded.
+
+alter table agentmem.messages
+add column use_count bigint not null default 0,
+add column last_used_at timestamptz,
+add column pinned_at timestamptz;
+
+alter table agentmem.messages add constraint messages_use_count_ck check (use_count >= 0);
+
+comment on column agentmem.messages.use_count is
+'How many times a search returned this message (folded in from agentmem.use_log by the use job).';
+comment on column agentmem.messages.last_used_at is
+'When a search last returned this message (folded in from agentmem.use_log); NULL: never.';
+comment on column agentmem.messages.pinned_at is
+'When the message was pinned (agentmem.pin); NULL: not pinned. Pinned messages are exempt from retention.';
+
+alter table agentmem.facts
+add column use_count bigint not null default 0,
+add column last_used_at timestamptz,
+add column pinned_at timestamptz;
+
+alter table agentmem.facts add constraint facts_use_count_ck check (use_count >= 0);
+
+comment on column agentmem.facts.use_count is
+'How many times recall_facts returned this fact (folded in from agentmem.use_log by the use job).';
+comment on column agentmem.facts.last_used_at is
+'When recall_facts last returned this fact (folded in from agentmem.use_log); NULL: never.';
+comment on column agentmem.facts.pinned_at is
+'When the fact was pinned (agentmem.pin); NULL: not pinned. Pinned facts are exempt from retention and consolidation.';
+
+alter table agentmem.cache_entries
+add column use_count bigint not null default 0,
+add column last_used_at timestamptz;
+
+alter table agentmem.cache_entries add constraint cache_entries_use_count_ck check (use_count >= 0);
+
+comment on column agentmem.cache_entries.use_count is
+'How many times cache_lookup served this entry (folded in from agentmem.use_log by the use job).';
+comment on column agentmem.cache_entries.last_used_at is
+'When cache_lookup last served this entry (folded in from agentmem.use_log); NULL: never.';
+
+alter table agentmem.conversations add column pinned_at timestamptz;
+
+comment on column agentmem.conversations.pinned_at is
+'When the conversation was pinned (agentmem.pin); NULL: not pinned. Its messages are exempt from retention.';
+
+create unlogged table agentmem.use_log (
+    tenant_id text not null,
+    use_id bigint generated always as identity,
+    kind text not null,
+    item_id uuid not null,
+    user_id text,
+    used_at timestamptz not null default now(),
+    constraint use_log_pkey primary key (tenant_id, use_id),
+    constraint use_log_kind_ck check (kind in ('message', 'fact', 'cached_answer'))
+);
+
+comment on table agentmem.use_log is
+'Uses not yet folded: one row per item a search or lookup returned (kind, item id, the user, when). '
+'Append-only; agentmem.apply_use_log (and every apply_retention run) folds it into use_count and '
+'last_used_at and deletes what it folded. Unlogged: a crash empties it (uses not yet folded are lost).';
+
+create index use_log_item_idx on agentmem.use_log (tenant_id, item_id);
+
+alter table agentmem.use_log enable row level security;
+alter table agentmem.use_log force row level security;
+
+-- Forgetting by inactivity and by a per-user budget: a retention policy of messages, facts or cached
+-- answers may also remove what has not been used for max_inactive (last use, else its age's time),
+-- combined with max_age by combine ('and': every limit set must hold; 'or': any), and keep at most
+-- keep_per_user of a user's rows (the most recently used or written first). Pinned rows are exempt.
+alter table agentmem.retention_policies
+add column max_inactive interval,
+add column combine text not null default 'and',
+add column keep_per_user int;
+
+alter table agentmem.retention_policies
+add constraint retention_policies_lifecycle_ck check (
+    (max_inactive is null or max_inactive > interval '0')
+    and combine in ('and', 'or')
+    and (keep_per_user is null or keep_per_user > 0)
+    and ((max_inactive is null and keep_per_user is null) or kind in ('messages', 'facts', 'cached_answers'))
+);
+
+comment on column agentmem.retention_policies.max_inactive is
+'Remove rows not used (returned by a search or lookup) for this long: their last use, else the time their age is measured from. NULL: no limit.';
+comment on column agentmem.retention_policies.combine is
+'How max_age and max_inactive combine: and (a row goes when every limit set holds), or (when any does).';
+comment on column agentmem.retention_policies.keep_per_user is
+'Keep at most this many rows of the kind per user (pinned ones not counted): the most recently used '
+'(else written) first, then the most used. NULL: no budget.';

@@ -1,0 +1,404 @@
+"""Lifecycle (sql/06_use.sql, sql/59_lifecycle.sql): use recorded by every search and lookup without a
+write on the rows read (an append-only log folded by a job), pins, and what both change in retention,
+erasure and export."""
+
+from __future__ import annotations
+
+import json
+import threading
+
+from helpers import count, sqlstate_of, start_conversation, store_message, upsert, vec
+
+
+def fold(admin) -> int:
+    return admin.execute("select agentmem.apply_use_log()").fetchone()[0]
+
+
+def uses(admin, table: str, key: str, ids) -> dict:
+    """{id: (use_count, last_used_at is not null)} of some rows of a table."""
+    rows = admin.execute(f"select {key}, use_count, last_used_at is not null from agentmem.{table} "
+                         f"where {key} = any(%s)", (list(ids),)).fetchall()
+    return {r[0]: (r[1], r[2]) for r in rows}
+
+
+def search(conn, user, text, k=2, **kw) -> list:
+    extra = "".join(f", {name} => %s" for name in kw)
+    return [r[0] for r in conn.execute(
+        "select message_id from agentmem.search_messages(user_id => %s, query_embedding => %s, k => %s, "
+        f"model => 'all-minilm'{extra})", (user, vec(text, 384), k, *kw.values()))]
+
+
+def chat(conn, user="alice", n=4, prefix="lark"):
+    conv = start_conversation(conn, user)
+    ids = [store_message(conn, conv, f"{prefix} {i} {user}")[0] for i in range(n)]
+    return conv, ids
+
+
+def recall(conn, user, text, k=1) -> list:
+    return [r[0] for r in conn.execute(
+        "select fact_id from agentmem.recall_facts(user_id => %s, query_embedding => %s, k => %s)",
+        (user, vec(text), k))]
+
+
+def lookup(conn, q, like=None, user=None):
+    return conn.execute("select hit, entry_id from agentmem.cache_lookup(question => %s, question_embedding => %s, "
+                        "user_id => %s)", (q, vec(like or q), user)).fetchone()
+
+
+def cache(conn, q, answer):
+    return conn.execute("select entry_id from agentmem.cache_store(question => %s, question_embedding => %s, "
+                        "answer => %s, safe_to_share => true)", (q, vec(q), answer)).fetchone()[0]
+
+
+# -- use recorded ------------------------------------------------------------------------------
+
+def test_every_message_a_search_returns_is_used_once_folded_and_no_other(app, admin):
+    _, ids = chat(app)
+    found = search(app, "alice", "lark 1 alice", k=2)
+    assert len(found) == 2
+    # nothing written on the rows the search read: the uses wait in the log
+    assert uses(admin, "messages", "message_id", ids) == {i: (0, False) for i in ids}
+    assert count(admin, "use_log", "kind = 'message'") == 2
+    assert fold(admin) == 2 and count(admin, "use_log") == 0
+    got = uses(admin, "messages", "message_id", ids)
+    assert {i for i, u in got.items() if u == (1, True)} == set(found)
+    assert {i for i, u in got.items() if u == (0, False)} == set(ids) - set(found)
+    # again, with the recency weight (the other path) and by words: counts add up
+    assert len(search(app, "alice", "lark 1 alice", k=2, recency_half_life="30 days")) == 2
+    words = [r[0] for r in app.execute("select message_id from agentmem.search_messages(user_id => 'alice', "
+                                       "query_text => 'lark', k => 1)")]
+    assert fold(admin) == 3
+    got = uses(admin, "messages", "message_id", ids)
+    assert sum(u[0] for u in got.values()) == 5 and got[words[0]][0] >= 1
+
+
+def test_search_with_context_records_its_hits(app, admin):
+    _, ids = chat(app, n=5)
+    hits = [r[0] for r in app.execute(
+        "select message_id from agentmem.search_with_context(user_id => 'alice', query_embedding => %s, k => 1, "
+        "radius => 2, model => 'all-minilm') where is_hit", (vec("lark 2 alice", 384),))]
+    assert len(hits) == 1
+    fold(admin)
+    assert {i for i, u in uses(admin, "messages", "message_id", ids).items() if u[0]} == set(hits)
+
+
+def test_recall_facts_and_cache_hits_are_used_and_a_miss_is_not(app, admin):
+    upsert(app, "alice", "diet", "Alice is vegetarian")
+    upsert(app, "alice", "home", "Alice lives in Lyon")
+    got = recall(app, "alice", "Alice is vegetarian")
+    q = "how do I reset my password"
+    entry = cache(app, q, "Use the reset link.")
+    assert lookup(app, q) == (True, entry)                                      # exact
+    assert lookup(app, "how can I reset my password", like=q, user="alice") == (True, entry)   # semantic
+    assert lookup(app, "what is the weather")[0] is False                       # a miss uses nothing
+    assert fold(admin) == 3
+    facts = admin.execute("select fact_id, use_count from agentmem.facts order by use_count desc").fetchall()
+    assert facts[0] == (got[0], 1) and facts[1][1] == 0
+    assert uses(admin, "cache_entries", "entry_id", [entry]) == {entry: (2, True)}
+
+
+def test_a_read_only_transaction_searches_and_records_nothing(app, admin):
+    chat(app)
+    app.execute("begin read only")
+    assert len(search(app, "alice", "lark 1 alice")) == 2
+    assert len(recall(app, "alice", "anything")) == 0
+    app.execute("commit")
+    assert count(admin, "use_log") == 0
+
+
+def test_last_used_at_is_the_latest_use_and_uses_of_deleted_items_are_dropped(app, admin):
+    _, ids = chat(app, n=2)
+    search(app, "alice", "lark 0 alice", k=2)
+    admin.execute("update agentmem.use_log set used_at = now() - interval '3 days'")
+    search(app, "alice", "lark 0 alice", k=1)
+    admin.execute("delete from agentmem.messages where message_id = %s", (ids[1],))  # as retention would
+    assert fold(admin) == 3
+    row = admin.execute("select use_count, now() - last_used_at < interval '1 hour' from agentmem.messages "
+                        "where message_id = %s", (ids[0],)).fetchone()
+    assert row == (2, True) and count(admin, "use_log") == 0
+
+
+def test_the_fold_runs_once_at_a_time_and_in_every_retention_run(app, admin, connect, admin_url):
+    chat(app)
+    search(app, "alice", "lark 1 alice")
+    other = connect(admin_url)
+    other.execute("begin")
+    other.execute("select agentmem.apply_use_log()")
+    assert fold(admin) == 0          # the first run holds the lock: this one returns at once
+    other.execute("rollback")
+    run = admin.execute("select rows_removed from agentmem.apply_retention()").fetchone()[0]
+    assert run["use_log"] == 2 and count(admin, "use_log") == 0
+    assert admin.execute("select sum(use_count) from agentmem.messages").fetchone()[0] == 2
+
+
+def test_apply_use_log_checks_its_batch_and_is_the_dbas(app, admin):
+    assert sqlstate_of(admin, "select agentmem.apply_use_log(batch_size => 0)") == "AM020"
+    assert sqlstate_of(app, "select agentmem.apply_use_log()") == "42501"
+    chat(app)
+    search(app, "alice", "lark 1 alice", k=2)
+    assert admin.execute("select agentmem.apply_use_log(batch_size => 1)").fetchone()[0] == 1
+    assert count(admin, "use_log") == 1 and fold(admin) == 1
+
+
+def test_uses_of_one_tenant_fold_into_its_own_rows_only(app, admin, connect, app_url):
+    _, mine = chat(app)
+    other = connect(app_url, tenant="globex")
+    _, theirs = chat(other)
+    search(other, "alice", "lark 1 alice", k=4)
+    fold(admin)
+    assert all(u == (0, False) for u in uses(admin, "messages", "message_id", mine).values())
+    assert all(u[0] == 1 for u in uses(admin, "messages", "message_id", theirs).values())
+
+
+def test_erasure_removes_uses_not_yet_folded(app, admin):
+    conv, ids = chat(app)
+    _, bob = chat(app, user="bob")
+    fid = upsert(app, "alice", "diet", "Alice is vegetarian")[0]
+    search(app, "alice", "lark 1 alice", k=4)
+    search(app, "bob", "lark 1 bob", k=4)
+    recall(app, "alice", "Alice is vegetarian")
+    app.execute("select agentmem.delete_fact(fact_id => %s)", (fid,))
+    assert count(admin, "use_log", "kind = 'fact'") == 0
+    app.execute("select agentmem.delete_message(message_id => %s)", (ids[0],))
+    assert count(admin, "use_log", "item_id = %s", (ids[0],)) == 0
+    receipt = app.execute("select rows_removed from agentmem.forget_conversation(conversation_id => %s)",
+                          (conv,)).fetchone()[0]
+    assert receipt["use_log"] == 3 and count(admin, "use_log", "user_id = 'alice'") == 0
+    search(app, "bob", "lark 1 bob", k=4)
+    receipt = app.execute("select rows_removed from agentmem.forget_user(user_id => 'bob')").fetchone()[0]
+    assert receipt["use_log"] == 8 and count(admin, "use_log") == 0
+    assert count(admin, "messages", "message_id = any(%s)", (bob,)) == 0
+
+
+def lifecycle_state(admin) -> dict:
+    """Use and pins of every message, fact and conversation."""
+    return {
+        "messages": admin.execute("select message_id, use_count, last_used_at, pinned_at from agentmem.messages "
+                                  "order by 1").fetchall(),
+        "facts": admin.execute("select fact_id, use_count, last_used_at, pinned_at from agentmem.facts "
+                               "order by 1").fetchall(),
+        "conversations": admin.execute("select conversation_id, pinned_at from agentmem.conversations "
+                                       "order by 1").fetchall(),
+    }
+
+
+def test_use_and_pins_survive_export_and_import(app, admin):
+    conv, ids = chat(app)
+    fid = upsert(app, "alice", "diet", "Alice is vegetarian")[0]
+    search(app, "alice", "lark 1 alice", k=1)
+    recall(app, "alice", "Alice is vegetarian")
+    fold(admin)
+    app.execute("select agentmem.pin(kind => 'conversation', id => %s)", (conv,))
+    app.execute("select agentmem.pin(kind => 'fact', id => %s)", (fid,))
+    app.execute("select agentmem.pin(kind => 'message', id => %s)", (ids[3],))
+    before = lifecycle_state(admin)
+    lines = [r[0] for r in app.execute("select line from agentmem.export_user(user_id => 'alice')")]
+    message = next(json.loads(line) for line in lines if json.loads(line)["type"] == "message")
+    assert {"use_count", "last_used_at", "pinned_at"} <= set(message)
+    app.execute("select agentmem.forget_user(user_id => 'alice')")
+    app.execute("select * from agentmem.import_user(lines => %s)", (lines,))
+    after = lifecycle_state(admin)
+    assert after == before
+    assert sum(r[1] for r in after["messages"]) == 1 and after["facts"][0][1] == 1
+
+
+# -- pins ----------------------------------------------------------------------------------------
+
+def test_pin_and_unpin_each_kind(app, admin):
+    conv, ids = chat(app, n=1)
+    fid = upsert(app, "alice", "diet", "Alice is vegetarian")[0]
+    for kind, item, table, key in (("message", ids[0], "messages", "message_id"),
+                                   ("conversation", conv, "conversations", "conversation_id"),
+                                   ("fact", str(fid), "facts", "fact_id")):
+        first = app.execute("select agentmem.pin(kind => %s, id => %s)", (kind, item)).fetchone()[0]
+        assert first is not None
+        again = app.execute("select agentmem.pin(kind => %s, id => %s)", (kind, item)).fetchone()[0]
+        assert again == first        # the first time is kept
+        assert count(admin, table, f"{key} = %s and pinned_at is not null", (item,)) == 1
+        assert app.execute("select agentmem.unpin(kind => %s, id => %s)", (kind, item)).fetchone()[0] is True
+        assert app.execute("select agentmem.unpin(kind => %s, id => %s)", (kind, item)).fetchone()[0] is False
+        assert count(admin, table, f"{key} = %s and pinned_at is null", (item,)) == 1
+
+
+def test_pin_errors(app, connect, app_url):
+    conv, _ = chat(app, n=1)
+    assert sqlstate_of(app, "select agentmem.pin(kind => 'summary', id => %s)", (conv,)) == "AM020"
+    assert sqlstate_of(app, "select agentmem.unpin(kind => null, id => %s)", (conv,)) == "AM020"
+    assert sqlstate_of(app, "select agentmem.pin(kind => 'message', id => 'not a uuid')") == "AM020"
+    assert sqlstate_of(app, "select agentmem.pin(kind => 'message', id => %s)", (conv,)) == "AM030"
+    other = connect(app_url, tenant="globex")
+    assert sqlstate_of(other, "select agentmem.pin(kind => 'conversation', id => %s)", (conv,)) == "AM030"
+    assert sqlstate_of(other, "select agentmem.unpin(kind => 'conversation', id => %s)", (conv,)) == "AM030"
+
+
+def age_everything(admin, days=10):
+    admin.execute("update agentmem.messages set created_at = now() - %s * interval '1 day'", (days,))
+    admin.execute("update agentmem.facts set updated_at = now() - %s * interval '1 day'", (days,))
+
+
+def test_pinned_items_survive_retention_and_unpinned_ones_go(app, admin, connect, app_url):
+    kept_conv, kept_msgs = chat(app, n=2, prefix="kept")
+    _, loose = chat(app, n=3, prefix="loose")
+    f_pinned = upsert(app, "alice", "diet", "Alice is vegetarian")[0]
+    f_loose = upsert(app, "alice", "home", "Alice lives in Lyon")[0]
+    app.execute("select agentmem.pin(kind => 'conversation', id => %s)", (kept_conv,))
+    app.execute("select agentmem.pin(kind => 'message', id => %s)", (loose[0],))
+    app.execute("select agentmem.pin(kind => 'fact', id => %s)", (f_pinned,))
+    # the same rows in a tenant under the installation default: pins hold there too
+    other = connect(app_url, tenant="globex")
+    _, theirs = chat(other, n=2)
+    other.execute("select agentmem.pin(kind => 'message', id => %s)", (theirs[0],))
+    age_everything(admin)
+    app.execute("select agentmem.set_retention_policy(kind => 'messages', max_age => '1 day')")
+    app.execute("select agentmem.set_retention_policy(kind => 'facts', max_age => '1 day')")
+    admin.execute("select agentmem.set_default_retention_policy(kind => 'messages', max_age => '1 day')")
+    run = admin.execute("select rows_removed from agentmem.apply_retention()").fetchone()[0]
+    assert run["messages"] == 3 and run["facts"] == 1
+    left = {r[0] for r in admin.execute("select message_id from agentmem.messages")}
+    assert left == {*kept_msgs, loose[0], theirs[0]}
+    assert {r[0] for r in admin.execute("select fact_id from agentmem.facts")} == {f_pinned}
+    assert f_loose not in left
+    # unpinned, they go at the next run
+    app.execute("select agentmem.unpin(kind => 'conversation', id => %s)", (kept_conv,))
+    assert admin.execute("select rows_removed from agentmem.apply_retention()").fetchone()[0]["messages"] == 2
+
+
+def test_a_pin_waits_for_the_users_erasure(app, admin, connect, app_url):
+    conv, ids = chat(app, n=1)
+    eraser = connect(app_url, tenant="acme")
+    eraser.execute("begin")
+    eraser.execute("select agentmem.forget_user(user_id => 'alice')")
+    result = {}
+
+    def pin():
+        pinner = connect(app_url, tenant="acme")
+        result["state"] = sqlstate_of(pinner, "select agentmem.pin(kind => 'message', id => %s)", (ids[0],))
+
+    t = threading.Thread(target=pin)
+    t.start()
+    t.join(0.5)
+    assert t.is_alive()
+    eraser.execute("commit")
+    t.join(30)
+    assert result["state"] == "AM030" and count(admin, "messages") == 0
+
+
+def test_driver_methods(driver, admin):
+    call = driver()
+    conv = call("start_conversation", "u1")
+    call("store_message", conv, "user", "hello zorkmid", vec("hello zorkmid"))
+    assert call("pin", "conversation", conv) is not None
+    assert call("unpin", "conversation", conv) is True
+    assert count(admin, "conversations", "pinned_at is null") == 1
+
+
+# -- forgetting by age, inactivity and budget ---------------------------------------------------
+
+def set_times(admin, table: str, key: str, item, *, age_days: float, used_days: float | None):
+    col = "updated_at" if table == "facts" else "created_at"
+    admin.execute(f"update agentmem.{table} set {col} = now() - %s * interval '1 day', "
+                  f"last_used_at = now() - %s * interval '1 day' where {key} = %s", (age_days, used_days, item))
+
+
+def test_a_policy_of_age_and_inactivity_removes_only_rows_that_are_both(app, admin):
+    _, ids = chat(app, n=4)
+    set_times(admin, "messages", "message_id", ids[0], age_days=10, used_days=None)   # old, never used
+    set_times(admin, "messages", "message_id", ids[1], age_days=10, used_days=1)      # old, used lately
+    set_times(admin, "messages", "message_id", ids[2], age_days=10, used_days=8)      # old, used long ago
+    set_times(admin, "messages", "message_id", ids[3], age_days=2, used_days=None)    # young, unused since
+    app.execute("select agentmem.set_retention_policy(kind => 'messages', max_age => '5 days')")
+    row = app.execute("select max_age, max_inactive, combine, keep_per_user from agentmem.set_lifecycle_policy("
+                      "kind => 'messages', max_inactive => '3 days')").fetchone()
+    assert str(row[0]) == "5 days, 0:00:00" and row[2:] == ("and", None)
+    assert admin.execute("select rows_removed from agentmem.apply_retention()").fetchone()[0]["messages"] == 2
+    left = {r[0] for r in admin.execute("select message_id from agentmem.messages")}
+    assert left == {ids[1], ids[3]}
+    # or: old or inactive; the young one unused for 2 days is neither past 5 days nor past 3
+    app.execute("select agentmem.set_lifecycle_policy(kind => 'messages', max_inactive => '3 days', combine => 'or')")
+    assert admin.execute("select rows_removed from agentmem.apply_retention()").fetchone()[0]["messages"] == 1
+    assert {r[0] for r in admin.execute("select message_id from agentmem.messages")} == {ids[3]}
+
+
+def test_inactivity_alone_and_a_use_saves_a_row(app, admin):
+    _, ids = chat(app, n=3)
+    for i in ids:
+        set_times(admin, "messages", "message_id", i, age_days=30, used_days=None)
+    app.execute("select agentmem.set_lifecycle_policy(kind => 'messages', max_inactive => '7 days')")
+    found = search(app, "alice", "lark 1 alice", k=1)     # used now: folded by the run before it removes
+    run = admin.execute("select rows_removed from agentmem.apply_retention()").fetchone()[0]
+    assert run["use_log"] == 1 and run["messages"] == 2
+    assert [r[0] for r in admin.execute("select message_id from agentmem.messages")] == found
+
+
+def test_a_budget_keeps_exactly_n_per_user_the_most_recently_used_and_pinned_ones_besides(app, admin):
+    alice = [upsert(app, "alice", f"s{i}", f"Alice fact number {i}")[0] for i in range(5)]
+    bob = [upsert(app, "bob", f"s{i}", f"Bob fact number {i}")[0] for i in range(3)]
+    for n, f in enumerate(alice):
+        set_times(admin, "facts", "fact_id", f, age_days=1, used_days=n)   # alice[0] used most recently
+    app.execute("select agentmem.pin(kind => 'fact', id => %s)", (alice[4],))
+    app.execute("select agentmem.set_lifecycle_policy(kind => 'facts', keep_per_user => 2)")
+    assert admin.execute("select rows_removed from agentmem.apply_retention()").fetchone()[0]["facts"] == 3
+    left = {r[0] for r in admin.execute("select fact_id from agentmem.facts")}
+    assert left & set(alice) == {alice[0], alice[1], alice[4]} and len(left & set(bob)) == 2
+    assert admin.execute("select rows_removed from agentmem.apply_retention()").fetchone()[0]["facts"] == 0
+
+
+def test_the_dry_run_lists_exactly_what_the_real_run_then_removes(app, admin, connect, app_url):
+    _, mine = chat(app, n=6)
+    other = connect(app_url, tenant="globex")
+    _, theirs = chat(other, n=5)
+    fids = [upsert(app, "alice", f"s{i}", f"Alice fact number {i}")[0] for i in range(4)]
+    age_everything(admin)
+    app.execute("select agentmem.pin(kind => 'message', id => %s)", (mine[0],))
+    app.execute("select agentmem.set_retention_policy(kind => 'messages', max_age => '1 day')")
+    app.execute("select agentmem.set_lifecycle_policy(kind => 'facts', keep_per_user => 1)")
+    admin.execute("select agentmem.set_default_retention_policy(kind => 'messages', max_age => '1 day')")
+    before = admin.execute("select (select count(*) from agentmem.messages), (select count(*) from agentmem.facts), "
+                           "(select count(*) from agentmem.retention_cursors)").fetchone()
+    preview = admin.execute("select kind, tenant_id, would_remove, ids from agentmem.preview_retention("
+                            "batch_size => 4)").fetchall()
+    after = admin.execute("select (select count(*) from agentmem.messages), (select count(*) from agentmem.facts), "
+                          "(select count(*) from agentmem.retention_cursors)").fetchone()
+    assert after == before                       # nothing removed, no cursor moved
+    listed = {(k, t): set(ids) for k, t, n, ids in preview}
+    assert {(k, t): n for k, t, n, _ in preview} == {("messages", "acme"): 2, ("messages", "globex"): 2,
+                                                   ("facts", "acme"): 3}
+    assert str(mine[0]) not in listed[("messages", "acme")]
+    gone_before = {r[0] for r in admin.execute("select message_id::text from agentmem.messages")} | \
+        {r[0] for r in admin.execute("select fact_id::text from agentmem.facts")}
+    run = admin.execute("select rows_removed from agentmem.apply_retention(batch_size => 4)").fetchone()[0]
+    assert run["messages"] == 4 and run["facts"] == 3
+    still = {r[0] for r in admin.execute("select message_id::text from agentmem.messages")} | \
+        {r[0] for r in admin.execute("select fact_id::text from agentmem.facts")}
+    assert gone_before - still == set().union(*listed.values())
+    assert len(fids) == 4 and len(theirs) == 5
+
+
+def test_lifecycle_policy_errors(app, admin):
+    for args, state in ((("hit_log", None, None, "and"), "AM020"), (("messages", "-1 day", None, "and"), "AM020"),
+                        (("messages", None, 0, "and"), "AM020"), (("facts", None, None, "xor"), "AM020"),
+                        ((None, "1 day", None, "and"), "AM020")):
+        assert sqlstate_of(app, "select agentmem.set_lifecycle_policy(kind => %s, max_inactive => %s, "
+                           "keep_per_user => %s, combine => %s)", args) == state, args
+    assert sqlstate_of(app, "select agentmem.set_default_lifecycle_policy(kind => 'messages', "
+                       "max_inactive => '1 day')") == "42501"
+    assert sqlstate_of(app, "select agentmem.preview_retention()") == "42501"
+    assert sqlstate_of(admin, "select agentmem.preview_retention(batch_size => 0)") == "AM020"
+    row = admin.execute("select tenant_id, max_inactive is not null, keep_per_user from "
+                        "agentmem.set_default_lifecycle_policy(kind => 'facts', max_inactive => '9 days', "
+                        "keep_per_user => 7)").fetchone()
+    assert row == ("", True, 7)
+    assert count(admin, "retention_policies", "kind = 'facts' and tenant_id = ''") == 1
+
+
+def test_admin_methods(admin_url, app, admin):
+    import datetime as dt
+
+    from agentmem.admin import Admin
+    chat(app)
+    search(app, "alice", "lark 1 alice")
+    with Admin.connect(admin_url) as dba:
+        assert dba.apply_use_log() == 2
+        policy = dba.set_default_lifecycle_policy("messages", max_inactive=dt.timedelta(days=3))
+        assert policy.max_inactive == dt.timedelta(days=3) and policy.combine == "and"
+        assert dba.preview_retention() == []
