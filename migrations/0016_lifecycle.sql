@@ -96,3 +96,22 @@ comment on column agentmem.retention_policies.combine is
 comment on column agentmem.retention_policies.keep_per_user is
 'Keep at most this many rows of the kind per user (pinned ones not counted): the most recently used '
 '(else written) first, then the most used. NULL: no budget.';
+
+-- A bounded boost in ranking for recently and often used memories, off by default: a tenant's weight
+-- (NULL: off), which a search may override. search_messages and recall_facts gain use_boost: their
+-- old signatures are dropped here and created again.
+alter table agentmem.tenant_settings add column use_boost real;
+
+alter table agentmem.tenant_settings
+add constraint tenant_settings_use_boost_ck check (use_boost >= 0 and use_boost <= 0.5);
+
+comment on column agentmem.tenant_settings.use_boost is
+'The weight of use and recency in search_messages and recall_facts (0 to 0.5; NULL or 0: off): a '
+'candidate''s score is multiplied by a factor between 1 and 1 + use_boost (agentmem.set_use_boost).';
+
+drop function if exists agentmem.search_messages(
+    text, vector, int, anycompatible, real, text, text, int, int, timestamptz, timestamptz, interval
+);
+drop function if exists agentmem.recall_facts(
+    text, vector, int, text, text, int, int, timestamptz, timestamptz, timestamptz
+);

@@ -163,3 +163,56 @@ $$;
 comment on function agentmem_private.unpinned_check(text, text) is
 'Internal: the SQL condition (starting with '' and'', or empty) that keeps pinned rows of p_table (alias p_alias) '
 'out of an automatic removal: a pinned message or one of a pinned conversation, a pinned fact or conversation.';
+
+create or replace function agentmem_private.use_boost_weight(p_tenant text, p_weight real)
+returns float8
+language plpgsql
+stable
+security invoker
+set search_path from current
+as $$
+declare
+    v_weight real := p_weight;
+begin
+    if v_weight is null then
+        select s.use_boost into v_weight from agentmem.tenant_settings as s where s.tenant_id = p_tenant;
+    elsif v_weight = 'NaN' or v_weight < 0 or v_weight > 0.5 then
+        raise exception 'use_boost must be between 0 and 0.5, got %', v_weight
+        using
+            errcode = 'AM020',
+            detail = 'A candidate''s score is multiplied by a factor between 1 and 1 + use_boost.',
+            hint = 'Pass 0 to turn it off for this call, NULL for the tenant''s setting.';
+    end if;
+    return nullif(v_weight, 0);
+end
+$$;
+
+comment on function agentmem_private.use_boost_weight(text, real) is
+'Internal: the use boost''s weight of a search: p_weight when given (AM020 outside 0 to 0.5), else the tenant''s '
+'setting (tenant_settings.use_boost); NULL when off (NULL or 0).';
+
+create or replace function agentmem_private.use_boost_factor(
+    p_weight float8, p_last_used timestamptz, p_created timestamptz, p_use_count bigint, p_now timestamptz
+) returns float8
+language sql
+immutable
+parallel safe
+security invoker
+set search_path from current
+as $$
+    -- 1 + weight * signal, the signal in [0, 1]: 0.5 for use (halved each 7 days since the last use,
+    -- 0 if never used), 0.3 for creation (halved each 30 days), 0.2 for the count (1 - 1 / (1 + ln(1 + n))).
+    select 1 + least(greatest(coalesce(p_weight, 0), 0), 0.5) * least(greatest(
+        coalesce(0.5 * pg_catalog.power(
+            0.5::float8, greatest(extract(epoch from p_now - p_last_used)::float8, 0) / (7 * 86400)
+        ), 0)
+        + coalesce(0.3 * pg_catalog.power(
+            0.5::float8, greatest(extract(epoch from p_now - p_created)::float8, 0) / (30 * 86400)
+        ), 0)
+        + 0.2 * (1 - 1 / (1 + pg_catalog.ln(1 + greatest(coalesce(p_use_count, 0), 0)::float8))),
+        0), 1)
+$$;
+
+comment on function agentmem_private.use_boost_factor(float8, timestamptz, timestamptz, bigint, timestamptz) is
+'Internal: the use boost''s factor of a candidate, always between 1 and 1 + p_weight (p_weight clamped to 0..0.5): '
+'1 + p_weight * (0.5 * 0.5^(days since last use / 7) + 0.3 * 0.5^(days since created / 30) + 0.2 * (1 - 1 / (1 + ln(1 + use count)))).';

@@ -122,7 +122,8 @@ create or replace function agentmem.search_messages(
     rrf_k int default 60,
     since timestamptz default null,
     until timestamptz default null,
-    recency_half_life interval default null
+    recency_half_life interval default null,
+    use_boost real default null
 ) returns setof agentmem.message_hit
 language plpgsql
 volatile
@@ -143,11 +144,13 @@ declare
     v_half_life float8;
     v_hit agentmem.message_hit;
     v_used uuid[] := '{}';
+    v_boost float8;
 begin
     perform agentmem_private.check_user_id(search_messages.user_id);
     perform agentmem_private.check_range('k', search_messages.k, 1, 1000);
     perform agentmem_private.check_window(search_messages.since, search_messages.until);
     v_half_life := agentmem_private.check_half_life(search_messages.recency_half_life);
+    v_boost := agentmem_private.use_boost_weight(v_tenant, search_messages.use_boost);
     if search_messages.min_similarity is not null then
         perform agentmem_private.check_similarity('min_similarity', search_messages.min_similarity);
     end if;
@@ -178,7 +181,7 @@ begin
         from agentmem_private.vector_search(
             table_name => 'message_embeddings', tenant_id => v_tenant, model => v_model, dimension => v_dim,
             query_embedding => search_messages.query_embedding,
-            k => case when v_query is null and v_half_life is null then search_messages.k else v_pool end,
+            k => case when v_query is null and v_half_life is null and v_boost is null then search_messages.k else v_pool end,
             user_id => search_messages.user_id, conversation_id => v_conversation_id,
             since => search_messages.since, until => search_messages.until
         ) as n
@@ -191,14 +194,15 @@ begin
         select array_agg(x.message_id order by x.text_rank) into v_txt_ids
         from agentmem_private.text_match_messages(
             v_tenant, search_messages.user_id, v_query,
-            case when search_messages.query_embedding is null and v_half_life is null then search_messages.k else v_pool end,
+            case when search_messages.query_embedding is null and v_half_life is null and v_boost is null
+                then search_messages.k else v_pool end,
             v_conversation_id, search_messages.since, search_messages.until
         ) as x;
     end if;
 
     -- Fused by reciprocal rank: score = sum over the branches of 1 / (rrf_k + rank);
     -- with one branch, its order.
-    if v_half_life is null then
+    if v_half_life is null and v_boost is null then
         return query
         select
             m.message_id, m.conversation_id, m.message_index, m.role, m.content, m.metadata, m.created_at,
@@ -226,10 +230,12 @@ begin
             (1 - v_vec_distances[f.vector_rank])::real as similarity,
             f.vector_rank,
             f.text_rank,
-            f.score * pg_catalog.power(
+            f.score * coalesce(pg_catalog.power(
                 0.5::float8,
                 greatest(extract(epoch from v_now - m.occurred_at)::float8, 0) / v_half_life
-            ) as score,
+            ), 1)
+            -- the use boost (agentmem_private.use_boost_factor): 1 to 1 + use_boost, never a filter
+            * agentmem_private.use_boost_factor(v_boost, m.last_used_at, m.created_at, m.use_count, v_now) as score,
             m.occurred_at
         from agentmem_private.fuse_ranks(
             v_vec_ids, v_txt_ids, search_messages.rrf_k,
@@ -248,7 +254,7 @@ end
 $$;
 
 comment on function agentmem.search_messages(
-    text, vector, int, anycompatible, real, text, text, int, int, timestamptz, timestamptz, interval
+    text, vector, int, anycompatible, real, text, text, int, int, timestamptz, timestamptz, interval, real
 ) is
 'The user''s k past messages best matching a query embedding, a query text or both, in the current tenant, best first.
 - query_embedding only: the k most similar messages (today''s vector search). Returns k rows whenever
@@ -280,6 +286,12 @@ beside created_at (when it was stored).
 recency_half_life (NULL by default: off): a positive interval; each candidate of the pool (of both
 branches) has its score multiplied by 0.5 ^ (age / recency_half_life), age = (until, else now) minus
 occurred_at (0 for a later message), and the k best of those come back (with one branch too).
+use_boost (0 to 0.5; NULL: the tenant''s setting, agentmem.set_use_boost, off unless set; 0: off): each
+candidate of the pool has its score multiplied by a factor between 1 and 1 + use_boost, higher for a
+message used lately (returned by a search; halved each 7 days), created lately (halved each 30 days)
+and used often; the k best come back. A factor, never a filter: any candidate may still come back.
+Off, the results are exactly those without it. Each row returned counts as used (use_count and
+last_used_at, folded in by the use job; nothing is recorded in a read-only transaction).
 Limits: k 1 to 1,000; candidate_pool 1 to 1,000 (default 60); rrf_k 0 to 1,000 (default 60) (AM020);
 query_text at most 100,000 characters (AM021); AM010/AM011 for a bad query embedding or model.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.

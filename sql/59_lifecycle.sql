@@ -129,13 +129,22 @@ volatile
 security invoker
 set search_path from current
 as $$
+declare
+    v_started timestamptz := pg_catalog.clock_timestamp();
+    v_folded bigint;
 begin
     perform agentmem_private.check_range('batch_size', apply_use_log.batch_size, 1, 10000000);
     perform agentmem_private.check_sees_every_tenant(
         'agentmem.apply_use_log', 'it folds the uses of every tenant',
         'Run it as a superuser or a role with BYPASSRLS; every apply_retention run folds the uses too.'
     );
-    return agentmem_private.fold_use_log(apply_use_log.batch_size);
+    v_folded := agentmem_private.fold_use_log(apply_use_log.batch_size);
+    -- A run is recorded (agentmem.health shows the job use_log), unless a concurrent one held the log.
+    if v_folded > 0 or pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtextextended('agentmem.apply_use_log', 5)) then
+        insert into agentmem.job_runs (tenant_id, job, started_at, finished_at, rows_removed, total_removed)
+        values ('', 'use_log', v_started, pg_catalog.clock_timestamp(), pg_catalog.jsonb_build_object('uses_folded', v_folded), 0);
+    end if;
+    return v_folded;
 end
 $$;
 
@@ -144,8 +153,10 @@ comment on function agentmem.apply_use_log(int) is
 At most batch_size uses (1 to 10,000,000; default 100,000) per call, every tenant in turn, oldest first;
 uses of items deleted since are dropped. One run at a time: a concurrent call returns 0 at once. Every
 apply_retention run folds too (its rows_removed carries use_log: the uses folded), so the retention
-schedule keeps the columns current; call this for fresher counts. Runs as a superuser or BYPASSRLS role
-(AM041 otherwise) because it works across tenants.
+schedule keeps the columns current; call this for fresher counts. Each run is recorded in
+agentmem.job_runs as job use_log (rows_removed: uses_folded), so agentmem.health shows it (a call that
+found another run holding the log records nothing). Runs as a superuser or BYPASSRLS role (AM041
+otherwise) because it works across tenants.
 Called by: the DBA (granted to no role).';
 
 create or replace function agentmem_private.retention_due(
@@ -364,3 +375,34 @@ answer cache''s sweep of expired entries, and fact history that goes with its la
 batch_size 1 to 1,000,000 (AM020). Waits for a running apply_retention. Runs as a superuser or BYPASSRLS
 role (AM041 otherwise).
 Called by: the DBA (granted to no role).';
+
+create or replace function agentmem.set_use_boost(weight real)
+returns real
+language plpgsql
+volatile
+security definer
+set search_path from current
+as $$
+declare
+    v_tenant text := agentmem.current_tenant();
+begin
+    if set_use_boost.weight is not null then
+        perform agentmem_private.use_boost_weight(v_tenant, set_use_boost.weight);
+    end if;
+    insert into agentmem.tenant_settings as s (tenant_id, use_boost)
+    values (v_tenant, nullif(set_use_boost.weight, 0))
+    on conflict on constraint tenant_settings_pkey do update
+        set use_boost = excluded.use_boost, updated_at = excluded.updated_at;
+    return nullif(set_use_boost.weight, 0);
+end
+$$;
+
+comment on function agentmem.set_use_boost(real) is
+'Set the current tenant''s use boost: the weight with which search_messages and recall_facts favour memories used or created lately and used often, when a call passes no use_boost; returns it (NULL: off).
+weight 0 to 0.5 (AM020 outside): each candidate''s score is multiplied by a factor between 1 and
+1 + weight (agentmem_private.use_boost_factor: 0.5 for the last use, halved each 7 days; 0.3 for
+creation, halved each 30 days; 0.2 for the count); NULL or 0 turns it off (the default), and results
+are then exactly those without it. A factor, never a filter. Measure it on your data before turning it
+on (bench/results/lifecycle.md).
+Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
+Called by: the application (agentmem_app).';

@@ -19,6 +19,7 @@ TESTED_WITH = {
     "03_distributed": ["test_distribute.py"],
     "04_forget_helpers": ["test_forget.py"],
     "06_use": ["test_lifecycle.py"],
+    "18_use_boost": ["test_lifecycle.py"],
     "15_embedding_cache": ["test_embed.py"],
     "30_answer_cache_guard": ["test_answer_cache.py"],
     "31_answer_cache": ["test_answer_cache.py"],

@@ -289,6 +289,11 @@ def test_driver_methods(driver, admin):
     call("store_message", conv, "user", "hello zorkmid", vec("hello zorkmid"))
     assert call("pin", "conversation", conv) is not None
     assert call("unpin", "conversation", conv) is True
+    assert call("set_use_boost", 0.25) == 0.25 and call("set_use_boost", None) is None
+    assert len(call("search_messages", "u1", vec("hello zorkmid"), use_boost=0.1)) == 1
+    assert call("recall_facts", "u1", vec("hello"), use_boost=0.1) == []
+    policy = call("set_lifecycle_policy", "facts", keep_per_user=3)
+    assert policy.keep_per_user == 3 and policy.max_inactive is None
     assert count(admin, "conversations", "pinned_at is null") == 1
 
 
@@ -402,3 +407,93 @@ def test_admin_methods(admin_url, app, admin):
         policy = dba.set_default_lifecycle_policy("messages", max_inactive=dt.timedelta(days=3))
         assert policy.max_inactive == dt.timedelta(days=3) and policy.combine == "and"
         assert dba.preview_retention() == []
+
+
+def test_health_shows_the_use_job_and_retention_carries_the_lifecycle(app, admin):
+    chat(app)
+    search(app, "alice", "lark 1 alice")
+    assert fold(admin) == 2
+    row = admin.execute("select status, last_error from agentmem.health where job = 'use_log'").fetchone()
+    assert row == ("ok", None)
+    assert admin.execute("select rows_removed from agentmem.job_runs where job = 'use_log'").fetchone()[0] == {
+        "uses_folded": 2}
+
+
+# -- the use boost -------------------------------------------------------------------------------
+
+def hits(conn, sql, params):
+    return conn.execute(sql, params).fetchall()
+
+
+SEARCH = ("select message_id, vector_rank, text_rank, score, similarity from agentmem.search_messages(user_id => 'alice', "
+          "query_embedding => %s, query_text => %s, k => %s, model => 'all-minilm'{extra})")
+RECALL = ("select fact_id, vector_rank, text_rank, score, similarity from agentmem.recall_facts(user_id => 'alice', "
+          "query_embedding => %s, query_text => %s, k => %s{extra})")
+
+
+def test_with_the_boost_off_results_equal_todays_exactly(app, admin):
+    chat(app, n=8)
+    for i in range(6):
+        upsert(app, "alice", f"s{i}", f"Alice lark fact {i}")
+    search(app, "alice", "lark 3 alice", k=3)
+    recall(app, "alice", "Alice lark fact 2", k=2)
+    fold(admin)
+    for sql, emb in ((SEARCH, vec("lark 2 alice", 384)), (RECALL, vec("Alice lark fact 1"))):
+        for text, k in ((None, 3), ("lark", 4), ("lark alice", 2)):
+            today = hits(app, sql.format(extra=""), (emb, text, k))
+            assert len(today) == k
+            for off in (", use_boost => 0", ", use_boost => null"):
+                assert hits(app, sql.format(extra=off), (emb, text, k)) == today
+    # a tenant setting of 0 or NULL is off too
+    assert app.execute("select agentmem.set_use_boost(weight => 0)").fetchone()[0] is None
+    assert hits(app, SEARCH.format(extra=""), (vec("lark 2 alice", 384), None, 3)) == \
+        hits(app, SEARCH.format(extra=", use_boost => 0"), (vec("lark 2 alice", 384), None, 3))
+
+
+def test_with_the_boost_on_a_recently_used_memory_outranks_an_equal_older_one(app, admin):
+    conv = start_conversation(app, "alice")
+    same = vec("twin", 384)
+    a = store_message(app, conv, "twin one", embedding=same)[0]
+    b = store_message(app, conv, "twin two", embedding=same)[0]
+    admin.execute("update agentmem.messages set created_at = now() - interval '60 days'")
+    admin.execute("update agentmem.messages set last_used_at = now() - interval '1 hour', use_count = 3 "
+                  "where message_id = %s", (b,))
+    plain = hits(app, SEARCH.format(extra=""), (same, None, 1))
+    boosted = hits(app, SEARCH.format(extra=", use_boost => 0.2"), (same, None, 2))
+    assert boosted[0][0] == b and boosted[1][0] == a and {plain[0][0]} <= {a, b}
+    # the factor stays in [1, 1 + weight]: the used one's score is at most 1.2 times the plain one
+    assert boosted[1][3] <= boosted[0][3] <= boosted[1][3] * 1.2 + 1e-12
+    # facts: same subject text, one used lately; as a tenant setting
+    f1 = upsert(app, "alice", "pet", "Alice has a cat", dim_text="pet")[0]
+    f2 = upsert(app, "alice", "animal", "Alice owns a cat", dim_text="pet")[0]
+    admin.execute("update agentmem.facts set created_at = now() - interval '60 days'")
+    admin.execute("update agentmem.facts set last_used_at = now(), use_count = 5 where fact_id = %s", (f1,))
+    app.execute("select agentmem.set_use_boost(weight => 0.5)")
+    got = hits(app, RECALL.format(extra=""), (vec("pet"), None, 2))
+    assert [g[0] for g in got] == [f1, f2]
+    assert hits(app, RECALL.format(extra=", use_boost => 0"), (vec("pet"), None, 2))[0][3] <= got[0][3]
+
+
+def test_the_factor_never_leaves_its_bounds_and_never_filters(app, admin):
+    bounds = admin.execute(
+        "select min(f), max(f) from (select agentmem_private.use_boost_factor(w, u, c, n, now()) as f "
+        "from unnest(array[-1, 0, 0.1, 0.5, 3]::float8[]) as w, "
+        "unnest(array[null, now(), now() + interval '1 day', now() - interval '10 years']::timestamptz[]) as u, "
+        "unnest(array[now(), now() - interval '1000 days', now() + interval '1 day']::timestamptz[]) as c, "
+        "unnest(array[null, 0, 1, 1000000000, -5]::bigint[]) as n) as x").fetchone()
+    assert bounds[0] >= 1 and bounds[1] <= 1.5 and bounds[1] > 1.4
+    _, ids = chat(app, n=6)
+    admin.execute("update agentmem.messages set last_used_at = now(), use_count = 100 where message_id = %s", (ids[5],))
+    all_plain = {r[0] for r in hits(app, SEARCH.format(extra=""), (vec("lark 0 alice", 384), None, 6))}
+    all_boosted = {r[0] for r in hits(app, SEARCH.format(extra=", use_boost => 0.5"), (vec("lark 0 alice", 384), None, 6))}
+    assert all_plain == all_boosted == set(ids)
+
+
+def test_use_boost_errors(app):
+    for weight in (-0.1, 0.51, float("nan")):
+        assert sqlstate_of(app, "select agentmem.set_use_boost(weight => %s::real)", (weight,)) == "AM020"
+        assert sqlstate_of(app, "select * from agentmem.search_messages(user_id => 'a', query_text => 'x', "
+                           "use_boost => %s::real)", (weight,)) == "AM020"
+        assert sqlstate_of(app, "select * from agentmem.recall_facts(user_id => 'a', query_text => 'x', "
+                           "use_boost => %s::real)", (weight,)) == "AM020"
+    assert abs(app.execute("select agentmem.set_use_boost(weight => 0.3)").fetchone()[0] - 0.3) < 1e-6
