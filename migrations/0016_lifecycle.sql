@@ -115,3 +115,76 @@ drop function if exists agentmem.search_messages(
 drop function if exists agentmem.recall_facts(
     text, vector, int, text, text, int, int, timestamptz, timestamptz, timestamptz
 );
+
+-- Consolidation that supersedes, never destroys: a near-duplicate fact of a user goes into the history
+-- of the newer one (change 'merged', its period closed) and the newer one's sources become the union.
+-- Each run is recorded (consolidation_runs) with what it changed (consolidation_changes: the merged
+-- fact's row as it was, the newer one's sources before), so that an undo restores exactly that.
+alter table agentmem.fact_history drop constraint fact_history_change_ck;
+
+alter table agentmem.fact_history
+add constraint fact_history_change_ck check (change in ('replaced', 'corrected', 'merged'));
+
+alter table agentmem.tenant_settings
+add column consolidate_min_similarity real,
+add column consolidate_max_changes int;
+
+alter table agentmem.tenant_settings
+add constraint tenant_settings_consolidate_ck check (
+    (consolidate_min_similarity is null or (consolidate_min_similarity >= 0.8 and consolidate_min_similarity <= 1))
+    and (consolidate_max_changes is null or consolidate_max_changes between 1 and 10000)
+);
+
+comment on column agentmem.tenant_settings.consolidate_min_similarity is
+'Consolidation of near-duplicate facts: the least cosine similarity of two facts of one user whose subjects '
+'are the same once normalised (0.8 to 1); NULL: the tenant is not consolidated by the scheduled job.';
+comment on column agentmem.tenant_settings.consolidate_max_changes is
+'Consolidation: at most this many facts merged per run (1 to 10,000; NULL: 100).';
+
+create table agentmem.consolidation_runs (
+    tenant_id text not null,
+    run_id uuid not null default gen_random_uuid(),
+    user_id text,
+    dry_run boolean not null,
+    min_similarity real not null,
+    max_changes int not null,
+    changes int not null default 0,
+    started_at timestamptz not null default now(),
+    undone_at timestamptz,
+    constraint consolidation_runs_pkey primary key (tenant_id, run_id)
+);
+
+comment on table agentmem.consolidation_runs is
+'Runs of fact consolidation: whose facts (user_id NULL: every user of the tenant), dry run or not, the '
+'bounds used, how many facts were merged, and when the run was undone.';
+
+create index consolidation_runs_user_idx on agentmem.consolidation_runs (tenant_id, user_id);
+
+alter table agentmem.consolidation_runs enable row level security;
+alter table agentmem.consolidation_runs force row level security;
+
+create table agentmem.consolidation_changes (
+    tenant_id text not null,
+    run_id uuid not null,
+    older_fact_id uuid not null,
+    newer_fact_id uuid not null,
+    user_id text not null,
+    similarity real,
+    reason text not null,
+    older_row jsonb,
+    newer_sources_before uuid [],
+    history_id bigint,
+    constraint consolidation_changes_pkey primary key (tenant_id, run_id, older_fact_id),
+    constraint consolidation_changes_run_fk foreign key (tenant_id, run_id)
+    references agentmem.consolidation_runs (tenant_id, run_id) on delete cascade,
+    constraint consolidation_changes_reason_ck check (reason in ('same subject', 'same text'))
+);
+
+comment on table agentmem.consolidation_changes is
+'What a consolidation run merged: the older fact (its whole row as it was, older_row; NULL in a dry run) '
+'into the newer one (whose sources before are newer_sources_before), the history row it became, and why.';
+
+create index consolidation_changes_user_idx on agentmem.consolidation_changes (tenant_id, user_id);
+
+alter table agentmem.consolidation_changes enable row level security;
+alter table agentmem.consolidation_changes force row level security;

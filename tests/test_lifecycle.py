@@ -293,6 +293,8 @@ def test_driver_methods(driver, admin):
     assert len(call("search_messages", "u1", vec("hello zorkmid"), use_boost=0.1)) == 1
     assert call("recall_facts", "u1", vec("hello"), use_boost=0.1) == []
     policy = call("set_lifecycle_policy", "facts", keep_per_user=3)
+    assert call("consolidate_facts", "u1", dry_run=True) == []
+    assert call("set_consolidation", 0.95) is True
     assert policy.keep_per_user == 3 and policy.max_inactive is None
     assert count(admin, "conversations", "pinned_at is null") == 1
 
@@ -407,6 +409,7 @@ def test_admin_methods(admin_url, app, admin):
         policy = dba.set_default_lifecycle_policy("messages", max_inactive=dt.timedelta(days=3))
         assert policy.max_inactive == dt.timedelta(days=3) and policy.combine == "and"
         assert dba.preview_retention() == []
+        assert dba.apply_consolidation().job == "consolidation"
 
 
 def test_health_shows_the_use_job_and_retention_carries_the_lifecycle(app, admin):
@@ -497,3 +500,149 @@ def test_use_boost_errors(app):
         assert sqlstate_of(app, "select * from agentmem.recall_facts(user_id => 'a', query_text => 'x', "
                            "use_boost => %s::real)", (weight,)) == "AM020"
     assert abs(app.execute("select agentmem.set_use_boost(weight => 0.3)").fetchone()[0] - 0.3) < 1e-6
+
+
+# -- consolidation ---------------------------------------------------------------------------------
+
+def facts_state(admin) -> dict:
+    """Every row of facts and fact_history, row for row (vectors as text)."""
+    return {
+        "facts": admin.execute("select f.*, f.embedding::text from agentmem.facts as f order by fact_id").fetchall(),
+        "history": admin.execute("select h.* from agentmem.fact_history as h order by history_id").fetchall(),
+    }
+
+
+def planted(app, user="alice"):
+    """A near-duplicate pair of one user (same normalised subject, same embedding), sources on both."""
+    conv = start_conversation(app, user)
+    m1 = store_message(app, conv, f"{user} said Lyon")[0]
+    m2 = store_message(app, conv, f"{user} said Lyon again")[0]
+    older = upsert(app, user, "home city", f"{user} lives in Lyon", [m1], dim_text="lyon")[0]
+    newer = upsert(app, user, "Home_City", f"{user} lives in Lyon, France", [m2], dim_text="lyon")[0]
+    return older, newer, m1, m2
+
+
+def test_consolidation_merges_a_planted_pair_keeps_both_in_history_and_unions_provenance(app, admin):
+    older, newer, m1, m2 = planted(app)
+    other = upsert(app, "alice", "diet", "Alice is vegetarian")[0]
+    changes = app.execute("select run_id, older_fact_id, newer_fact_id, reason, older_fact, newer_fact "
+                          "from agentmem.consolidate_facts(user_id => 'alice')").fetchall()
+    assert [c[1:] for c in changes] == [(older, newer, "same subject", "alice lives in Lyon", "alice lives in Lyon, France")]
+    assert {r[0] for r in admin.execute("select fact_id from agentmem.facts")} == {newer, other}
+    row = admin.execute("select source_message_ids from agentmem.facts where fact_id = %s", (newer,)).fetchone()[0]
+    assert set(row) == {m1, m2}
+    history = app.execute("select fact, source_message_ids, valid_to is not null from agentmem.fact_history("
+                          "fact_id => %s)", (newer,)).fetchall()
+    assert history == [("alice lives in Lyon", [m1], True)]
+    assert admin.execute("select change from agentmem.fact_history").fetchone()[0] == "merged"
+    run = admin.execute("select dry_run, changes, user_id from agentmem.consolidation_runs").fetchone()
+    assert run == (False, 1, "alice")
+    # again: nothing left to merge
+    assert app.execute("select count(*) from agentmem.consolidate_facts(user_id => 'alice')").fetchone()[0] == 0
+
+
+def test_near_identical_text_under_other_subjects_is_merged_too(app, admin):
+    a = upsert(app, "alice", "diet", "Alice is vegetarian.")[0]
+    b = upsert(app, "alice", "food preference", "alice is VEGETARIAN", dim_text="something else entirely")[0]
+    changes = app.execute("select older_fact_id, newer_fact_id, reason from agentmem.consolidate_facts()").fetchall()
+    assert changes == [(a, b, "same text")]
+
+
+def test_consolidation_touches_no_pinned_fact_and_no_other_user_or_tenant(app, admin, connect, app_url):
+    older, newer, _, _ = planted(app)
+    app.execute("select agentmem.pin(kind => 'fact', id => %s)", (older,))
+    planted(app, user="bob")
+    other = connect(app_url, tenant="globex")
+    planted(other)
+    before = facts_state(admin)
+    assert app.execute("select count(*) from agentmem.consolidate_facts(user_id => 'alice')").fetchone()[0] == 0
+    assert facts_state(admin) == before
+    # bob's pair merges, alice's pinned one and globex's stay
+    assert app.execute("select count(*) from agentmem.consolidate_facts()").fetchone()[0] == 1
+    assert count(admin, "facts", "tenant_id = 'globex'") == 2 and count(admin, "facts", "tenant_id = 'acme' and user_id = 'alice'") == 2
+    assert count(admin, "facts", "user_id = 'bob'") == 1
+
+
+def test_a_dry_run_changes_nothing_and_lists_what_the_run_then_does(app, admin):
+    planted(app)
+    upsert(app, "alice", "diet", "Alice is vegetarian.")
+    upsert(app, "alice", "food", "alice is vegetarian", dim_text="x")
+    before = facts_state(admin)
+    dry = app.execute("select older_fact_id, newer_fact_id, reason from agentmem.consolidate_facts(dry_run => true) "
+                      "order by 1").fetchall()
+    assert len(dry) == 2 and facts_state(admin) == before
+    assert admin.execute("select dry_run, changes from agentmem.consolidation_runs").fetchone() == (True, 2)
+    real = app.execute("select older_fact_id, newer_fact_id, reason from agentmem.consolidate_facts() "
+                       "order by 1").fetchall()
+    assert real == dry
+
+
+def test_undo_restores_the_tables_row_for_row(app, admin):
+    planted(app)
+    planted(app, user="bob")
+    upsert(app, "alice", "diet", "Alice is vegetarian.")
+    upsert(app, "alice", "food", "alice is vegetarian", dim_text="x")
+    before = facts_state(admin)
+    run = app.execute("select distinct run_id from agentmem.consolidate_facts()").fetchall()
+    assert len(run) == 1 and facts_state(admin) != before
+    assert app.execute("select agentmem.undo_consolidation(run_id => %s)", (run[0][0],)).fetchone()[0] == 3
+    assert facts_state(admin) == before
+    assert sqlstate_of(app, "select agentmem.undo_consolidation(run_id => %s)", (run[0][0],)) == "AM031"
+
+
+def test_undo_errors(app, admin, connect, app_url):
+    older, newer, _, _ = planted(app)
+    dry = app.execute("select run_id from agentmem.consolidate_facts(dry_run => true)").fetchone()[0]
+    assert sqlstate_of(app, "select agentmem.undo_consolidation(run_id => %s)", (dry,)) == "AM031"
+    run = app.execute("select run_id from agentmem.consolidate_facts()").fetchone()[0]
+    assert sqlstate_of(app, "select agentmem.undo_consolidation(run_id => 'nope')") == "AM020"
+    other = connect(app_url, tenant="globex")
+    assert sqlstate_of(other, "select agentmem.undo_consolidation(run_id => %s)", (run,)) == "AM030"
+    # the subject is taken again: nothing is undone
+    upsert(app, "alice", "home city", "alice lives in Paris", dim_text="paris")
+    before = facts_state(admin)
+    assert sqlstate_of(app, "select agentmem.undo_consolidation(run_id => %s)", (run,)) == "AM031"
+    assert facts_state(admin) == before
+    for args in (("alice", False, 0.5, None), ("alice", False, None, 0), ("alice", None, None, None), ("  ", False, None, None)):
+        assert sqlstate_of(app, "select * from agentmem.consolidate_facts(user_id => %s, dry_run => %s, "
+                           "min_similarity => %s::real, max_changes => %s)", args) == "AM020", args
+    assert sqlstate_of(app, "select agentmem.set_consolidation(min_similarity => 0.1)") == "AM020"
+    assert sqlstate_of(app, "select agentmem.set_consolidation(min_similarity => 0.9, max_changes => 0)") == "AM020"
+    assert sqlstate_of(app, "select agentmem.apply_consolidation()") == "42501"
+
+
+def test_a_run_concurrent_with_writers_loses_nothing(app, admin, connect, app_url):
+    older, newer, m1, m2 = planted(app)
+    runner = connect(app_url, tenant="acme")
+    runner.execute("begin")
+    runner.execute("select * from agentmem.consolidate_facts(user_id => 'alice')")
+    done = {}
+
+    def write():
+        writer = connect(app_url, tenant="acme")
+        done["new"] = upsert(writer, "alice", "Home_City", "alice moved to Berlin", dim_text="berlin")
+        done["other"] = upsert(writer, "alice", "pet", "alice has a cat")
+
+    t = threading.Thread(target=write)
+    t.start()
+    t.join(0.5)
+    assert t.is_alive()                 # the writer waits for the run
+    runner.execute("commit")
+    t.join(30)
+    assert done["new"][1] == "replaced"
+    texts = {r[0] for r in admin.execute("select fact from agentmem.facts")}
+    history = {r[0] for r in admin.execute("select fact from agentmem.fact_history")}
+    assert texts == {"alice moved to Berlin", "alice has a cat"}
+    assert history == {"alice lives in Lyon", "alice lives in Lyon, France"}
+
+
+def test_the_scheduled_job_consolidates_the_tenants_that_asked_and_shows_in_health(app, admin, connect, app_url):
+    planted(app)
+    other = connect(app_url, tenant="globex")
+    planted(other)
+    assert app.execute("select agentmem.set_consolidation(min_similarity => 0.9, max_changes => 5)").fetchone()[0]
+    run = admin.execute("select job, rows_removed, error from agentmem.apply_consolidation()").fetchone()
+    assert run == ("consolidation", {"facts_merged": 1}, None)
+    assert count(admin, "facts", "tenant_id = 'acme'") == 1 and count(admin, "facts", "tenant_id = 'globex'") == 2
+    assert admin.execute("select status from agentmem.health where job = 'consolidation'").fetchone()[0] == "ok"
+    assert app.execute("select agentmem.set_consolidation(min_similarity => null)").fetchone()[0] is False

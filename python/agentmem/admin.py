@@ -96,6 +96,10 @@ class Admin:
                             "max_inactive => %s, keep_per_user => %s, combine => %s)",
                             kind, max_inactive, keep_per_user, combine))
 
+    def apply_consolidation(self) -> JobRun:
+        """Consolidate the facts of every tenant that asked for it (agentmem.set_consolidation)."""
+        return self.run(one(JobRun, "select * from agentmem.apply_consolidation()"))
+
     def preview_retention(self, batch_size: int = 5000) -> list[dict]:
         """What apply_retention would remove now: one dict per kind and tenant (would_remove, ids)."""
         return self.run(rows(dict, "select * from agentmem.preview_retention(batch_size => %s)", batch_size))

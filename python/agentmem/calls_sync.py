@@ -303,6 +303,24 @@ class Calls:
         """Pin a message, conversation or fact (kind); returns when it was (first) pinned."""
         return self.run(value(dt.datetime, "select agentmem.pin(kind => %s, id => %s)", kind, id), conn)
 
+    def consolidate_facts(self, user_id: str | None = None, *, dry_run: bool = False,
+                          min_similarity: float | None = None, max_changes: int | None = None,
+                          conn: Conn = None) -> list[dict]:
+        """Merge near-duplicate facts into their newer twin's history; one dict per change (run_id, ...)."""
+        return self.run(rows(dict, "select * from agentmem.consolidate_facts(user_id => %s, dry_run => %s, "
+                             "min_similarity => %s::real, max_changes => %s)",
+                             user_id, dry_run, min_similarity, max_changes), conn)
+
+    def undo_consolidation(self, run_id: uuid.UUID | str, *, conn: Conn = None) -> int:
+        """Restore what one consolidation run changed; returns the facts restored."""
+        return self.run(value(int, "select agentmem.undo_consolidation(run_id => %s)", run_id), conn)
+
+    def set_consolidation(self, min_similarity: float | None, max_changes: int | None = None, *,
+                          conn: Conn = None) -> bool:
+        """The tenant's consolidation bounds for the scheduled job (None: off); returns whether it is on."""
+        return self.run(value(bool, "select agentmem.set_consolidation(min_similarity => %s::real, "
+                              "max_changes => %s)", min_similarity, max_changes), conn)
+
     def set_use_boost(self, weight: float | None, *, conn: Conn = None) -> float | None:
         """The tenant's use boost in search_messages and recall_facts (0 to 0.5; None or 0: off)."""
         return self.run(value(float, "select agentmem.set_use_boost(weight => %s::real)", weight), conn)
