@@ -172,7 +172,7 @@ create table agentmem.consolidation_changes (
     similarity real,
     reason text not null,
     older_row jsonb,
-    newer_sources_before uuid [],
+    newer_sources_before uuid[],
     history_id bigint,
     constraint consolidation_changes_pkey primary key (tenant_id, run_id, older_fact_id),
     constraint consolidation_changes_run_fk foreign key (tenant_id, run_id)

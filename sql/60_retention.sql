@@ -408,7 +408,10 @@ Safe to run too often (a concurrent run returns at once;
 a run with nothing to do removes nothing) and records each run in agentmem.job_runs (rows removed per
 kind, duration, errors: a failing kind does not stop the others). Messages go with their embeddings
 and retrieval records (by cascade);
-fact history whose sources all expired goes with them. Runs as a superuser or BYPASSRLS role (AM041
+fact history whose sources all expired goes with them. Pinned rows (agentmem.pin) are never removed;
+a policy may add inactivity and a per-user budget (agentmem.set_lifecycle_policy); the uses searches
+recorded are folded first (rows_removed.use_log: uses folded), and agentmem.preview_retention lists what
+a run would remove. Runs as a superuser or BYPASSRLS role (AM041
 otherwise) because it works across tenants; schedule it with agentmem.schedule_retention or call it
 from any scheduler.
 Called by: the DBA (granted to no role).';

@@ -1,6 +1,7 @@
-"""Lifecycle (sql/06_use.sql, sql/59_lifecycle.sql): use recorded by every search and lookup without a
-write on the rows read (an append-only log folded by a job), pins, and what both change in retention,
-erasure and export."""
+"""Lifecycle (sql/06_use.sql, sql/18_use_boost.sql, sql/59_lifecycle.sql, sql/63_retention_preview.sql):
+use recorded by every search and lookup without a write on the rows read (an append-only log folded by
+a job), pins, forgetting by inactivity and budget with its dry run, the bounded use boost, and
+consolidation that supersedes with its undo; what they change in retention, erasure and export."""
 
 from __future__ import annotations
 
