@@ -177,12 +177,18 @@ create table agentmem.consolidation_changes (
     constraint consolidation_changes_pkey primary key (tenant_id, run_id, older_fact_id),
     constraint consolidation_changes_run_fk foreign key (tenant_id, run_id)
     references agentmem.consolidation_runs (tenant_id, run_id) on delete cascade,
+    -- The merged fact's text (older_row) lives no longer than the fact it went into, or its history row.
+    constraint consolidation_changes_newer_fk foreign key (tenant_id, newer_fact_id)
+    references agentmem.facts (tenant_id, fact_id) on delete cascade,
+    constraint consolidation_changes_history_fk foreign key (tenant_id, history_id)
+    references agentmem.fact_history (tenant_id, history_id) on delete cascade,
     constraint consolidation_changes_reason_ck check (reason in ('same subject', 'same text'))
 );
 
 comment on table agentmem.consolidation_changes is
 'What a consolidation run merged: the older fact (its whole row as it was, older_row; NULL in a dry run) '
-'into the newer one (whose sources before are newer_sources_before), the history row it became, and why.';
+'into the newer one (whose sources before are newer_sources_before), the history row it became, and why. '
+'A change goes with the newer fact or its history row (erasure, retention, an undo): no copy of a text outlives it.';
 
 create index consolidation_changes_user_idx on agentmem.consolidation_changes (tenant_id, user_id);
 

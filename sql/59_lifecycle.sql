@@ -667,7 +667,8 @@ $$;
 
 comment on function agentmem.undo_consolidation(anycompatible) is
 'Undo one consolidation run of the current tenant: every fact it merged is back as it was (same id, text, embedding, sources, times), its history rows go, and the newer facts lose the sources it added; returns the facts restored.
-All or nothing: AM031 when a newer fact or a history row it wrote is gone, or a merged fact''s subject is
+The run''s record stays (agentmem.consolidation_runs, undone_at set); its changes go with the history rows
+they wrote. All or nothing: AM031 when a newer fact or a history row it wrote is gone, or a merged fact''s subject is
 taken again, and for a dry run or a run undone already; AM030 for a run not in the current tenant;
 AM020 for an id that is not a UUID.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.

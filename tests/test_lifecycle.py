@@ -540,6 +540,10 @@ def test_consolidation_merges_a_planted_pair_keeps_both_in_history_and_unions_pr
     assert run == (False, 1, "alice")
     # again: nothing left to merge
     assert app.execute("select count(*) from agentmem.consolidate_facts(user_id => 'alice')").fetchone()[0] == 0
+    # erasure: the merged text's copy in the run's record goes with the fact it went into
+    assert count(admin, "consolidation_changes", "older_row::text like '%%Lyon%%'") == 1
+    app.execute("select agentmem.delete_fact(fact_id => %s)", (newer,))
+    assert count(admin, "consolidation_changes") == 0 and count(admin, "fact_history") == 0
 
 
 def test_near_identical_text_under_other_subjects_is_merged_too(app, admin):
