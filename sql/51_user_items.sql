@@ -321,6 +321,8 @@ begin
     v_removed := v_removed || pg_catalog.jsonb_build_object('message_embeddings', v_n);
     delete from agentmem.messages as m where m.tenant_id = v_tenant and m.message_id = v_msg.message_id;
     v_removed := v_removed || pg_catalog.jsonb_build_object('messages', 1);
+    -- Uses not yet folded of it and of the cached answers that went with it.
+    perform agentmem_private.forget_uses(v_tenant, v_msg.message_id || v_entries);
 
     -- A running summary that covers the message may repeat it: it goes, and
     -- the next set_summary starts afresh. message_index is never reused.
@@ -407,6 +409,7 @@ begin
     v_removed := v_removed || pg_catalog.jsonb_build_object('fact_history', v_n);
     delete from agentmem.facts as f where f.tenant_id = v_tenant and f.fact_id = v_fact.fact_id;
     v_removed := v_removed || pg_catalog.jsonb_build_object('facts', 1);
+    perform agentmem_private.forget_uses(v_tenant, array[v_fact.fact_id]);
     v_removed := v_removed || pg_catalog.jsonb_build_object('embedding_cache', agentmem_private.forget_text_hashes(v_tenant, v_texts));
     return agentmem_private.access_receipt(v_tenant, 'delete_fact', v_removed);
 end

@@ -247,6 +247,9 @@ class RetentionPolicy:
     kind: str
     max_age: dt.timedelta | None
     updated_at: dt.datetime
+    max_inactive: dt.timedelta | None = None
+    combine: str = "and"
+    keep_per_user: int | None = None
 
 
 @dataclass(frozen=True)
