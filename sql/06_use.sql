@@ -11,6 +11,8 @@ volatile
 security invoker
 set search_path = pg_catalog, agentmem, pg_temp
 as $$
+declare
+    v_values text;
 begin
     -- A read-only transaction (or a hot standby) reads without recording.
     if p_ids is null or pg_catalog.cardinality(p_ids) = 0
@@ -21,16 +23,22 @@ begin
     if p_user is not null then
         perform agentmem_private.lock_user(p_tenant, p_user, false);
     end if;
-    insert into agentmem.use_log (tenant_id, kind, item_id, user_id)
-    select p_tenant, p_kind, i.id, p_user
-    from pg_catalog.unnest(p_ids) as i (id)
-    where i.id is not null;
+    -- A multi-row VALUES, not INSERT ... SELECT: on Citus the latter goes to the shards as COPY,
+    -- which row-level security refuses.
+    v_values := (
+        select pg_catalog.string_agg(pg_catalog.format('(%L, %L, %L::uuid, %L)', p_tenant, p_kind, i.id, p_user), ', ')
+        from pg_catalog.unnest(p_ids) as i (id)
+        where i.id is not null
+    );
+    if v_values is not null then
+        execute 'insert into agentmem.use_log (tenant_id, kind, item_id, user_id) values ' || v_values;
+    end if;
 end
 $$;
 
 comment on function agentmem_private.record_use(text, text, text, uuid[]) is
 'Internal: append one use of each of these items (kind message, fact or cached_answer) to agentmem.use_log, '
-'one statement; nothing in a read-only transaction. Called by the searches and lookups after they return.';
+'one statement (a multi-row VALUES, as Citus needs); nothing in a read-only transaction. Called by the searches and lookups after they return.';
 
 create or replace function agentmem_private.forget_uses(p_tenant text, p_ids uuid[])
 returns bigint
