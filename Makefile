@@ -96,7 +96,13 @@ test-slow: venv
 # the driver's tests (tests marked direct skipped), tests/test_pooling.py (tenants interleaved on fewer
 # server connections, the local-tenant requirement, the worker) and the examples, all through it.
 test-pooler: venv
-	@bash scripts/pgbouncer.sh start >/dev/null
+	@# PgBouncer points at the test server of this checkout, started (or found running) first as the
+	@# tests start it: on AGENTMEM_TEST_PORT, else 55419, else a free port when 55419 is taken.
+	@upstream=$$($(PY) -c 'import os; from urllib.parse import urlsplit; from agentmem_dev import devserver; \
+	  chosen = os.environ.get("AGENTMEM_TEST_PORT"); \
+	  print(urlsplit(devserver.start(".pgdata/test", port=int(chosen or 55419), fast=True, \
+	    port_variable="AGENTMEM_TEST_PORT", or_any_free_port=not chosen)).port)') && \
+	AGENTMEM_POOLER_UPSTREAM_PORT=$$upstream bash scripts/pgbouncer.sh start >/dev/null
 	@status=0; \
 	AGENTMEM_TEST_POOLER_URL=$$(bash scripts/pgbouncer.sh url) $(BIN)/pytest -q tests/test_pooling.py tests/test_driver.py || status=1; \
 	VENV=$(VENV) DATA=$(DATA) POOLER_URL=$$(bash scripts/pgbouncer.sh url) bash scripts/examples.sh || status=1; \

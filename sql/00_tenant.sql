@@ -345,6 +345,10 @@ begin
             || '(BEGIN ... COMMIT, or the one implicit transaction of a pipeline).';
     end if;
     perform pg_catalog.set_config('agentmem.tenant_id', tenant_id, coalesce(local, false));
+    -- On Citus, the tenant goes to the workers again after every set_tenant: a
+    -- SET LOCAL sent from a savepoint since released (the driver's conn= calls)
+    -- does not reach a worker connection opened later in the transaction.
+    perform pg_catalog.set_config('agentmem.tenant_propagated', '', true);
     -- One set of rules, in current_tenant(); a refused id is rolled back with
     -- the statement that tried to set it.
     return agentmem.current_tenant();

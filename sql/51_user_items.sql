@@ -439,14 +439,8 @@ declare
     v_sources uuid[];
     v_removed jsonb := '{}';
 begin
-    if agentmem_private.is_blank(update_fact.fact) then
-        raise exception 'fact must be a non-empty text'
-        using errcode = 'AM020', hint = 'Pass the corrected statement, e.g. "The user is not vegetarian."';
-    end if;
-    if pg_catalog.length(update_fact.fact) > 4000 then
-        raise exception 'fact is % characters long; the limit is 4000', pg_catalog.length(update_fact.fact)
-        using errcode = 'AM021', hint = 'Split it into several standalone facts.';
-    end if;
+    -- the same rules as upsert_fact's (AM020 blank, AM021 over 4,000 characters)
+    perform agentmem_private.check_fact_text(update_fact.fact);
     perform agentmem_private.check_array('source_message_ids', update_fact.source_message_ids, 10000);
     if update_fact.source_message_ids is null or pg_catalog.array_position(update_fact.source_message_ids, null) is not null then
         raise exception 'source_message_ids may not be NULL or contain NULL'
@@ -739,6 +733,10 @@ set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := agentmem.current_tenant();
+    -- Read before the counts, not in their statement: on Citus a statement that reads distributed
+    -- tables is sent to a worker, where a nested read of another one fails.
+    v_model text := agentmem_private.default_model();
+    v_version bigint := agentmem.corpus_version();
 begin
     return query
     select
@@ -755,8 +753,8 @@ begin
         (select pg_catalog.count(*) from agentmem.facts as f where f.tenant_id = v_tenant),
         (select pg_catalog.count(*) from agentmem.cache_entries as e where e.tenant_id = v_tenant),
         (select pg_catalog.count(*) from agentmem.cache_hits as h where h.tenant_id = v_tenant),
-        agentmem_private.default_model(),
-        agentmem.corpus_version(),
+        v_model,
+        v_version,
         j.pending, j.running, j.failed, j.oldest, j.last_error
     from (
         select

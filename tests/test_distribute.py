@@ -184,14 +184,19 @@ def test_hot_paths_run_on_the_one_worker_of_the_tenant(citus, admin, app_url, co
         "forget_user": ("select agentmem.forget_user(user_id => 'alice')", ()),
     }
     control = re.compile(r"^issuing (BEGIN|COMMIT|ROLLBACK|PREPARE|SELECT assign_distributed|set local)", re.I)
+    # store_messages runs with client_min_messages = warning (no notice per long word), which hides
+    # the commands Citus logs inside it: there the transaction's own COMMIT shows where it ran.
+    hides_its_commands = {"store_message"}
     for name, (query, args) in calls.items():
         sent.clear()
         admin.execute(query, args).fetchall()
         ports, shards = set(), {}
         for message, detail in sent:
+            port = re.search(r"127\.0\.0\.1:(\d+)", detail)
+            if name in hides_its_commands and port is not None and re.match(r"issuing (COMMIT|PREPARE)", message):
+                ports.add(int(port.group(1)))
             if control.search(message) or "agentmem." not in message:
                 continue
-            port = re.search(r"127\.0\.0\.1:(\d+)", detail)
             for table, shard in re.findall(r"agentmem\.(\w+?)_(\d{6})\b", message):
                 shards.setdefault(table, set()).add(shard)
                 if port is None:  # run locally on the coordinator: only the reference tables are there
@@ -200,7 +205,7 @@ def test_hot_paths_run_on_the_one_worker_of_the_tenant(citus, admin, app_url, co
                 ports.add(int(port.group(1)))
         assert ports == {worker}, (name, ports, sent)
         assert all(len(s) == 1 for t, s in shards.items()), (name, shards)
-        assert shards, name
+        assert shards or name in hides_its_commands, name
     admin.execute("reset role")
 
 

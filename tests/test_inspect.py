@@ -343,6 +343,9 @@ def test_a_users_export_downloads_and_erasure_needs_the_typed_user_id(app, inspe
     with page.expect_console_errors():
         page.fill("input[name=confirm]", "alic")
         page.click("#erase-form button")
+        # the refusal's page, its 400 logged by the browser, before the block ends (the log comes
+        # as the response does, which the click does not wait for)
+        page.wait_for_selector("#mismatch")
     assert page.locator("#mismatch").count() == 1
     assert app.execute("select count(*) from agentmem.list_conversations(user_id => 'alice')").fetchone() == (1,)
     page.fill("input[name=confirm]", "alice")

@@ -193,6 +193,8 @@ def test_delete_and_update_fact(app, admin):
     assert count(admin, "facts", "embedding <=> %s < 1e-6", (vec("Alice is vegetarian"),)) == 0
     assert sqlstate_of(app, "select agentmem.update_fact(fact_id => %s, fact => ' ', embedding => %s)",
                        (fid, vec("x"))) == "AM020"
+    assert sqlstate_of(app, "select agentmem.update_fact(fact_id => %s, fact => %s, embedding => %s)",
+                       (fid, "x" * 4001, vec("x"))) == "AM021"
     assert sqlstate_of(app, "select agentmem.update_fact(fact_id => %s, fact => 'x', embedding => %s)",
                        (fid, vec("x", 5))) == "AM010"
     assert sqlstate_of(app, "select agentmem.update_fact(fact_id => gen_random_uuid(), fact => 'x', "
