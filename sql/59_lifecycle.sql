@@ -15,6 +15,7 @@ declare
     v_tenant text := agentmem.current_tenant();
     v_user text;
     v_at timestamptz;
+    v_now timestamptz;
 begin
     if p_kind is null or p_kind not in ('message', 'conversation', 'fact') then
         raise exception 'unknown kind of item to pin: %', coalesce(pg_catalog.left(p_kind, 100), 'NULL')
@@ -34,20 +35,22 @@ begin
     if v_user is not null then
         perform agentmem_private.lock_user(v_tenant, v_user, false);
     end if;
-    -- Pinning a pinned item keeps when it was first pinned.
+    -- Pinning a pinned item keeps when it was first pinned. The time is a value, not now() in the
+    -- statement: Citus refuses a non-immutable function inside CASE or COALESCE sent to the shards.
+    v_now := case when p_pinned then pg_catalog.now() end;
     if p_kind = 'message' then
         update agentmem.messages as m
-        set pinned_at = case when p_pinned then coalesce(m.pinned_at, pg_catalog.now()) end
+        set pinned_at = case when v_now is not null then coalesce(m.pinned_at, v_now) end
         where m.tenant_id = v_tenant and m.message_id = p_id
         returning coalesce(m.pinned_at, '-infinity') into v_at;
     elsif p_kind = 'conversation' then
         update agentmem.conversations as c
-        set pinned_at = case when p_pinned then coalesce(c.pinned_at, pg_catalog.now()) end
+        set pinned_at = case when v_now is not null then coalesce(c.pinned_at, v_now) end
         where c.tenant_id = v_tenant and c.conversation_id = p_id
         returning coalesce(c.pinned_at, '-infinity') into v_at;
     else
         update agentmem.facts as f
-        set pinned_at = case when p_pinned then coalesce(f.pinned_at, pg_catalog.now()) end
+        set pinned_at = case when v_now is not null then coalesce(f.pinned_at, v_now) end
         where f.tenant_id = v_tenant and f.fact_id = p_id
         returning coalesce(f.pinned_at, '-infinity') into v_at;
     end if;
@@ -212,6 +215,7 @@ set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_row agentmem.retention_policies;
+    v_default_age interval;
 begin
     if p_kind is null or p_kind not in ('messages', 'facts', 'cached_answers') then
         raise exception 'inactivity and budgets apply to messages, facts and cached_answers, not %', coalesce(pg_catalog.left(p_kind, 100), 'NULL')
@@ -233,13 +237,14 @@ begin
             errcode = 'AM020',
             hint = 'and: a row goes when it is both too old and inactive; or: when it is either.';
     end if;
-    -- A new tenant row starts from the installation default's max_age (a tenant row replaces the default).
+    -- A new tenant row starts from the installation default's max_age (a tenant row replaces the default),
+    -- read first: Citus refuses a subquery inside INSERT ... VALUES.
+    if p_tenant <> '' then
+        select d.max_age into v_default_age from agentmem.retention_policies as d
+        where d.tenant_id = '' and d.kind = p_kind;
+    end if;
     insert into agentmem.retention_policies as p (tenant_id, kind, max_age, max_inactive, keep_per_user, combine)
-    values (
-        p_tenant, p_kind,
-        (select d.max_age from agentmem.retention_policies as d where d.tenant_id = '' and d.kind = p_kind and p_tenant <> ''),
-        p_max_inactive, p_keep_per_user, p_combine
-    )
+    values (p_tenant, p_kind, v_default_age, p_max_inactive, p_keep_per_user, p_combine)
     on conflict on constraint retention_policies_pkey do update
         set
             max_inactive = excluded.max_inactive, keep_per_user = excluded.keep_per_user,
@@ -600,6 +605,8 @@ declare
     v_change agentmem.consolidation_changes;
     v_user text;
     v_n int := 0;
+    v_added uuid[];
+    v_sources uuid[];
 begin
     select r.* into v_run from agentmem.consolidation_runs as r
     where r.tenant_id = v_tenant and r.run_id = v_run_id
@@ -640,14 +647,20 @@ begin
                 hint = 'Nothing was undone. The merged fact''s text is in the history of the newer one (fact_history).';
         end if;
         delete from agentmem.fact_history as h where h.tenant_id = v_tenant and h.history_id = v_change.history_id;
-        -- The sources the run added go again (those added by others since stay).
+        -- The sources the run added go again (those added by others since stay). Computed first, then
+        -- written as a value: Citus cannot plan the subquery inside the UPDATE.
+        v_added := array(
+            select pg_catalog.jsonb_array_elements_text(v_change.older_row -> 'source_message_ids')
+        )::uuid[];
+        select f.source_message_ids into v_sources from agentmem.facts as f
+        where f.tenant_id = v_tenant and f.fact_id = v_change.newer_fact_id;
+        v_sources := array(
+            select distinct s.id from pg_catalog.unnest(v_sources) as s (id)
+            where s.id = any(v_change.newer_sources_before) or not s.id = any(v_added)
+            order by s.id
+        );
         update agentmem.facts as f
-        set source_message_ids = array(
-            select distinct s from pg_catalog.unnest(f.source_message_ids) as s
-            where s = any(v_change.newer_sources_before)
-                or not s = any(array(select pg_catalog.jsonb_array_elements_text(v_change.older_row -> 'source_message_ids'))::uuid[])
-            order by s
-        )
+        set source_message_ids = v_sources
         where f.tenant_id = v_tenant and f.fact_id = v_change.newer_fact_id;
         -- The merged fact's row as it was (import_insert skips a row whose key or subject is taken).
         if agentmem_private.import_insert('agentmem.facts', v_tenant, pg_catalog.jsonb_build_array(v_change.older_row)) = 0 then
