@@ -202,8 +202,10 @@ begin
 
     -- Fused by reciprocal rank: score = sum over the branches of 1 / (rrf_k + rank);
     -- with one branch, its order.
+    -- Each row is returned as it comes and its id kept: the use recorded (agentmem_private.record_use)
+    -- is of the rows returned, from the one fusion.
     if v_half_life is null and v_boost is null then
-        return query
+        for v_hit in
         select
             m.message_id, m.conversation_id, m.message_index, m.role, m.content, m.metadata, m.created_at,
             (1 - v_vec_distances[f.vector_rank])::real,
@@ -213,11 +215,12 @@ begin
             m.occurred_at
         from agentmem_private.fuse_ranks(v_vec_ids, v_txt_ids, search_messages.rrf_k, search_messages.k) as f
         inner join agentmem.messages as m on m.tenant_id = v_tenant and m.message_id = f.id
-        order by f.score desc, f.vector_rank nulls last, f.text_rank, m.message_id;
-        -- Use recorded: the ids returned (agentmem_private.record_use).
-        perform agentmem_private.record_use(v_tenant, 'message', search_messages.user_id, array(
-            select f.id from agentmem_private.fuse_ranks(v_vec_ids, v_txt_ids, search_messages.rrf_k, search_messages.k) as f
-        ));
+        order by f.score desc, f.vector_rank nulls last, f.text_rank, m.message_id
+        loop
+            v_used := v_used || v_hit.message_id;
+            return next v_hit;
+        end loop;
+        perform agentmem_private.record_use(v_tenant, 'message', search_messages.user_id, v_used);
         return;
     end if;
     -- With a recency weight: every candidate of the pool fused, its score

@@ -455,6 +455,10 @@ declare
     v_boost float8;
     v_boost_ids uuid[];
     v_boost_factors float8[];
+    v_ids uuid[];
+    v_vector_ranks int[];
+    v_text_ranks int[];
+    v_scores float8[];
 begin
     perform agentmem_private.check_user_id(recall_facts.user_id);
     perform agentmem_private.check_range('k', recall_facts.k, 1, 100);
@@ -519,6 +523,14 @@ begin
     end if;
     -- Fused by reciprocal rank: score = sum over the branches of 1 / (rrf_k + rank);
     -- with one branch, its order (times the use boost's factor when on: agentmem_private.boost_ranks).
+    -- Fused once, into variables: the rows returned and the use recorded come from the one fusion.
+    select
+        pg_catalog.array_agg(b.id), pg_catalog.array_agg(b.vector_rank), pg_catalog.array_agg(b.text_rank),
+        pg_catalog.array_agg(b.score)
+    into v_ids, v_vector_ranks, v_text_ranks, v_scores
+    from agentmem_private.boost_ranks(
+        v_vec_ids, v_txt_ids, recall_facts.rrf_k, recall_facts.k, v_boost_ids, v_boost_factors
+    ) as b;
     -- With a window, each fact in the version true in it: the current one
     -- when it is, else the latest replaced one that is.
     return query
@@ -527,9 +539,10 @@ begin
         coalesce(v.source_message_ids, f.source_message_ids), f.updated_at,
         u.vector_rank, u.text_rank, u.score,
         coalesce(v.valid_from, f.valid_from), case when v.fact is null then f.valid_to else v.valid_to end
-    from agentmem_private.boost_ranks(
-        v_vec_ids, v_txt_ids, recall_facts.rrf_k, recall_facts.k, v_boost_ids, v_boost_factors
-    ) as u
+    from rows from (
+        pg_catalog.unnest(v_ids), pg_catalog.unnest(v_vector_ranks), pg_catalog.unnest(v_text_ranks),
+        pg_catalog.unnest(v_scores)
+    ) as u (id, vector_rank, text_rank, score)
     inner join agentmem.facts as f on f.tenant_id = v_tenant and f.fact_id = u.id
     left join lateral (
         select h.subject, h.fact, h.source_message_ids, h.valid_from, h.valid_to
@@ -544,11 +557,7 @@ begin
     ) as v on true
     order by u.score desc, u.vector_rank nulls last, u.text_rank, f.fact_id;
     -- Use recorded: the ids returned (agentmem_private.record_use).
-    perform agentmem_private.record_use(v_tenant, 'fact', recall_facts.user_id, array(
-        select u.id from agentmem_private.boost_ranks(
-            v_vec_ids, v_txt_ids, recall_facts.rrf_k, recall_facts.k, v_boost_ids, v_boost_factors
-        ) as u
-    ));
+    perform agentmem_private.record_use(v_tenant, 'fact', recall_facts.user_id, v_ids);
 end
 $$;
 
