@@ -351,6 +351,29 @@ def test_a_budget_keeps_exactly_n_per_user_the_most_recently_used_and_pinned_one
     assert admin.execute("select rows_removed from agentmem.apply_retention()").fetchone()[0]["facts"] == 0
 
 
+def test_a_served_cached_answer_is_used_and_outlives_the_idle_ones(app, admin):
+    """cache_lookup's hits (exact and semantic) are uses: folded into the entry, they keep it from an
+    inactivity policy and rank it first in a budget; a miss keeps nothing."""
+    q = "how do I reset my password"
+    served = cache(app, q, "Use the reset link.")
+    idle = [cache(app, f"where is the {w} page", f"Under {w}.") for w in ("invoice", "billing", "refund")]
+    admin.execute("update agentmem.cache_entries set created_at = now() - interval '30 days'")
+    app.execute("select agentmem.set_lifecycle_policy(kind => 'cached_answers', max_inactive => '7 days')")
+    assert lookup(app, q) == (True, served)
+    assert lookup(app, "how can I reset my password", like=q, user="alice") == (True, served)
+    assert lookup(app, "what is the weather")[0] is False
+    run = admin.execute("select rows_removed from agentmem.apply_retention()").fetchone()[0]
+    assert run["use_log"] == 2 and run["cached_answers"] == 3
+    assert uses(admin, "cache_entries", "entry_id", [served, *idle]) == {served: (2, True)}
+    # a budget of one per user (entries without a user count as one): the used one stays
+    again = [cache(app, f"where is the {w} page", f"Under {w}.") for w in ("invoice", "billing")]
+    app.execute("select agentmem.set_lifecycle_policy(kind => 'cached_answers', keep_per_user => 1)")
+    admin.execute("update agentmem.cache_entries set created_at = now() - interval '1 day' where entry_id = any(%s)",
+                  (again,))
+    assert admin.execute("select rows_removed from agentmem.apply_retention()").fetchone()[0]["cached_answers"] == 2
+    assert [r[0] for r in admin.execute("select entry_id from agentmem.cache_entries")] == [served]
+
+
 def test_the_dry_run_lists_exactly_what_the_real_run_then_removes(app, admin, connect, app_url):
     _, mine = chat(app, n=6)
     other = connect(app_url, tenant="globex")
