@@ -115,6 +115,9 @@ drop function if exists agentmem.search_messages(
 drop function if exists agentmem.recall_facts(
     text, vector, int, text, text, int, int, timestamptz, timestamptz, timestamptz
 );
+-- list_messages and list_facts gain pinned_at, use_count and last_used_at (what the inspector shows).
+drop function if exists agentmem.list_messages(anycompatible, int, int);
+drop function if exists agentmem.list_facts(text, boolean, text, int);
 
 -- Consolidation that supersedes, never destroys: a near-duplicate fact of a user goes into the history
 -- of the newer one (change 'merged', its period closed) and the newer one's sources become the union.
