@@ -510,6 +510,13 @@ class MemoryServer:
             raise ToolFailure("AM020", "pass exactly one of message_id, conversation_id and fact_id")
         return given[0]
 
+    @staticmethod
+    async def _owned(q: Any, who: Identity, kind: str, item: str) -> Any:
+        """require_user_item of the one id (as a statement, not run)."""
+        return await q.require_user_item(who.user, message_id=item if kind == "message" else None,
+                                         conversation_id=item if kind == "conversation" else None,
+                                         fact_id=item if kind == "fact" else None)
+
     async def pin(self, message_id: Optional[str] = None, conversation_id: Optional[str] = None,
                   fact_id: Optional[str] = None) -> PinResult:
         who = self.identity()
@@ -517,9 +524,9 @@ class MemoryServer:
         kind, item = self._pin_target(message_id, conversation_id, fact_id)
         q = mem.statements()
         _, at = await mem.run_together([
-            statement(await q.require_user_item(who.user, **{f"{kind}_id": item})),
+            statement(await self._owned(q, who, kind, item)),
             statement(await q.pin(kind, item))])
-        return PinResult(scope=self.scope(who), kind=kind, id=item, pinned=True, pinned_at=_iso(at))
+        return PinResult(scope=self.scope(who), kind=kind, id=item, pinned=True, pinned_at=_iso(at), was_pinned=None)
 
     async def unpin(self, message_id: Optional[str] = None, conversation_id: Optional[str] = None,
                     fact_id: Optional[str] = None) -> PinResult:
@@ -528,9 +535,9 @@ class MemoryServer:
         kind, item = self._pin_target(message_id, conversation_id, fact_id)
         q = mem.statements()
         _, was = await mem.run_together([
-            statement(await q.require_user_item(who.user, **{f"{kind}_id": item})),
+            statement(await self._owned(q, who, kind, item)),
             statement(await q.unpin(kind, item))])
-        return PinResult(scope=self.scope(who), kind=kind, id=item, pinned=False, was_pinned=bool(was))
+        return PinResult(scope=self.scope(who), kind=kind, id=item, pinned=False, pinned_at=None, was_pinned=bool(was))
 
     async def memory_status(self) -> StatusResult:
         who = self.identity()

@@ -1,6 +1,6 @@
 """The use boost on LoCoMo by category: search_messages with use_boost off and on, over a replayed history of use.
 
-    .venv/bin/python bench/bench_use_boost.py --out /tmp/use_boost.md [--weights 0.1,0.25,0.5]
+    .venv/bin/python bench/probes/probe_use_boost.py --out /tmp/use_boost.md [--weights 0.1,0.25,0.5]
         [--database-url URL | --port P]
 
 Data: ../shared/data/locomo_tune.json (or $AGENTMEM_SHARED_DATA), each LoCoMo conversation one user
@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "python"))
 
@@ -88,7 +88,7 @@ def report(args, weights, results, n_q, n_turns, seconds) -> str:
         "## The use boost on LoCoMo, by category",
         "",
         f"{dt.date.today().isoformat()}, embedded PostgreSQL 18 + pgvector 0.8, 2 cores shared with other work. "
-        f"Command: `.venv/bin/python bench/bench_use_boost.py --out FILE --weights "
+        f"Command: `.venv/bin/python bench/probes/probe_use_boost.py --out FILE --weights "
         f"{','.join(str(w) for w in weights if w)}` ({seconds / 60:.1f} min).",
         "",
         f"{n_turns} LoCoMo turns (5 conversations, all-MiniLM-L6-v2, stored with their session dates, the "
