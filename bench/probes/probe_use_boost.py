@@ -17,7 +17,8 @@ evidence ids resolve) are asked in their order through agentmem.search_messages 
 embedding and its text, k 10, use_boost => w), and agentmem.apply_use_log folds the uses after every
 question, so each question is ranked with the uses of the questions before it (the turns those
 returned: used lately, and more often). w = 0 is the boost off: results exactly today's. For each w the
-uses are reset first (use_count 0, last_used_at NULL, the log emptied). Figure: the share of each
+uses are reset first (use_count 0, last_used_at NULL, the log emptied). The whole is repeated on
+--runs fresh databases (new random message ids: ties of the fusion fall otherwise) and averaged. Figure: the share of each
 question's evidence turns inside the top 5 and top 10, averaged over the questions of a category (as
 ../shared/data/README.md counts), and the difference from w = 0.
 """
@@ -89,14 +90,15 @@ def report(args, weights, results, n_q, n_turns, seconds) -> str:
         "",
         f"{dt.date.today().isoformat()}, embedded PostgreSQL 18 + pgvector 0.8, 2 cores shared with other work. "
         f"Command: `.venv/bin/python bench/probes/probe_use_boost.py --out FILE --weights "
-        f"{','.join(str(w) for w in weights if w)}` ({seconds / 60:.1f} min).",
+        f"{','.join(str(w) for w in weights if w)} --runs {args.runs}` ({seconds / 60:.1f} min).",
         "",
         f"{n_turns} LoCoMo turns (5 conversations, all-MiniLM-L6-v2, stored with their session dates, the "
         f"timeline ending a day ago, created_at = occurred_at), {n_q} questions of categories 1-4 asked in "
         "order per conversation through `search_messages` (hybrid, k 10, `use_boost => w`), the uses folded "
         "after each question (`apply_use_log`), so that each question is ranked with the uses of those "
-        "before it. Share of each question's evidence turns in the top 5 / top 10, averaged per category; "
-        "in brackets the difference from w = 0 (off: today's results exactly).",
+        "before it. Share of each question's evidence turns in the top 5 / top 10, averaged per category "
+        f"and over {args.runs} runs (each a fresh database: new random message ids, which order ties); in "
+        "brackets the difference from w = 0 (off: today's results exactly), paired within each run.",
         "",
         "| category | questions | " + " | ".join(f"w = {w} top 5 | w = {w} top 10" for w in weights) + " |",
         "|---|---:|" + "---:|---:|" * len(weights),
@@ -129,6 +131,8 @@ def main() -> int:
     parser.add_argument("--weights", default="0.1,0.25,0.5", help="use_boost weights besides 0 (0 to 0.5)")
     parser.add_argument("--database-url", help="a server to use (default: the benchmarks' embedded one on --port)")
     parser.add_argument("--port", type=int, default=55452)
+    parser.add_argument("--runs", type=int, default=3,
+                        help="fresh databases (new random message ids, so other ties) averaged over (default 3)")
     args = parser.parse_args()
     weights = [0.0] + [float(w) for w in args.weights.split(",") if float(w) > 0]
     started = time.perf_counter()
@@ -137,15 +141,33 @@ def main() -> int:
     vectors = embed(turns)
     qvecs = embed([q for _, q, _, _ in questions])
     bench_time.DBNAME = DBNAME
-    admin_url, app_url = bench_time.fresh_database(bench_time.server_url(args))
-    admin, app = bench_time.connect(admin_url), bench_time.connect(app_url, TENANT)
-    where = load(app, admin, convs, vectors)
-    results = {}
-    for w in weights:
-        results[w] = replay(app, admin, questions, qvecs, where, w)
-        print(w, {c: (round(s[0] / s[2], 3), round(s[1] / s[2], 3)) for c, s in sorted(results[w].items())}, flush=True)
+    base = bench_time.server_url(args)
+    results: dict[float, dict[int, list[float]]] = {w: {} for w in weights}
+    spread: dict[float, list[float]] = {w: [] for w in weights}   # per run: all questions' top 5, minus off
+    for run in range(args.runs):
+        admin_url, app_url = bench_time.fresh_database(base)
+        admin, app = bench_time.connect(admin_url), bench_time.connect(app_url, TENANT)
+        where = load(app, admin, convs, vectors)
+        this = {}
+        for w in weights:
+            this[w] = replay(app, admin, questions, qvecs, where, w)
+            print(run, w, {c: (round(s[0] / s[2], 3), round(s[1] / s[2], 3)) for c, s in sorted(this[w].items())},
+                  flush=True)
+            for c, s in this[w].items():
+                acc = results[w].setdefault(c, [0.0, 0.0, 0])
+                acc[0] += s[0] / args.runs
+                acc[1] += s[1] / args.runs
+                acc[2] = s[2]
+        for w in weights:
+            spread[w].append(sum(s[0] for s in this[w].values()) / len(questions)
+                             - sum(s[0] for s in this[0.0].values()) / len(questions))
+        admin.close()
+        app.close()
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(report(args, weights, results, len(questions), len(turns), time.perf_counter() - started))
+    text = report(args, weights, results, len(questions), len(turns), time.perf_counter() - started)
+    text += ("\nPer run (" + str(args.runs) + " fresh databases), all questions' top 5 minus off: "
+             + "; ".join(f"w = {w}: " + ", ".join(f"{d:+.3f}" for d in spread[w]) for w in weights if w) + ".\n")
+    args.out.write_text(text)
     print(f"wrote {args.out}")
     return 0
 
