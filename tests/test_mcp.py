@@ -266,6 +266,8 @@ def test_pin_and_unpin_reach_the_user_s_own_items_only(app_url, admin):
             assert (await call(s, "pin", conversation_id=cid))["kind"] == "conversation"
             assert pinned("conversations", "conversation_id", cid) is not None
             assert (await call(s, "pin", fact_id=fid))["pinned"] is True
+            listed = await call(s, "list_memories", kind="facts")
+            assert [(f["fact_id"], f["pinned"], f["use_count"]) for f in listed["facts"]] == [(fid, True, 0)]
             off = await call(s, "unpin", fact_id=fid)
             assert (off["pinned"], off["was_pinned"], off["pinned_at"]) == (False, True, None)
             assert pinned("facts", "fact_id", fid) is None

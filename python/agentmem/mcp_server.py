@@ -124,6 +124,8 @@ class FactOut(BaseModel):
     found_by: list[str] = Field(default_factory=list)
     similarity: Optional[float] = None
     status: Optional[str] = None
+    pinned: Optional[bool] = None       # list_memories: whether the current fact is pinned (the pin tool)
+    use_count: Optional[int] = None     # list_memories: how often recall_facts returned it
 
 
 class RememberFactResult(BaseModel):
@@ -464,7 +466,9 @@ class MemoryServer:
         if kind == "facts":
             fact_rows = await mem.list_facts(who.user, include_superseded, after, page_size)
             facts = [FactOut(fact_id=str(r.fact_id), subject=r.subject, fact=r.fact, valid_from=_iso(r.valid_from),
-                             valid_to=_iso(r.valid_to), status=r.status) for r in fact_rows]
+                             valid_to=_iso(r.valid_to), status=r.status,
+                             pinned=(r.pinned_at is not None) if r.status == "current" else None,
+                             use_count=r.use_count) for r in fact_rows]
             cursor = fact_rows[-1].cursor if len(fact_rows) == page_size else None
             return ListResult(scope=self.scope(who), found=await self.found(mem, who, len(facts)), kind=kind,
                               facts=facts, next_cursor=cursor)
