@@ -122,10 +122,11 @@ create or replace function agentmem.search_messages(
     rrf_k int default 60,
     since timestamptz default null,
     until timestamptz default null,
-    recency_half_life interval default null
+    recency_half_life interval default null,
+    use_boost real default null
 ) returns setof agentmem.message_hit
 language plpgsql
-stable
+volatile
 security definer
 set search_path = pg_catalog, agentmem, pg_temp
 as $$
@@ -141,11 +142,15 @@ declare
     v_txt_ids uuid[];
     v_now timestamptz := coalesce(search_messages.until, pg_catalog.now());
     v_half_life float8;
+    v_hit agentmem.message_hit;
+    v_used uuid[] := '{}';
+    v_boost float8;
 begin
     perform agentmem_private.check_user_id(search_messages.user_id);
     perform agentmem_private.check_range('k', search_messages.k, 1, 1000);
     perform agentmem_private.check_window(search_messages.since, search_messages.until);
     v_half_life := agentmem_private.check_half_life(search_messages.recency_half_life);
+    v_boost := agentmem_private.use_boost_weight(v_tenant, search_messages.use_boost);
     if search_messages.min_similarity is not null then
         perform agentmem_private.check_similarity('min_similarity', search_messages.min_similarity);
     end if;
@@ -176,7 +181,7 @@ begin
         from agentmem_private.vector_search(
             table_name => 'message_embeddings', tenant_id => v_tenant, model => v_model, dimension => v_dim,
             query_embedding => search_messages.query_embedding,
-            k => case when v_query is null and v_half_life is null then search_messages.k else v_pool end,
+            k => case when v_query is null and v_half_life is null and v_boost is null then search_messages.k else v_pool end,
             user_id => search_messages.user_id, conversation_id => v_conversation_id,
             since => search_messages.since, until => search_messages.until
         ) as n
@@ -189,15 +194,18 @@ begin
         select pg_catalog.array_agg(x.message_id order by x.text_rank) into v_txt_ids
         from agentmem_private.text_match_messages(
             v_tenant, search_messages.user_id, v_query,
-            case when search_messages.query_embedding is null and v_half_life is null then search_messages.k else v_pool end,
+            case when search_messages.query_embedding is null and v_half_life is null and v_boost is null
+                then search_messages.k else v_pool end,
             v_conversation_id, search_messages.since, search_messages.until
         ) as x;
     end if;
 
     -- Fused by reciprocal rank: score = sum over the branches of 1 / (rrf_k + rank);
     -- with one branch, its order.
-    if v_half_life is null then
-        return query
+    -- Each row is returned as it comes and its id kept: the use recorded (agentmem_private.record_use)
+    -- is of the rows returned, from the one fusion.
+    if v_half_life is null and v_boost is null then
+        for v_hit in
         select
             m.message_id, m.conversation_id, m.message_index, m.role, m.content, m.metadata, m.created_at,
             (1 - v_vec_distances[f.vector_rank])::real,
@@ -207,12 +215,17 @@ begin
             m.occurred_at
         from agentmem_private.fuse_ranks(v_vec_ids, v_txt_ids, search_messages.rrf_k, search_messages.k) as f
         inner join agentmem.messages as m on m.tenant_id = v_tenant and m.message_id = f.id
-        order by f.score desc, f.vector_rank nulls last, f.text_rank, m.message_id;
+        order by f.score desc, f.vector_rank nulls last, f.text_rank, m.message_id
+        loop
+            v_used := v_used || v_hit.message_id;
+            return next v_hit;
+        end loop;
+        perform agentmem_private.record_use(v_tenant, 'message', search_messages.user_id, v_used);
         return;
     end if;
     -- With a recency weight: every candidate of the pool fused, its score
     -- halved for each half-life of age (from until, else now), the k best.
-    return query
+    for v_hit in
     select w.*
     from (
         select
@@ -222,13 +235,18 @@ begin
             f.text_rank,
             -- A row older than 1,000 half-lives weighs 0: 0.5 ^ 1,075 is below
             -- the smallest double, and power() and * raise 22003 on an underflow.
-            case when greatest(extract(epoch from v_now - m.occurred_at)::float8, 0::float8) / v_half_life < 1000::float8
-                then f.score * pg_catalog.power(
-                    0.5::float8,
-                    greatest(extract(epoch from v_now - m.occurred_at)::float8, 0::float8) / v_half_life
-                )
+            -- No half-life (the use boost alone): the fused score as it is.
+            case
+                when v_half_life is null then f.score
+                when greatest(extract(epoch from v_now - m.occurred_at)::float8, 0::float8) / v_half_life < 1000::float8
+                    then f.score * pg_catalog.power(
+                        0.5::float8,
+                        greatest(extract(epoch from v_now - m.occurred_at)::float8, 0::float8) / v_half_life
+                    )
                 else 0::float8
-            end as score,
+            end
+            -- the use boost (agentmem_private.use_boost_factor): 1 to 1 + use_boost, never a filter
+            * agentmem_private.use_boost_factor(v_boost, m.last_used_at, m.created_at, m.use_count, v_now) as score,
             m.occurred_at
         from agentmem_private.fuse_ranks(
             v_vec_ids, v_txt_ids, search_messages.rrf_k,
@@ -237,12 +255,17 @@ begin
         inner join agentmem.messages as m on m.tenant_id = v_tenant and m.message_id = f.id
     ) as w
     order by w.score desc, w.vector_rank nulls last, w.text_rank, w.message_id
-    limit search_messages.k;
+    limit search_messages.k
+    loop
+        v_used := v_used || v_hit.message_id;
+        return next v_hit;
+    end loop;
+    perform agentmem_private.record_use(v_tenant, 'message', search_messages.user_id, v_used);
 end
 $$;
 
 comment on function agentmem.search_messages(
-    text, vector, int, anycompatible, real, text, text, int, int, timestamptz, timestamptz, interval
+    text, vector, int, anycompatible, real, text, text, int, int, timestamptz, timestamptz, interval, real
 ) is
 'The user''s k past messages best matching a query embedding, a query text or both, in the current tenant, best first.
 - query_embedding only: the k most similar messages (today''s vector search). Returns k rows whenever
@@ -274,6 +297,12 @@ beside created_at (when it was stored).
 recency_half_life (NULL by default: off): a positive interval; each candidate of the pool (of both
 branches) has its score multiplied by 0.5 ^ (age / recency_half_life), age = (until, else now) minus
 occurred_at (0 for a later message; a message older than 1,000 half-lives weighs 0), and the k best of those come back (with one branch too).
+use_boost (0 to 0.5; NULL: the tenant''s setting, agentmem.set_use_boost, off unless set; 0: off): each
+candidate of the pool has its score multiplied by a factor between 1 and 1 + use_boost, higher for a
+message used lately (returned by a search; halved each 7 days), created lately (halved each 30 days)
+and used often; the k best come back. A factor, never a filter: any candidate may still come back.
+Off, the results are exactly those without it. Each row returned counts as used (use_count and
+last_used_at, folded in by the use job; nothing is recorded in a read-only transaction).
 Limits: k 1 to 1,000; candidate_pool 1 to 1,000 (default 60); rrf_k 0 to 1,000 (default 60) (AM020);
 query_text at most 100,000 characters (AM021); AM010/AM011 for a bad query embedding or model.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
@@ -344,7 +373,7 @@ create or replace function agentmem.search_with_context(
     recency_half_life interval default null
 ) returns setof agentmem.message_in_window
 language plpgsql
-stable
+volatile
 security definer
 set search_path = pg_catalog, agentmem, pg_temp
 as $$

@@ -350,6 +350,7 @@ begin
             cache_lookup.user_id
         )
         returning h.hit_id into v_hit_id;
+        perform agentmem_private.record_use(v_tenant, 'cached_answer', cache_lookup.user_id, array[v_entry.entry_id]);
         return query select
             true, 'exact'::text, 1::real, v_entry.question, v_entry.entry_id, v_entry.answer,
             v_entry.source_ids, v_hit_id, null::text;
@@ -404,6 +405,7 @@ begin
                         v_intent.intent, cache_lookup.question, v_cand.question, cache_lookup.user_id
                     )
                     returning h.hit_id into v_hit_id;
+                    perform agentmem_private.record_use(v_tenant, 'cached_answer', cache_lookup.user_id, array[v_cand.entry_id]);
                     return query select
                         true, 'semantic'::text, v_cand.similarity, v_cand.question, v_cand.entry_id,
                         v_cand.answer, v_cand.source_ids, v_hit_id, null::text;

@@ -427,7 +427,8 @@ create or replace function agentmem.recall_facts(
     rrf_k int default 60,
     since timestamptz default null,
     until timestamptz default null,
-    as_of timestamptz default null
+    as_of timestamptz default null,
+    use_boost real default null
 ) returns table (
     fact_id uuid,
     subject text,
@@ -442,7 +443,7 @@ create or replace function agentmem.recall_facts(
     valid_to timestamptz
 )
 language plpgsql
-stable
+volatile
 security definer
 set search_path = pg_catalog, agentmem, pg_temp
 as $$
@@ -457,6 +458,13 @@ declare
     v_pool int := greatest(recall_facts.candidate_pool, recall_facts.k);
     v_since timestamptz := coalesce(recall_facts.as_of, recall_facts.since);
     v_until timestamptz := coalesce(recall_facts.as_of + interval '1 microsecond', recall_facts.until);
+    v_boost float8;
+    v_boost_ids uuid[];
+    v_boost_factors float8[];
+    v_ids uuid[];
+    v_vector_ranks int[];
+    v_text_ranks int[];
+    v_scores float8[];
 begin
     perform agentmem_private.check_user_id(recall_facts.user_id);
     perform agentmem_private.check_range('k', recall_facts.k, 1, 100);
@@ -474,6 +482,7 @@ begin
     v_dim := agentmem_private.check_search_query(
         'recall_facts', v_model, recall_facts.query_embedding, recall_facts.query_text, recall_facts.candidate_pool, recall_facts.rrf_k
     );
+    v_boost := agentmem_private.use_boost_weight(v_tenant, recall_facts.use_boost);
     v_query := agentmem_private.text_query(recall_facts.query_text);
     if v_query is null and recall_facts.query_embedding is null then
         raise notice 'recall_facts: query_text holds no searchable word, so nothing was searched'
@@ -494,7 +503,7 @@ begin
         from agentmem_private.vector_search(
             table_name => 'facts', tenant_id => v_tenant, model => v_model, dimension => v_dim,
             query_embedding => recall_facts.query_embedding,
-            k => case when v_query is null then recall_facts.k else v_pool end,
+            k => case when v_query is null and v_boost is null then recall_facts.k else v_pool end,
             user_id => recall_facts.user_id,
             row_check => nullif(agentmem_private.fact_window_check(p_since => v_since, p_until => v_until, p_alias => 'e'), ' ')
         ) as n;
@@ -503,13 +512,31 @@ begin
         select pg_catalog.array_agg(x.fact_id order by x.text_rank) into v_txt_ids
         from agentmem_private.text_match_facts(
             v_tenant, recall_facts.user_id, v_model, v_query,
-            case when recall_facts.query_embedding is null then recall_facts.k else v_pool end,
+            case when recall_facts.query_embedding is null and v_boost is null then recall_facts.k else v_pool end,
             v_since, v_until
         ) as x;
     end if;
 
+    -- The use boost: each candidate's factor (agentmem_private.use_boost_factor), read first.
+    if v_boost is not null then
+        select
+            pg_catalog.array_agg(f.fact_id),
+            pg_catalog.array_agg(agentmem_private.use_boost_factor(v_boost, f.last_used_at, f.created_at, f.use_count, pg_catalog.now()))
+        into v_boost_ids, v_boost_factors
+        from agentmem.facts as f
+        where f.tenant_id = v_tenant and f.fact_id = any(coalesce(v_vec_ids, '{}') || coalesce(v_txt_ids, '{}'));
+        v_boost_ids := coalesce(v_boost_ids, '{}');
+    end if;
     -- Fused by reciprocal rank: score = sum over the branches of 1 / (rrf_k + rank);
-    -- with one branch, its order.
+    -- with one branch, its order (times the use boost's factor when on: agentmem_private.boost_ranks).
+    -- Fused once, into variables: the rows returned and the use recorded come from the one fusion.
+    select
+        pg_catalog.array_agg(b.id), pg_catalog.array_agg(b.vector_rank), pg_catalog.array_agg(b.text_rank),
+        pg_catalog.array_agg(b.score)
+    into v_ids, v_vector_ranks, v_text_ranks, v_scores
+    from agentmem_private.boost_ranks(
+        v_vec_ids, v_txt_ids, recall_facts.rrf_k, recall_facts.k, v_boost_ids, v_boost_factors
+    ) as b;
     -- With a window, each fact in the version true in it: the current one
     -- when it is, else the latest replaced one that is.
     return query
@@ -518,7 +545,10 @@ begin
         coalesce(v.source_message_ids, f.source_message_ids), f.updated_at,
         u.vector_rank, u.text_rank, u.score,
         coalesce(v.valid_from, f.valid_from), case when v.fact is null then f.valid_to else v.valid_to end
-    from agentmem_private.fuse_ranks(v_vec_ids, v_txt_ids, recall_facts.rrf_k, recall_facts.k) as u
+    from rows from (
+        pg_catalog.unnest(v_ids), pg_catalog.unnest(v_vector_ranks), pg_catalog.unnest(v_text_ranks),
+        pg_catalog.unnest(v_scores)
+    ) as u (id, vector_rank, text_rank, score)
     inner join agentmem.facts as f on f.tenant_id = v_tenant and f.fact_id = u.id
     left join lateral (
         select h.subject, h.fact, h.source_message_ids, h.valid_from, h.valid_to
@@ -532,11 +562,13 @@ begin
         limit 1
     ) as v on true
     order by u.score desc, u.vector_rank nulls last, u.text_rank, f.fact_id;
+    -- Use recorded: the ids returned (agentmem_private.record_use).
+    perform agentmem_private.record_use(v_tenant, 'fact', recall_facts.user_id, v_ids);
 end
 $$;
 
 comment on function agentmem.recall_facts(
-    text, vector, int, text, text, int, int, timestamptz, timestamptz, timestamptz
+    text, vector, int, text, text, int, int, timestamptz, timestamptz, timestamptz, real
 ) is
 'The user''s facts best matching a query embedding, a query text or both, best first, with their sources.
 Searches the current tenant and one model''s facts only. query_embedding only: the most similar facts,
@@ -555,6 +587,11 @@ e.g. where the user lived in 2021 after moving since. since / until: facts true 
 [since, until) (either NULL: unbounded), each in the latest version true in it. Applied inside both
 branches; a fact is found by its current text and embedding and answered in its version of then.
 as_of with since / until, since after until, or an infinite as_of: AM020.
+use_boost (0 to 0.5, AM020 outside; NULL: the tenant''s setting, agentmem.set_use_boost, off unless
+set; 0: off): every candidate of both branches has its score multiplied by a factor between 1 and
+1 + use_boost, higher for a fact used lately (halved each 7 days), created lately (halved each 30 days)
+and used often; the k best come back. A factor, never a filter; off, the results are exactly those
+without it. Each fact returned counts as used (use_count, last_used_at; folded in by the use job).
 Raises AM020 for an empty user, k outside 1..100, candidate_pool outside 1..1,000, rrf_k outside
 0..1,000; AM021 for a query_text over 100,000 characters; AM010/AM011 for a bad embedding or model.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.

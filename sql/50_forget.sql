@@ -87,6 +87,8 @@ begin
     delete from agentmem.conversations as c
     where c.tenant_id = v_tenant and c.conversation_id = v_conversation_id;
     v_removed := v_removed || pg_catalog.jsonb_build_object('conversations', 1);
+    -- Uses not yet folded of its messages and cached answers.
+    v_removed := v_removed || pg_catalog.jsonb_build_object('use_log', agentmem_private.forget_uses(v_tenant, v_ids || v_entries));
     return agentmem_private.forget_receipt(v_tenant, 'conversation', v_removed);
 end
 $$;

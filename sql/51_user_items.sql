@@ -158,7 +158,10 @@ create or replace function agentmem.list_facts(
     recorded_at timestamptz,
     replaced_at timestamptz,
     created_at timestamptz,
-    cursor text
+    cursor text,
+    pinned_at timestamptz,
+    use_count bigint,
+    last_used_at timestamptz
 )
 language plpgsql
 stable
@@ -199,19 +202,21 @@ begin
         select
             f.fact_id, f.subject, f.fact, f.model, f.source_message_ids, 'current'::text as status,
             f.valid_from, f.valid_to, f.updated_at as recorded_at, null::timestamptz as replaced_at,
-            f.created_at, v_current as seq
+            f.created_at, v_current as seq, f.pinned_at, f.use_count, f.last_used_at
         from f
         union all
         select
             h.fact_id, h.subject, h.fact, f.model, h.source_message_ids, h.change,
-            h.valid_from, h.valid_to, h.recorded_at, h.replaced_at, f.created_at, h.history_id
+            h.valid_from, h.valid_to, h.recorded_at, h.replaced_at, f.created_at, h.history_id,
+            null::timestamptz, null::bigint, null::timestamptz
         from f
         join agentmem.fact_history as h on h.tenant_id = v_tenant and h.fact_id = f.fact_id
         where list_facts.include_superseded
     )
     select
         v.fact_id, v.subject, v.fact, v.model, v.source_message_ids, v.status, v.valid_from, v.valid_to,
-        v.recorded_at, v.replaced_at, v.created_at, agentmem_private.page_cursor(v.created_at, v.fact_id, case when list_facts.include_superseded then v.seq end)
+        v.recorded_at, v.replaced_at, v.created_at, agentmem_private.page_cursor(v.created_at, v.fact_id, case when list_facts.include_superseded then v.seq end),
+        v.pinned_at, v.use_count, v.last_used_at
     from versions as v
     where (v.created_at, v.fact_id, v.seq) < (v_after.at, v_after.id, coalesce(v_after.seq, v_current))
     order by v.created_at desc, v.fact_id desc, v.seq desc
@@ -225,7 +230,9 @@ The current fact of each slot (status current); with include_superseded also its
 valid_from and valid_to: when the version was true in the world, as recall_facts and fact_history
 report them (valid_to NULL while it still is); recorded_at: when agentmem wrote this version;
 replaced_at: when a later version superseded it (NULL for the current one); created_at: when the fact
-was first stored (the order of the pages).
+was first stored (the order of the pages). pinned_at (agentmem.pin; NULL: not pinned), use_count and
+last_used_at (how often and when recall_facts returned it, as folded by the use job): of the current
+fact, NULL on its earlier versions.
 Keyset pages: pass the cursor of
 the last row as after (NULL: the first page); stable under concurrent writes (a fact stored meanwhile
 is newer than the cursor). A cursor of a listing with include_superseded is valid only for one with it
@@ -325,6 +332,8 @@ begin
     v_removed := v_removed || pg_catalog.jsonb_build_object('message_embeddings', v_n);
     delete from agentmem.messages as m where m.tenant_id = v_tenant and m.message_id = v_msg.message_id;
     v_removed := v_removed || pg_catalog.jsonb_build_object('messages', 1);
+    -- Uses not yet folded of it and of the cached answers that went with it.
+    perform agentmem_private.forget_uses(v_tenant, v_msg.message_id || v_entries);
 
     -- A running summary that covers the message may repeat it: it goes, and
     -- the next set_summary starts afresh. message_index is never reused.
@@ -412,6 +421,7 @@ begin
     v_removed := v_removed || pg_catalog.jsonb_build_object('fact_history', v_n);
     delete from agentmem.facts as f where f.tenant_id = v_tenant and f.fact_id = v_fact.fact_id;
     v_removed := v_removed || pg_catalog.jsonb_build_object('facts', 1);
+    perform agentmem_private.forget_uses(v_tenant, array[v_fact.fact_id]);
     v_removed := v_removed || pg_catalog.jsonb_build_object('embedding_cache', agentmem_private.forget_text_hashes(v_tenant, v_texts));
     return agentmem_private.access_receipt(v_tenant, 'delete_fact', v_removed);
 end
@@ -609,7 +619,10 @@ create or replace function agentmem.list_messages(
     metadata jsonb,
     created_at timestamptz,
     occurred_at timestamptz,
-    embedded_models text[]
+    embedded_models text[],
+    pinned_at timestamptz,
+    use_count bigint,
+    last_used_at timestamptz
 )
 language plpgsql
 stable
@@ -641,7 +654,8 @@ begin
                 where e.tenant_id = v_tenant and e.message_id = m.message_id
             ),
             '{}'
-        )
+        ),
+        m.pinned_at, m.use_count, m.last_used_at
     from agentmem.messages as m
     where
         m.tenant_id = v_tenant and m.conversation_id = v_conversation_id
@@ -654,6 +668,9 @@ $$;
 comment on function agentmem.list_messages(anycompatible, int, int) is
 'One page of a conversation''s messages in the current tenant, in order, with when each happened and was stored and its models.
 In message_index order; its models: those it is embedded in (empty: not embedded yet, found by words only until the worker embeds it).
+pinned_at: when the message was pinned (agentmem.pin; NULL: not pinned, though a pinned conversation
+keeps all its messages); use_count and last_used_at: how often and when a search returned it (folded
+in by the use job).
 Keyset pages: pass the message_index of the last row as after (NULL: from the start); indexes are
 never reused, so a page never shifts. page_size: 1 to 1,000, after: 0 or more (AM020); AM020 for a
 conversation_id that is not a UUID, AM030 for a conversation not in the current tenant.

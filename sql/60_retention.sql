@@ -140,9 +140,9 @@ as $$
 declare
     v_left int := p_batch;
     v_done int;
-    v_default interval;
+    v_default agentmem.retention_policies;
     v_own text[];
-    v_policy record;
+    v_policy agentmem.retention_policies;
     v_sql text;
     v_cursor text;
     v_last text;
@@ -156,14 +156,16 @@ begin
     v_sql := pg_catalog.format(
         'with victim as ('
         '  select t.tenant_id, t.%1$I as k from agentmem.%2$I as t'
-        '  where t.tenant_id = any($1) and t.%3$I < pg_catalog.now() - $2'
+        '  where t.tenant_id = any($1) and %%s%6$s'
         '  order by t.%3$I limit $3%5$s'
         ') '
         'delete from agentmem.%2$I as t using victim as v '
         'where t.tenant_id = v.tenant_id and t.%1$I = v.k '
         'returning t.tenant_id, t.%1$I::text, %4$s',
         p_key, p_table, p_time,
-        case p_table when 'messages' then 't.content' else 'null::text' end, v_lock
+        case p_table when 'messages' then 't.content' else 'null::text' end, v_lock,
+        -- Pinned rows are never removed (agentmem_private.unpinned_check).
+        agentmem_private.unpinned_check(p_table, 't')
     );
     -- Fair across tenants: tenants with a policy of their own are served in
     -- turn, starting after the last one the previous run served (the cursor
@@ -173,19 +175,25 @@ begin
     -- with expired rows, whatever the others hold.
     -- With an installation default as well, the tenants with a policy of
     -- their own get half the batch first, so neither group starves the other.
-    select p.max_age into v_default from agentmem.retention_policies as p where p.tenant_id = '' and p.kind = p_kind;
-    if v_default is not null then
+    select p.* into v_default from agentmem.retention_policies as p where p.tenant_id = '' and p.kind = p_kind;
+    if num_nonnulls(v_default.max_age, v_default.max_inactive, v_default.keep_per_user) = 0 then
+        v_default := null;
+    end if;
+    if v_default.kind is not null then
         v_left := greatest(p_batch / 2, 1);
     end if;
     v_cursor := coalesce((select c.last_tenant from agentmem.retention_cursors as c
                           where c.kind = p_kind and c.policy = 'own'), '');
     for v_policy in
-        select p.tenant_id, p.max_age from agentmem.retention_policies as p
-        where p.kind = p_kind and p.tenant_id <> '' and p.max_age is not null
+        select p.* from agentmem.retention_policies as p
+        where p.kind = p_kind and p.tenant_id <> '' and num_nonnulls(p.max_age, p.max_inactive, p.keep_per_user) > 0
         order by p.tenant_id <= v_cursor, p.tenant_id
     loop
         exit when v_left <= 0;
-        return query execute v_sql using array[v_policy.tenant_id], v_policy.max_age, v_left;
+        -- What is due: age, inactivity, the budget (agentmem_private.retention_due).
+        return query execute pg_catalog.format(v_sql, agentmem_private.retention_due(
+            p_table, p_key, p_time, v_policy, 'x.tenant_id = any($1)'
+        )) using array[v_policy.tenant_id], v_policy.max_age, v_left;
         get diagnostics v_done = row_count;
         v_left := v_left - v_done;
         v_last := v_policy.tenant_id;
@@ -196,7 +204,7 @@ begin
         on conflict on constraint retention_cursors_pkey do update
             set last_tenant = excluded.last_tenant, updated_at = excluded.updated_at;
     end if;
-    if v_default is null then
+    if v_default.kind is null then
         return;
     end if;
     v_left := p_batch - (greatest(p_batch / 2, 1) - v_left);
@@ -215,7 +223,7 @@ begin
         for v_row in execute pg_catalog.format(
             'with victim as ('
             '  select t.tenant_id, t.%1$I as k from agentmem.%2$I as t'
-            '  where t.tenant_id <> all($1) and t.%3$I < pg_catalog.now() - $2 and t.tenant_id %6$s $4'
+            '  where t.tenant_id <> all($1) and %8$s and t.tenant_id %6$s $4%7$s'
             '  order by t.tenant_id, t.%3$I limit $3%5$s'
             ') '
             'delete from agentmem.%2$I as t using victim as v '
@@ -223,8 +231,10 @@ begin
             'returning t.tenant_id as tenant, t.%1$I::text as k, %4$s as d',
             p_key, p_table, p_time,
             case p_table when 'messages' then 't.content' else 'null::text' end, v_lock,
-            case v_pass when 1 then '>' else '<=' end
-        ) using v_own, v_default, v_left, v_cursor loop
+            case v_pass when 1 then '>' else '<=' end,
+            agentmem_private.unpinned_check(p_table, 't'),
+            agentmem_private.retention_due(p_table, p_key, p_time, v_default, 'x.tenant_id <> all($1)')
+        ) using v_own, v_default.max_age, v_left, v_cursor loop
             tenant_id := v_row.tenant;
             key := v_row.k;
             detail := v_row.d;
@@ -348,6 +358,14 @@ begin
         v_row.error := 'skipped: another apply_retention run is in progress';
         return v_row;
     end if;
+    -- Uses first (agentmem_private.fold_use_log), so that what was used counts as used.
+    begin
+        v_removed := v_removed || pg_catalog.jsonb_build_object(
+            'use_log', agentmem_private.fold_use_log(least(apply_retention.batch_size::bigint * 20, 10000000)::int)
+        );
+    exception when others then
+        v_errors := v_errors || pg_catalog.format('use_log: %s (SQLSTATE %s)', sqlerrm, sqlstate);
+    end;
     foreach v_kind in array array['messages', 'cached_answers', 'hit_log', 'facts', 'erasure_log', 'job_runs', 'access_log'] loop
         begin
             v_count := agentmem_private.retention_kind(v_kind, apply_retention.batch_size);
@@ -395,7 +413,10 @@ Safe to run too often (a concurrent run returns at once;
 a run with nothing to do removes nothing) and records each run in agentmem.job_runs (rows removed per
 kind, duration, errors: a failing kind does not stop the others). Messages go with their embeddings
 and retrieval records (by cascade);
-fact history whose sources all expired goes with them. Runs as a superuser or BYPASSRLS role (AM041
+fact history whose sources all expired goes with them. Pinned rows (agentmem.pin) are never removed;
+a policy may add inactivity and a per-user budget (agentmem.set_lifecycle_policy); the uses searches
+recorded are folded first (rows_removed.use_log: uses folded), and agentmem.preview_retention lists what
+a run would remove. Runs as a superuser or BYPASSRLS role (AM041
 otherwise) because it works across tenants; schedule it with agentmem.schedule_retention or call it
 from any scheduler.
 Called by: the DBA (granted to no role).';

@@ -153,6 +153,34 @@ def test_a_fact_corrected_on_the_page_shows_its_new_text_and_history_and_recall_
     assert app.execute("select count(*) from agentmem.fact_history(fact_id => %s)", (fid,)).fetchone() == (1,)
 
 
+# -- pins and use --------------------------------------------------------------------------------------
+
+def test_a_message_and_a_fact_pinned_and_unpinned_on_their_pages_show_their_pin_and_use(app, admin, inspector, page):
+    cid = conversation(app, "alice", "Keep")
+    mid = message(app, cid, "The door code is 4711")
+    fid = fact(app, "alice", "city", "Alice lives in Lyon")
+    app.execute("select agentmem.search_messages(user_id => 'alice', query_text => 'door code', k => 1)")
+    admin.execute("select agentmem.apply_use_log()")
+    server = inspector()
+    page.login(server, "/conversation", tenant="acme", id=cid, user="alice")
+    row = page.inner_text("#message-0")
+    assert "\t1 (last " in row and "\tno" in row           # used once, not pinned
+    page.click("#message-0 button:has-text('pin')")
+    assert page.inner_text("h1").startswith("Conversation") and "pinned" in page.inner_text("#message-0 td.pin")
+    pinned = app.execute("select pinned_at from agentmem.list_messages(conversation_id => %s)", (cid,)).fetchone()[0]
+    assert pinned is not None
+    page.click("#message-0 button:has-text('unpin')")
+    assert "pinned" not in page.inner_text("#message-0 td.pin")
+    assert admin.execute("select pinned_at from agentmem.messages where message_id = %s", (mid,)).fetchone() == (None,)
+
+    page.goto(server.url("/facts", tenant="acme", user="alice"))
+    page.click("tr.fact-current button:has-text('pin')")
+    assert "pinned" in page.inner_text("tr.fact-current td.pin")
+    assert admin.execute("select pinned_at is not null from agentmem.facts where fact_id = %s", (fid,)).fetchone() == (True,)
+    page.click("tr.fact-current button:has-text('unpin')")
+    assert "pinned" not in page.inner_text("tr.fact-current td.pin")
+
+
 # -- the answer cache's review loop -----------------------------------------------------------------
 
 def test_a_sampled_hit_marked_wrong_is_withdrawn_counted_in_the_report_and_the_chart_renders(app, inspector, page):

@@ -30,7 +30,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client  # noqa: E402
 from agentmem.worker import Worker  # noqa: E402
 from helpers import count, free_port, wait_until, worker_login_url  # noqa: E402
 
-WRITING = {"remember", "remember_fact", "forget"}
+WRITING = {"remember", "remember_fact", "forget", "pin", "unpin"}
 READING = {"recall", "recent", "recall_facts", "list_memories", "memory_status"}
 SECRET = "a-test-secret-of-at-least-thirty-two-bytes!"
 
@@ -240,6 +240,48 @@ def test_json_too_deep_to_parse_is_dropped_and_the_server_goes_on(app_url):
     finally:
         proc.stdin.close()
         proc.wait(20)
+
+
+def test_pin_and_unpin_reach_the_user_s_own_items_only(app_url, admin):
+    """pin / unpin: thin clients of agentmem.pin / unpin, each after require_user_item in one transaction."""
+    admin.execute("select agentmem.set_tenant(tenant_id => 'acme')")
+    bob = admin.execute("select agentmem.start_conversation(user_id => 'bob')").fetchone()[0]
+    bob_msg = admin.execute("select message_id from agentmem.store_message(conversation_id => %s, role => 'user', "
+                            "content => 'bob''s words', embedding => null)", (bob,)).fetchone()[0]
+
+    def pinned(table: str, key: str, item: str):
+        return admin.execute(f"select pinned_at from agentmem.{table} where {key} = %s", (item,)).fetchone()[0]
+
+    async def body():
+        async with stdio_session(app_url, "--tenant", "acme", "--user", "alice", "--no-embed-writes") as s:
+            stored = await call(s, "remember", text="keep this one", title="Keep")
+            fact = await call(s, "remember_fact", subject="diet", fact="vegetarian")
+            mid, cid, fid = stored["message_id"], stored["conversation_id"], fact["fact_id"]
+            done = await call(s, "pin", message_id=mid)
+            assert (done["kind"], done["id"], done["pinned"]) == ("message", mid, True)
+            assert done["scope"]["user"] == "alice" and done["pinned_at"]
+            assert pinned("messages", "message_id", mid) is not None
+            again = await call(s, "pin", message_id=mid)              # pinning again keeps the first time
+            assert again["pinned_at"] == done["pinned_at"]
+            assert (await call(s, "pin", conversation_id=cid))["kind"] == "conversation"
+            assert pinned("conversations", "conversation_id", cid) is not None
+            assert (await call(s, "pin", fact_id=fid))["pinned"] is True
+            listed = await call(s, "list_memories", kind="facts")
+            assert [(f["fact_id"], f["pinned"], f["use_count"]) for f in listed["facts"]] == [(fid, True, 0)]
+            off = await call(s, "unpin", fact_id=fid)
+            assert (off["pinned"], off["was_pinned"], off["pinned_at"]) == (False, True, None)
+            assert pinned("facts", "fact_id", fid) is None
+            assert (await call(s, "unpin", fact_id=fid))["was_pinned"] is False
+            # another user's item: not found, and left as it was; exactly one id
+            assert code_of(await call(s, "pin", message_id=str(bob_msg))) == "AM030"
+            assert code_of(await call(s, "pin", conversation_id=str(bob))) == "AM030"
+            assert code_of(await call(s, "pin", message_id=mid, fact_id=fid)) == "AM020"
+            assert code_of(await call(s, "unpin")) == "AM020"
+            assert code_of(await call(s, "pin", fact_id="not-a-uuid")) == "AM020"
+
+    run(body)
+    assert pinned("messages", "message_id", str(bob_msg)) is None
+    assert pinned("conversations", "conversation_id", str(bob)) is None
 
 
 def test_read_only_registers_no_writing_tool_and_refuses_a_write(app_url, admin):

@@ -85,6 +85,26 @@ class Admin:
     def clear_default_retention_policy(self, kind: str) -> bool:
         return self.run(value(bool, "select agentmem.clear_default_retention_policy(kind => %s)", kind))
 
+    # -- lifecycle: use, inactivity and budgets --------------------------------------------------
+
+    def apply_use_log(self, batch_size: int = 100000) -> int:
+        """Fold the recorded uses into use_count / last_used_at; returns the uses folded."""
+        return self.run(value(int, "select agentmem.apply_use_log(batch_size => %s)", batch_size))
+
+    def set_default_lifecycle_policy(self, kind: str, max_inactive: dt.timedelta | None = None,
+                                     keep_per_user: int | None = None, combine: str = "and") -> RetentionPolicy:
+        return self.run(one(RetentionPolicy, "select * from agentmem.set_default_lifecycle_policy(kind => %s, "
+                            "max_inactive => %s, keep_per_user => %s, combine => %s)",
+                            kind, max_inactive, keep_per_user, combine))
+
+    def apply_consolidation(self) -> JobRun:
+        """Consolidate the facts of every tenant that asked for it (agentmem.set_consolidation)."""
+        return self.run(one(JobRun, "select * from agentmem.apply_consolidation()"))
+
+    def preview_retention(self, batch_size: int = 5000) -> list[dict]:
+        """What apply_retention would remove now: one dict per kind and tenant (would_remove, ids)."""
+        return self.run(rows(dict, "select * from agentmem.preview_retention(batch_size => %s)", batch_size))
+
     # -- moving a tenant -----------------------------------------------------------------------
 
     def export_tenant(self, tenant_id: str) -> list[str]:

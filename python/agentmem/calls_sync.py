@@ -106,16 +106,17 @@ class Calls:
                         conversation_id: uuid.UUID | str | None = None, min_similarity: float | None = None,
                         model: str | None = None, query_text: str | None = None, candidate_pool: int = 60,
                         rrf_k: int = 60, since: dt.datetime | None = None, until: dt.datetime | None = None,
-                        recency_half_life: dt.timedelta | None = None,
+                        recency_half_life: dt.timedelta | None = None, use_boost: float | None = None,
                         conn: Conn = None) -> list[MessageHit]:
         """By embedding, by words (query_text), or both fused by reciprocal rank; since/until bound
         when the messages happened ([since, until)); recency_half_life weighs the score by age."""
         return self.run(rows(MessageHit, "select * from agentmem.search_messages(user_id => %s, query_embedding => %s, "
                              "k => %s, conversation_id => %s, min_similarity => %s::real, model => %s, "
                              "query_text => %s, candidate_pool => %s, rrf_k => %s, since => %s, until => %s, "
-                             "recency_half_life => %s)",
+                             "recency_half_life => %s, use_boost => %s::real)",
                              user_id, as_vector(query_embedding), k, conversation_id, min_similarity, _model(self, model),
-                             query_text, candidate_pool, rrf_k, aware(since), aware(until), recency_half_life), conn)
+                             query_text, candidate_pool, rrf_k, aware(since), aware(until), recency_half_life,
+                             use_boost), conn)
 
     def context_window(self, message_id: uuid.UUID | str, before: int = 3, after: int = 3, *,
                        conn: Conn = None) -> list[Message]:
@@ -267,13 +268,14 @@ class Calls:
     def recall_facts(self, user_id: str, query_embedding: Embedding | None = None, k: int = 5,
                      model: str | None = None, *, query_text: str | None = None, candidate_pool: int = 60,
                      rrf_k: int = 60, since: dt.datetime | None = None, until: dt.datetime | None = None,
-                     as_of: dt.datetime | None = None, conn: Conn = None) -> list[Fact]:
+                     as_of: dt.datetime | None = None, use_boost: float | None = None,
+                     conn: Conn = None) -> list[Fact]:
         """as_of: what was true then; since/until: what was true at some time in [since, until)."""
         return self.run(rows(Fact, "select * from agentmem.recall_facts(user_id => %s, query_embedding => %s, k => %s, "
                              "model => %s, query_text => %s, candidate_pool => %s, rrf_k => %s, since => %s, "
-                             "until => %s, as_of => %s)",
+                             "until => %s, as_of => %s, use_boost => %s::real)",
                              user_id, as_vector(query_embedding), k, _model(self, model), query_text, candidate_pool, rrf_k,
-                             aware(since), aware(until), aware(as_of)), conn)
+                             aware(since), aware(until), aware(as_of), use_boost), conn)
 
     def fact_history(self, fact_id: uuid.UUID | str, *, conn: Conn = None) -> list[FactVersion]:
         return self.run(rows(FactVersion, "select * from agentmem.fact_history(fact_id => %s)", fact_id), conn)
@@ -339,6 +341,38 @@ class Calls:
     def import_user(self, lines: Sequence[str], *, conn: Conn = None) -> AccessReceipt:
         return self.run(one(AccessReceipt, "select * from agentmem.import_user(lines => %s::text[])", list(lines)), conn)
 
+    # -- pins: exempt from retention and consolidation ------------------------------------------
+
+    def pin(self, kind: str, id: uuid.UUID | str, *, conn: Conn = None) -> dt.datetime:
+        """Pin a message, conversation or fact (kind); returns when it was (first) pinned."""
+        return self.run(value(dt.datetime, "select agentmem.pin(kind => %s, id => %s)", kind, id), conn)
+
+    def consolidate_facts(self, user_id: str | None = None, *, dry_run: bool = False,
+                          min_similarity: float | None = None, max_changes: int | None = None,
+                          conn: Conn = None) -> list[dict]:
+        """Merge near-duplicate facts into their newer twin's history; one dict per change (run_id, ...)."""
+        return self.run(rows(dict, "select * from agentmem.consolidate_facts(user_id => %s, dry_run => %s, "
+                             "min_similarity => %s::real, max_changes => %s)",
+                             user_id, dry_run, min_similarity, max_changes), conn)
+
+    def undo_consolidation(self, run_id: uuid.UUID | str, *, conn: Conn = None) -> int:
+        """Restore what one consolidation run changed; returns the facts restored."""
+        return self.run(value(int, "select agentmem.undo_consolidation(run_id => %s)", run_id), conn)
+
+    def set_consolidation(self, min_similarity: float | None, max_changes: int | None = None, *,
+                          conn: Conn = None) -> bool:
+        """The tenant's consolidation bounds for the scheduled job (None: off); returns whether it is on."""
+        return self.run(value(bool, "select agentmem.set_consolidation(min_similarity => %s::real, "
+                              "max_changes => %s)", min_similarity, max_changes), conn)
+
+    def set_use_boost(self, weight: float | None, *, conn: Conn = None) -> float | None:
+        """The tenant's use boost in search_messages and recall_facts (0 to 0.5; None or 0: off)."""
+        return self.run(value(float, "select agentmem.set_use_boost(weight => %s::real)", weight), conn)
+
+    def unpin(self, kind: str, id: uuid.UUID | str, *, conn: Conn = None) -> bool:
+        """Unpin a message, conversation or fact (kind); returns whether it was pinned."""
+        return self.run(value(bool, "select agentmem.unpin(kind => %s, id => %s)", kind, id), conn)
+
     # -- forgetting and the tenant's retention policies ---------------------------------------
 
     def forget_conversation(self, conversation_id: uuid.UUID | str, *, conn: Conn = None) -> Receipt:
@@ -354,3 +388,11 @@ class Calls:
 
     def clear_retention_policy(self, kind: str, *, conn: Conn = None) -> bool:
         return self.run(value(bool, "select agentmem.clear_retention_policy(kind => %s)", kind), conn)
+
+    def set_lifecycle_policy(self, kind: str, max_inactive: dt.timedelta | None = None,
+                             keep_per_user: int | None = None, combine: str = "and", *,
+                             conn: Conn = None) -> RetentionPolicy:
+        """Forget by inactivity (combined with max_age by `combine`) and keep at most keep_per_user per user."""
+        return self.run(one(RetentionPolicy, "select * from agentmem.set_lifecycle_policy(kind => %s, "
+                            "max_inactive => %s, keep_per_user => %s, combine => %s)",
+                            kind, max_inactive, keep_per_user, combine), conn)

@@ -200,6 +200,9 @@ class ListedFact:
     replaced_at: dt.datetime | None   # when a later version superseded it; None for the current one
     created_at: dt.datetime           # when the fact was first stored (the listing's order)
     cursor: str
+    pinned_at: dt.datetime | None = None      # agentmem.pin; None: not pinned (and on earlier versions)
+    use_count: int | None = None              # how often recall_facts returned it (None on earlier versions)
+    last_used_at: dt.datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -247,6 +250,9 @@ class RetentionPolicy:
     kind: str
     max_age: dt.timedelta | None
     updated_at: dt.datetime
+    max_inactive: dt.timedelta | None = None
+    combine: str = "and"
+    keep_per_user: int | None = None
 
 
 @dataclass(frozen=True)
@@ -302,6 +308,9 @@ class ListedMessage:
     created_at: dt.datetime
     occurred_at: dt.datetime
     embedded_models: list[str]
+    pinned_at: dt.datetime | None = None      # agentmem.pin; None: not pinned itself
+    use_count: int = 0                        # how often a search returned it (folded by the use job)
+    last_used_at: dt.datetime | None = None
 
 
 @dataclass(frozen=True)

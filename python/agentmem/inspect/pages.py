@@ -191,6 +191,25 @@ async def delete_fact(request: Request) -> Response:
                   receipt=receipt, counts=receipt.rows_affected, back=back, back_label="back to the facts")
 
 
+async def pin(request: Request) -> Response:
+    """Pin or unpin one message or fact (agentmem.pin / agentmem.unpin), then back to its page."""
+    form = await verify_csrf(request)
+    mem, tenant = memory_for(request)
+    kind = str(form.get("kind") or "")
+    if kind not in ("message", "fact"):
+        raise HTTPException(400, "kind must be message or fact")
+    item = _uuid(form.get("id"), f"the {kind}")
+    if form.get("pinned") == "1":
+        await run_in_threadpool(mem.pin, kind, item)
+    else:
+        await run_in_threadpool(mem.unpin, kind, item)
+    if kind == "message":
+        back = url_for_page(request, "/conversation", id=form.get("conversation_id"), user=form.get("user"))
+    else:
+        back = url_for_page(request, "/facts", user=form.get("user"))
+    return RedirectResponse(back, status_code=303)
+
+
 def _branch(row: Any) -> str:
     if row.vector_rank is not None and row.text_rank is not None:
         return "both"
@@ -334,6 +353,7 @@ def routes() -> list[BaseRoute]:
         Route("/fact", fact_history),
         Route("/fact/update", update_fact, methods=["POST"]),
         Route("/fact/delete", delete_fact, methods=["POST"]),
+        Route("/pin", pin, methods=["POST"]),
         Route("/search", search),
         Route("/cache", cache),
         Route("/cache/review", review, methods=["POST"]),
