@@ -82,7 +82,8 @@ end
 $$;
 
 comment on function agentmem.pin(text, anycompatible) is
-'Pin one message, conversation or fact of the current tenant, so that no automatic removal (retention by age, inactivity or budget) and no consolidation touches it; returns when it was pinned.
+'Pin one message, conversation or fact of the current tenant against every automatic removal and consolidation; returns when it was pinned.
+No retention (by age, inactivity or budget) and no consolidation touches a pinned item.
 kind: message, conversation (pins every message of it, present and future) or fact; id: its id.
 Pinning a pinned item keeps its first time. Erasure (forget_user, forget_conversation, delete_message,
 delete_fact) still removes pinned items: a pin protects from the automatic jobs, never from the user.
@@ -152,7 +153,7 @@ end
 $$;
 
 comment on function agentmem.apply_use_log(int) is
-'Fold the uses searches and lookups recorded (agentmem.use_log) into use_count and last_used_at of the messages, facts and cached answers they returned; returns how many uses were folded.
+'Fold the recorded uses (agentmem.use_log) into use_count and last_used_at of messages, facts and cached answers; returns how many uses were folded.
 At most batch_size uses (1 to 10,000,000; default 100,000) per call, every tenant in turn, oldest first;
 uses of items deleted since are dropped. One run at a time: a concurrent call returns 0 at once. Every
 apply_retention run folds too (its rows_removed carries use_log: the uses folded), so the retention
@@ -274,7 +275,8 @@ end
 $$;
 
 comment on function agentmem.set_lifecycle_policy(text, interval, int, text) is
-'Forget the current tenant''s messages, facts or cached answers by inactivity and by a per-user budget as well as by age: sets max_inactive, keep_per_user and combine of its retention policy for that kind.
+'Forget the current tenant''s messages, facts or cached answers by inactivity and a per-user budget as well as by age.
+Sets max_inactive, keep_per_user and combine of its retention policy for that kind.
 max_inactive: a row not returned by any search or lookup for that long goes (its last use, else its
 age''s time: created_at of messages and cached answers, updated_at of facts); combine ''and'' (default)
 removes only rows both older than max_age and inactive (each limit that is set must hold), ''or'' rows
@@ -311,7 +313,8 @@ end
 $$;
 
 comment on function agentmem.set_default_lifecycle_policy(text, interval, int, text) is
-'Set the inactivity limit, per-user budget and combination of the installation default policy of messages, facts or cached answers, for every tenant without a policy of its own (DBA only: AM041 otherwise).
+'Set the inactivity limit, per-user budget and combination of the installation''s default policy of one kind of data.
+It applies to every tenant without a policy of its own; DBA only (AM041 otherwise).
 Arguments and errors as agentmem.set_lifecycle_policy.
 Called by: the DBA (granted to no role).';
 
@@ -337,7 +340,8 @@ end
 $$;
 
 comment on function agentmem.set_use_boost(real) is
-'Set the current tenant''s use boost: the weight with which search_messages and recall_facts favour memories used or created lately and used often, when a call passes no use_boost; returns it (NULL: off).
+'Set the current tenant''s use boost, the weight given to memories used or created lately and used often; returns it (NULL: off).
+search_messages and recall_facts apply it when a call passes no use_boost.
 weight 0 to 0.5 (AM020 outside): each candidate''s score is multiplied by a factor between 1 and
 1 + weight (agentmem_private.use_boost_factor: 0.5 for the last use, halved each 7 days; 0.3 for
 creation, halved each 30 days; 0.2 for the count); NULL or 0 turns it off (the default), and results
@@ -577,7 +581,9 @@ end
 $$;
 
 comment on function agentmem.consolidate_facts(text, boolean, real, int) is
-'Merge near-duplicate facts of one user (or of every user of the current tenant): the older of two goes into the newer one''s history with its period closed, the newer one''s sources become the union, nothing is lost; returns each change.
+'Merge near-duplicate facts of one user (or every user of the current tenant), superseding and never deleting; returns each change.
+The older of two goes into the newer one''s history with its period closed, the newer one''s sources
+become the union, nothing is lost.
 Near-duplicates: two current facts of one user and model whose subjects are the same once normalised
 (case, spaces and punctuation aside) with a cosine similarity of at least min_similarity (0.8 to 1;
 NULL: the tenant''s setting, else 0.95), or whose texts have the same words (Jaccard of 0.9 or more).
@@ -679,7 +685,9 @@ end
 $$;
 
 comment on function agentmem.undo_consolidation(anycompatible) is
-'Undo one consolidation run of the current tenant: every fact it merged is back as it was (same id, text, embedding, sources, times), its history rows go, and the newer facts lose the sources it added; returns the facts restored.
+'Undo one consolidation run of the current tenant, restoring every fact it merged exactly; returns the facts restored.
+Each merged fact is back as it was (same id, text, embedding, sources, times), the run''s history rows
+go, and the newer facts lose the sources it added.
 The run''s record stays (agentmem.consolidation_runs, undone_at set); its changes go with the history rows
 they wrote. All or nothing: AM031 when a newer fact or a history row it wrote is gone, or a merged fact''s subject is
 taken again, and for a dry run or a run undone already; AM030 for a run not in the current tenant;
@@ -734,7 +742,8 @@ end
 $$;
 
 comment on function agentmem.apply_consolidation() is
-'Consolidate the facts of every tenant whose settings ask for it (agentmem.set_consolidation), one run per tenant (agentmem.consolidate_facts of every user within the tenant''s bounds); records the job''s run (agentmem.health shows it).
+'Consolidate the facts of every tenant whose settings ask for it (agentmem.set_consolidation), one run per tenant; records the job''s run.
+Each run is agentmem.consolidate_facts of every user within the tenant''s bounds; agentmem.health shows the job.
 rows_removed carries facts_merged (merged facts go into history; nothing is removed) and total_removed
 is 0; a failing tenant is named in error and does not stop the others. Each tenant''s run is in
 agentmem.consolidation_runs and can be undone by the tenant (agentmem.undo_consolidation). Schedule it
