@@ -276,7 +276,7 @@ def test_a_form_posted_without_its_csrf_token_or_from_another_site_is_refused(ap
     server = inspector()
     page.login(server, "/conversation", tenant="acme", id=cid)
     cookie = session_cookie(page)
-    token = page.get_attribute("#message-0 input[name=csrf_token]", "value")
+    token = page.get_attribute("#message-0 form[action*='/message/delete'] input[name=csrf_token]", "value")
     form = {"message_id": str(mid), "conversation_id": str(cid)}
     path = "/message/delete?tenant=acme"
     status, body = http(server, path, data=form, cookie=cookie)
