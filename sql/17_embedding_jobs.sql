@@ -837,6 +837,14 @@ begin
         table_name := 'facts';
         rows_removed := v_n;
         return next;
+        -- the hits of the entries that go forget them (no foreign key does it;
+        -- what agentmem_private.unlink_cache_hits does, defined later)
+        update agentmem.cache_hits as h
+        set entry_id = null
+        where h.tenant_id = v_tenant and h.entry_id in (
+            select e.entry_id from agentmem.cache_entries as e
+            where e.tenant_id = v_tenant and e.model = drop_model_vectors.model
+        );
         delete from agentmem.cache_entries as e where e.tenant_id = v_tenant and e.model = drop_model_vectors.model;
         get diagnostics v_n = row_count;
         table_name := 'cache_entries';
