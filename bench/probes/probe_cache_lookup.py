@@ -75,11 +75,15 @@ def main() -> None:
     r2 = np.random.default_rng(5)
     notes: list[str] = []
     out: dict[str, dict[str, list[float]]] = {}
+    funcs: dict[str, list[tuple]] = {}
     totals: dict[str, list[float]] = defaultdict(list)
+    admin = connect(admin_url)
     with connect(url) as conn:
         conn.add_notice_handler(lambda d: notes.append(d.message_primary))
         for outcome in ("exact hit", "semantic hit", "miss"):
             stats: dict[str, list[float]] = defaultdict(list)
+            conn.execute("select pg_stat_force_next_flush()")
+            admin.execute("select pg_stat_reset()")
             for i in range(args.lookups + 10):
                 t = int(r2.integers(0, 200))
                 k = int(r2.integers(0, 20))
@@ -106,6 +110,13 @@ def main() -> None:
                     stats[label(query)].append(float(m.group(1)) * 1000)
                 totals[outcome].append(kind[0] or "miss")
             out[outcome] = stats
+            conn.execute("select pg_stat_force_next_flush()")
+            conn.execute("select 1")
+            time.sleep(1)
+            admin.execute("select pg_stat_clear_snapshot()")
+            funcs[outcome] = admin.execute(
+                "select schemaname || '.' || funcname, calls, self_time, total_time from pg_stat_user_functions "
+                "where schemaname in ('agentmem', 'agentmem_private') order by self_time desc limit 12").fetchall()
     for outcome, stats in out.items():
         kinds = totals[outcome]
         print(f"\n### {outcome} ({args.lookups} lookups: " +
@@ -116,7 +127,13 @@ def main() -> None:
             xs_sorted = sorted(xs)
             print(f"| `{key.replace('|', '¦')}` | {len(xs) / args.lookups:.2f} | {statistics.mean(xs):.1f} | "
                   f"{xs_sorted[int(0.95 * (len(xs) - 1))]:.1f} |")
-    time.sleep(0.5)
+        print(f"\nfunctions ({outcome}; µs per lookup, self / total):\n")
+        print("| function | calls per lookup | self µs | total µs |")
+        print("|---|---:|---:|---:|")
+        for f, c, st, tt in funcs[outcome]:
+            print(f"| {f} | {c / (args.lookups + 10):.2f} | {st * 1000 / (args.lookups + 10):.1f} | "
+                  f"{tt * 1000 / (args.lookups + 10):.1f} |")
+    admin.close()
 
 
 if __name__ == "__main__":
