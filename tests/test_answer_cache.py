@@ -552,12 +552,16 @@ def test_the_key_count_reads_only_the_index(admin, app):
     for i in range(20):
         store(app, f"Question {i} about invoices?", at_cosine(0.3, other=i + 1))
     admin.execute("vacuum (analyze) agentmem.cache_entries")
-    admin.execute("set enable_seqscan = off")  # 20 rows: the table's one page would do, as a big key's would not
-    admin.execute("set enable_bitmapscan = off")
+    admin.execute("begin")
+    if admin.execute("select agentmem.is_distributed()").fetchone()[0]:
+        admin.execute("set local citus.propagate_set_commands = 'local'")  # the settings below reach the shard
+    admin.execute("set local enable_seqscan = off")  # 20 rows: the table's one page would do, as a big key's would not
+    admin.execute("set local enable_bitmapscan = off")
     plan = "\n".join(r[0] for r in admin.execute(
         "explain (analyze, costs off, timing off, summary off) select count(*) from (select from agentmem.cache_entries "
         "as e where e.tenant_id = 'acme' and e.model = 'all-minilm' and e.embedding is not null and e.acl_hash = '' "
         "and e.prompt_version = '' and e.llm_model = '' and e.corpus_version = 0 limit 6001) as s").fetchall())
+    admin.execute("rollback")
     # (the heap is read only for pages not yet all-visible: the vacuum in a busy test database may leave some)
     assert "Index Only Scan using cache_entries_vector_scope_idx" in plan, plan
 
@@ -573,7 +577,8 @@ def test_a_lookup_does_not_lock_the_entry_it_logs(app, admin, connect, app_url):
         assert got["kind"] == "exact"
         with admin.transaction():
             admin.execute("set local lock_timeout = '2s'")
-            admin.execute("select 1 from agentmem.cache_entries where entry_id = %s for update", (entry,))
+            admin.execute("select 1 from agentmem.cache_entries where tenant_id = 'acme' and entry_id = %s for update",
+                          (entry,))
     assert admin.execute("select count(*) from pg_constraint where conname = 'cache_hits_entry_fk'").fetchone() == (0,)
     assert app.execute("select agentmem.invalidate_source(doc_id => 'doc-1')").fetchone() == (1,)
     assert admin.execute("select count(*), count(entry_id) from agentmem.cache_hits").fetchone() == (1, 0)
