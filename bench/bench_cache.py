@@ -49,6 +49,7 @@ import numpy as np
 import psycopg
 
 from agentmem.client import Memory
+from agentmem.migrate import Migrator, Source
 from common import DATA, ROOT, Bulk, command, fresh_database, p50_p95, start_server, write_report
 from common import connect as _connect
 
@@ -286,12 +287,26 @@ end $$
 """
 
 
-def scale(server_url: str, entries: int, tenants: int, lookups: int, hnsw: bool) -> dict:
+def scale(server_url: str, entries: int, tenants: int, lookups: int, hnsw: bool, reuse: bool = False) -> dict:
     """cache_lookup p50/p95 (exact hit, semantic hit, miss) at `entries` entries over `tenants` tenants,
     beside a plain pgvector threshold query on a copy of the same rows, each timed in the server, the
-    outcomes in turn and both queries back to back. Synthetic 384-d vectors (no model needed)."""
+    outcomes in turn and both queries back to back. Synthetic 384-d vectors (no model needed).
+    reuse: the database a previous run of the same size left (its rows and plain copy kept), this
+    checkout's migrations and sql/ applied to it again; the same vectors drawn, nothing loaded."""
     from common import APP_ROLE
-    admin_url, app_url = fresh_database(server_url, "agentmem_bench_cache_scale")
+    if reuse:
+        admin_url = server_url.rsplit("/", 1)[0] + "/agentmem_bench_cache_scale"
+        # The install builds a missing model index (sql/80_model_indexes.sql), hours for these rows:
+        # an empty stand-in of that name for the install's time (no scan of the run reads it).
+        with _connect(admin_url) as admin:
+            idx = admin.execute("select agentmem_private.model_index_name('cache_entries', %s)", (MODEL,)).fetchone()[0]
+            admin.execute(f"create index if not exists {idx} on agentmem.cache_entries (model) where false")
+            Migrator(admin_url, Source.load(ROOT)).migrate()
+            admin.execute(f"drop index agentmem.{idx}")
+        user = admin_url.split("//", 1)[1].split("@", 1)[0]
+        app_url = admin_url.replace(f"//{user}@", f"//{APP_ROLE}@", 1)
+    else:
+        admin_url, app_url = fresh_database(server_url, "agentmem_bench_cache_scale")
     assert app_url is not None
     rng = np.random.default_rng(11)
     per = entries // tenants
@@ -308,34 +323,43 @@ def scale(server_url: str, entries: int, tenants: int, lookups: int, hnsw: bool)
 
     t0 = time.perf_counter()
     stored: dict[int, np.ndarray] = {}
-    with _connect(admin_url) as admin:
-        idx = admin.execute("select agentmem_private.model_index_name('cache_entries', %s)", (MODEL,)).fetchone()[0]
-        admin.execute(f"drop index if exists agentmem.{idx}")
-        bulk = Bulk(admin, model=MODEL)
-        for t in range(tenants):
-            vecs = unit(per)
-            if t < 200:
-                stored[t] = vecs[:20]  # the lookups' targets
-            bulk.cache_entries(f"c{t:04d}", [question(t, k) for k in range(per)], vecs,
-                               answers=[f"answer {k}" for k in range(per)])
-            if t % 100 == 99:
-                print(f"  {(t + 1) * per:,} entries loaded ({time.perf_counter() - t0:.0f} s)", flush=True)
-        load_s = time.perf_counter() - t0
-        t1 = time.perf_counter()
-        admin.execute("set maintenance_work_mem = '1GB'")
-        if hnsw:
-            admin.execute("select agentmem_private.ensure_model_indexes(%s)", (MODEL,))
-        admin.execute("vacuum (analyze) agentmem.cache_entries")
-        admin.execute("create table plain_cache as select tenant_id, question, answer, embedding::vector(384) as "
-                      "embedding from agentmem.cache_entries")
-        admin.execute("create index on plain_cache (tenant_id)")
-        if hnsw:
-            admin.execute("create index on plain_cache using hnsw (embedding vector_cosine_ops)")
-        admin.execute("vacuum (analyze) plain_cache")
-        admin.execute(f"grant select on plain_cache to {APP_ROLE}")
-        index_s = time.perf_counter() - t1
-        size = admin.execute("select pg_size_pretty(pg_total_relation_size('agentmem.cache_entries')), "
-                             "pg_size_pretty(pg_total_relation_size('plain_cache'))").fetchone()
+    if reuse:
+        for t in range(min(tenants, 200)):
+            stored[t] = unit(per)[:20]
+        with _connect(admin_url) as admin:
+            admin.execute("vacuum (analyze) agentmem.cache_hits")
+            size = admin.execute("select pg_size_pretty(pg_total_relation_size('agentmem.cache_entries')), "
+                                 "pg_size_pretty(pg_total_relation_size('plain_cache'))").fetchone()
+        load_s = index_s = 0.0
+    else:
+        with _connect(admin_url) as admin:
+            idx = admin.execute("select agentmem_private.model_index_name('cache_entries', %s)", (MODEL,)).fetchone()[0]
+            admin.execute(f"drop index if exists agentmem.{idx}")
+            bulk = Bulk(admin, model=MODEL)
+            for t in range(tenants):
+                vecs = unit(per)
+                if t < 200:
+                    stored[t] = vecs[:20]  # the lookups' targets
+                bulk.cache_entries(f"c{t:04d}", [question(t, k) for k in range(per)], vecs,
+                                   answers=[f"answer {k}" for k in range(per)])
+                if t % 100 == 99:
+                    print(f"  {(t + 1) * per:,} entries loaded ({time.perf_counter() - t0:.0f} s)", flush=True)
+            load_s = time.perf_counter() - t0
+            t1 = time.perf_counter()
+            admin.execute("set maintenance_work_mem = '1GB'")
+            if hnsw:
+                admin.execute("select agentmem_private.ensure_model_indexes(%s)", (MODEL,))
+            admin.execute("vacuum (analyze) agentmem.cache_entries")
+            admin.execute("create table plain_cache as select tenant_id, question, answer, embedding::vector(384) as "
+                          "embedding from agentmem.cache_entries")
+            admin.execute("create index on plain_cache (tenant_id)")
+            if hnsw:
+                admin.execute("create index on plain_cache using hnsw (embedding vector_cosine_ops)")
+            admin.execute("vacuum (analyze) plain_cache")
+            admin.execute(f"grant select on plain_cache to {APP_ROLE}")
+            index_s = time.perf_counter() - t1
+            size = admin.execute("select pg_size_pretty(pg_total_relation_size('agentmem.cache_entries')), "
+                                 "pg_size_pretty(pg_total_relation_size('plain_cache'))").fetchone()
     app = _connect(app_url)
     app.execute(SCALE_TIMERS)
     times: dict[tuple[str, str], list[float]] = {}
@@ -526,12 +550,14 @@ def main():
     ap.add_argument("--scale-tenants", type=int, default=1000)
     ap.add_argument("--scale-lookups", type=int, default=300)
     ap.add_argument("--scale-hnsw", action="store_true", help="build the HNSW indexes for the scale run")
+    ap.add_argument("--scale-reuse", action="store_true",
+                    help="reuse the rows a previous --scale run of the same size left (sql/ applied again)")
     ap.add_argument("--scale-gptcache", type=int, nargs="*", metavar="SIZE",
                     help="also GPTCache holding each SIZE entries (e.g. 1000 100000)")
     args = ap.parse_args()
     if args.scale:
         server = args.database_url or start_server(args.port)
-        result = scale(server, args.scale, args.scale_tenants, args.scale_lookups, args.scale_hnsw)
+        result = scale(server, args.scale, args.scale_tenants, args.scale_lookups, args.scale_hnsw, args.scale_reuse)
         if args.scale_gptcache:
             result["gptcache"] = gptcache_scale(args.scale_gptcache, args.scale_lookups)
         write_report(args.out, scale_report(result))

@@ -264,11 +264,23 @@ begin
             hint = 'Call agentmem.set_tenant(tenant_id => ...) first '
             || '(local => true inside a transaction on a pooled connection).';
     end if;
+    -- Checked already in this call of an agentmem function (the mark, see
+    -- below): this very value passed every rule and the binding then, and no
+    -- statement of the session ran since. The rules' regular expressions are
+    -- skipped too (each statement's row-level security calls this: 8 calls a
+    -- store_message). Nested ifs: only agentmem_owner may call the helper.
+    if current_user = 'agentmem_owner' and agentmem.tenant_binding_mode() <> 'none' then
+        if agentmem_private.tenant_mark_trusted() then
+            v_checked := coalesce(pg_catalog.current_setting('agentmem.tenant_checked', true) = v_tenant, false);
+        end if;
+    end if;
     -- The setting can also be made with set_config or SET: the rules hold
     -- whichever way it was set.
     -- Whitespace of any kind: agentmem_private.unicode_space(), written out
     -- (the application role, which calls this, cannot reach agentmem_private).
-    if pg_catalog.length(v_tenant) > 128
+    if v_checked then
+        null;
+    elsif pg_catalog.length(v_tenant) > 128
         or v_tenant ~ '^[\u0009-\u000d\u0020\u0085\u00a0\u1680\u180e\u2000-\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff]|[\u0009-\u000d\u0020\u0085\u00a0\u1680\u180e\u2000-\u200d\u2028\u2029\u202f\u205f\u2060\u3000\ufeff]$'
         or v_tenant ~ '[[:cntrl:]]' then
         raise exception 'tenant_id is not acceptable: %', pg_catalog.left(v_tenant, 40)
@@ -286,8 +298,8 @@ begin
         -- The embedding queue's functions (owned by agentmem_queue, NOLOGIN) set
         -- each job's own tenant before they touch its row: the worker's login
         -- is bound to no tenant, and may set none through the API.
-        v_bound := current_user = 'agentmem_queue';
-        -- Checked already in this call of an agentmem function: every security
+        v_bound := v_checked or current_user = 'agentmem_queue';
+        -- The mark (v_checked, above): every security
         -- definer function agentmem_owner owns resets agentmem.tenant_checked
         -- on entry (its SET clause, sql/90_grants.sql), and restores it on
         -- exit; no statement of the session runs in between, so what a session
@@ -296,13 +308,6 @@ begin
         -- (An installation where not every one of them carries the reset never
         -- trusts the mark: agentmem_private.tenant_mark_trusted(), read only
         -- as agentmem_owner, which alone may call it.)
-        if not v_bound and current_user = 'agentmem_owner' then
-            if agentmem_private.tenant_mark_trusted()
-                and pg_catalog.current_setting('agentmem.tenant_checked', true) = v_tenant then
-                v_bound := true;
-                v_checked := true;
-            end if;
-        end if;
         if not v_bound and agentmem.tenant_binding_mode() = 'role' and current_user = 'agentmem_owner' then
             v_bound := exists (
                 select from agentmem.tenant_grants as g

@@ -274,14 +274,18 @@ comment on function agentmem_private.check_embedding_of(text, int, vector) is
 each of its vectors after one look-up of the model (on Citus each look-up of the reference table
 models is a distributed query of its own).';
 
+-- PL/pgSQL, not SQL: an SQL function with a SET clause is planned at every
+-- call; this one keeps its plans for the session.
 create or replace function agentmem_private.check_embedding(p_model text, p_embedding vector)
 returns int
-language sql
+language plpgsql
 stable
 security invoker
 set search_path = pg_catalog, agentmem, pg_temp
 as $$
-    select agentmem_private.check_embedding_of(p_model, (agentmem.get_model(p_model)).dimension, p_embedding)
+begin
+    return agentmem_private.check_embedding_of(p_model, (agentmem.get_model(p_model)).dimension, p_embedding);
+end
 $$;
 
 comment on function agentmem_private.check_embedding(text, vector) is

@@ -382,6 +382,31 @@ prompt_version, llm_model, corpus_version). Each argument but table_name is an S
 value or a parameter); a NULL user_id or acl_hash leaves that part out. Read by vector_search''s
 statements and by agentmem_private.exact_scan''s, the one place the scope is written.';
 
+create or replace function agentmem_private.cache_row_check(question_max_bytes text)
+returns text
+language sql
+immutable
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+    -- a cached answer serves while unexpired and not withdrawn by a review
+    -- (review_hit), and only a question the guard reads whole is a candidate
+    select ' and e.expires_at > pg_catalog.now() and e.withdrawn_at is null'
+        || pg_catalog.format(
+            ' and (%1$s is null or pg_catalog.octet_length(e.question) <= %1$s)',
+            coalesce(cache_row_check.question_max_bytes, 'null::int')
+        )
+$$;
+
+comment on function agentmem_private.cache_row_check(text) is
+'Internal: the SQL condition (on alias e, starting with '' and'') a cache entry meets to be a semantic
+candidate: unexpired, not withdrawn, its question at most question_max_bytes bytes (an SQL expression:
+a quoted number or a parameter; NULL: no limit). Checked on every row a vector search of the cache reads
+(vector_search''s statements and exact_scan''s), not counted; the one place it is written.';
+
+-- exact_scan took no cache key before 0021's install (a new signature).
+drop function if exists agentmem_private.exact_scan(vector, text, text, text, text, int, int, int);
+
 -- agentmem_private.exact_scan: static statements (PL/pgSQL keeps them
 -- prepared, and after five calls reuses a generic plan: the B-tree on the
 -- tenant and user serves them whatever the values) for the count and the
@@ -397,13 +422,21 @@ declare
     v_table text;
     v_id text;
     v_where text;
+    v_check text;
 begin
-    foreach v_table in array array['message_embeddings', 'facts'] loop
-        v_id := case v_table when 'message_embeddings' then 'message_id' else 'fact_id' end;
+    foreach v_table in array array['message_embeddings', 'facts', 'cache_entries'] loop
+        v_id := case v_table when 'message_embeddings' then 'message_id' when 'facts' then 'fact_id' else 'entry_id' end;
+        -- a user's messages or facts; the cache's key (no user), its entries
+        -- in service and of at most question_max_bytes (cache_row_check)
         v_where := agentmem_private.vector_search_scope(
             table_name => v_table, tenant_id => 'exact_scan.tenant_id', model => 'exact_scan.model',
-            user_id => 'exact_scan.user_id'
+            user_id => case when v_table <> 'cache_entries' then 'exact_scan.user_id' end,
+            acl_hash => case when v_table = 'cache_entries' then 'exact_scan.acl_hash' end,
+            prompt_version => 'exact_scan.prompt_version', llm_model => 'exact_scan.llm_model',
+            corpus_version => 'exact_scan.corpus_version'
         );
+        v_check := case when v_table = 'cache_entries'
+            then agentmem_private.cache_row_check(question_max_bytes => 'exact_scan.question_max_bytes') else '' end;
         v_branches := v_branches || pg_catalog.format(
             $branch$
     %5$s exact_scan.table_name = %1$L then
@@ -416,12 +449,13 @@ begin
             into exact_scan.ids, exact_scan.distances
             from (
                 select e.%2$I as id, %4$s as distance from agentmem.%1$I as e
-                where %3$s order by %4$s limit exact_scan.k
+                where %3$s%6$s order by %4$s limit exact_scan.k
             ) as h;
         end if;$branch$,
             v_table, v_id, v_where,
             agentmem_private.vector_distance(path => 'exact scan', dimension => null),
-            case when v_branches = '' then 'if' else 'elsif' end
+            case when v_branches = '' then 'if' else 'elsif' end,
+            v_check
         );
     end loop;
     execute pg_catalog.format(
@@ -435,6 +469,11 @@ create or replace function agentmem_private.exact_scan(
     k int,
     count_limit int,
     scan_max int,
+    acl_hash text default null,
+    prompt_version text default null,
+    llm_model text default null,
+    corpus_version bigint default null,
+    question_max_bytes int default null,
     out candidates int,
     out ids uuid[],
     out distances float8[]
@@ -447,7 +486,7 @@ as $body$
 begin%s
     else
         raise exception 'exact_scan: %% is not a table it scans', exact_scan.table_name
-        using errcode = 'AM020', hint = 'message_embeddings or facts.';
+        using errcode = 'AM020', hint = 'message_embeddings, facts or cache_entries.';
     end if;
 end
 $body$
@@ -457,8 +496,12 @@ $function$,
 end
 $generate$;
 
-comment on function agentmem_private.exact_scan(vector, text, text, text, text, int, int, int) is
-'Internal: a user''s count and exact scan in message_embeddings or facts (tenant, model and user only) in
+comment on function agentmem_private.exact_scan(
+    vector, text, text, text, text, int, int, int, text, text, text, bigint, int
+) is
+'Internal: a user''s count and exact scan in message_embeddings or facts (tenant, model and user only),
+or of a key of the answer cache (tenant, model, acl_hash, prompt_version, llm_model, corpus_version; no
+user; the entries that pass agentmem_private.cache_row_check with question_max_bytes), in
 static statements, generated at install from agentmem_private.vector_search_scope and
 agentmem_private.vector_distance (path ''exact scan''). candidates: the rows counted, up to count_limit
 (NULL: not counted); ids and distances: the k nearest, nearest first, when k is given and the count is
@@ -556,10 +599,7 @@ begin
         end;
     -- a cached answer serves while unexpired and not withdrawn by a review (review_hit)
     v_row_check := case when vector_search.table_name = 'cache_entries'
-            then ' and e.expires_at > pg_catalog.now() and e.withdrawn_at is null' else '' end
-        || case when vector_search.question_max_bytes is not null
-            then pg_catalog.format(' and pg_catalog.octet_length(e.question) <= %s', vector_search.question_max_bytes) else ''
-        end
+            then agentmem_private.cache_row_check(question_max_bytes => vector_search.question_max_bytes::text) else '' end
         -- The caller's own condition (recall_facts: a fact's time window,
         -- agentmem_private.fact_window_check), checked on every row read.
         || coalesce(vector_search.row_check, '');
@@ -578,8 +618,15 @@ begin
     -- to the exact scan).
     -- Whether the tenant has its own index is looked up once: here when the
     -- shortcut may apply, else only once the count says an index is needed.
-    v_static := vector_search.table_name in ('message_embeddings', 'facts') and vector_search.user_id is not null
-        and vector_search.acl_hash is null and v_narrowing = '' and v_row_check = '';
+    -- (a cache key: its own row check, cache_row_check, which exact_scan's
+    -- statements hold too; no caller's row_check)
+    v_static := (
+        vector_search.table_name in ('message_embeddings', 'facts') and vector_search.user_id is not null
+        and vector_search.acl_hash is null and v_narrowing = '' and v_row_check = ''
+    ) or (
+        vector_search.table_name = 'cache_entries' and vector_search.user_id is null
+        and vector_search.acl_hash is not null and v_narrowing = '' and vector_search.row_check is null
+    );
     v_alone := v_static and vector_search.table_name = 'message_embeddings';
     if v_alone then
         v_own := agentmem_private.has_tenant_index(vector_search.table_name, vector_search.tenant_id, vector_search.model);
@@ -602,7 +649,10 @@ begin
             v_scan := agentmem_private.exact_scan(
                 query_embedding => vector_search.query_embedding, table_name => vector_search.table_name,
                 tenant_id => vector_search.tenant_id, model => vector_search.model, user_id => vector_search.user_id,
-                k => vector_search.k, count_limit => v_count_limit, scan_max => v_exact_max
+                k => vector_search.k, count_limit => v_count_limit, scan_max => v_exact_max,
+                acl_hash => vector_search.acl_hash, prompt_version => vector_search.prompt_version,
+                llm_model => vector_search.llm_model, corpus_version => vector_search.corpus_version,
+                question_max_bytes => vector_search.question_max_bytes
             );
             v_rows := v_scan.candidates;
             v_scanned := v_rows <= v_exact_max;
@@ -721,7 +771,10 @@ begin
             v_scan := agentmem_private.exact_scan(
                 query_embedding => vector_search.query_embedding, table_name => vector_search.table_name,
                 tenant_id => vector_search.tenant_id, model => vector_search.model, user_id => vector_search.user_id,
-                k => vector_search.k, count_limit => null, scan_max => null
+                k => vector_search.k, count_limit => null, scan_max => null,
+                acl_hash => vector_search.acl_hash, prompt_version => vector_search.prompt_version,
+                llm_model => vector_search.llm_model, corpus_version => vector_search.corpus_version,
+                question_max_bytes => vector_search.question_max_bytes
             );
             v_ids := v_scan.ids;
             v_distances := v_scan.distances;

@@ -65,8 +65,16 @@ begin
     -- PL/pgSQL, not SQL: every write calls it, and the statement's plan is
     -- kept for the session (a SQL function with a SET clause is planned at
     -- every call before PostgreSQL 18).
+    -- A write with its vector (the common case): the re-embeddings alone,
+    -- without the union (one row per model: the key is (tenant_id, model)).
+    if p_has_vector then
+        return array(
+            select r.model from agentmem.reembeddings as r
+            where r.tenant_id = p_tenant and r.from_model = p_model and r.model <> p_model
+        );
+    end if;
     return array(
-        select p_model where not p_has_vector
+        select p_model
         union
         select r.model from agentmem.reembeddings as r
         where r.tenant_id = p_tenant and r.from_model = p_model and r.model <> p_model
@@ -843,6 +851,14 @@ begin
         table_name := 'facts';
         rows_removed := v_n;
         return next;
+        -- the hits of the entries that go forget them (no foreign key does it;
+        -- what agentmem_private.unlink_cache_hits does, defined later)
+        update agentmem.cache_hits as h
+        set entry_id = null
+        where h.tenant_id = v_tenant and h.entry_id in (
+            select e.entry_id from agentmem.cache_entries as e
+            where e.tenant_id = v_tenant and e.model = drop_model_vectors.model
+        );
         delete from agentmem.cache_entries as e where e.tenant_id = v_tenant and e.model = drop_model_vectors.model;
         get diagnostics v_n = row_count;
         table_name := 'cache_entries';

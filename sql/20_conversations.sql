@@ -241,7 +241,7 @@ declare
     v_conversation_id uuid := agentmem_private.uuid_arg('conversation_id', store_messages.conversation_id);
     v_model text := coalesce(store_messages.model, agentmem_private.default_model());
     v_n int := coalesce(pg_catalog.cardinality(store_messages.roles), 0);
-    v_vector_schema text := agentmem_private.vector_schema();
+    v_vector_schema text;   -- pgvector's schema, for a batch's literals (read there only)
     v_what text;
     v_first int;
     v_user text;
@@ -411,6 +411,7 @@ begin
         -- per row ($2[i]), which Citus copies whole for every reference (a batch
         -- of 100 took 2.5 s).
         v_ids := array(select pg_catalog.gen_random_uuid() from pg_catalog.generate_series(1, v_n));
+        v_vector_schema := agentmem_private.vector_schema();
         v_from := 1;
         while v_from <= v_n loop
             v_to := v_from;

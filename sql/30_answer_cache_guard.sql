@@ -91,41 +91,47 @@ Called by: the application (agentmem_app).';
 
 create or replace function agentmem_private.guard_tokens(question text)
 returns text[]
-language sql
+language plpgsql
 immutable
 parallel safe
 security invoker
 set search_path = pg_catalog, agentmem, pg_temp
 as $$
-    select pg_catalog.regexp_split_to_array(pg_catalog.btrim(pg_catalog.regexp_replace(
-        pg_catalog.regexp_replace(
+begin
+    -- PL/pgSQL, not SQL: an SQL function with a SET clause is planned at every
+    -- call (cache_lookup calls this for the question and each candidate).
+    return (
+        pg_catalog.regexp_split_to_array(pg_catalog.btrim(pg_catalog.regexp_replace(
             pg_catalog.regexp_replace(
                 pg_catalog.regexp_replace(
                     pg_catalog.regexp_replace(
                         pg_catalog.regexp_replace(
                             pg_catalog.regexp_replace(
                                 pg_catalog.regexp_replace(
-                                    pg_catalog.replace(pg_catalog.lower(question), '’', ''''),
-                                    -- enumeration markers opening list items: "1)", "(2)", "a)", "(b)"
-                                    '(^|[[:space:]:;,])[(]?([0-9]{1,2}|[a-z])[)](?=[[:space:]]|$)', '\1 ', 'g'
+                                    pg_catalog.regexp_replace(
+                                        pg_catalog.replace(pg_catalog.lower(question), '’', ''''),
+                                        -- enumeration markers opening list items: "1)", "(2)", "a)", "(b)"
+                                        '(^|[[:space:]:;,])[(]?([0-9]{1,2}|[a-z])[)](?=[[:space:]]|$)', '\1 ', 'g'
+                                    ),
+                                    -- and "1." / "2." at the start of a line or after a colon or semicolon
+                                    '(^|\n|[:;])[[:space:]]*[0-9]{1,2}[.](?=[[:space:]])', '\1 ', 'g'
                                 ),
-                                -- and "1." / "2." at the start of a line or after a colon or semicolon
-                                '(^|\n|[:;])[[:space:]]*[0-9]{1,2}[.](?=[[:space:]])', '\1 ', 'g'
+                                -- contractions: can't, won't, isn't ... read as "not"
+                                'n''t\M', ' not', 'g'
                             ),
-                            -- contractions: can't, won't, isn't ... read as "not"
-                            'n''t\M', ' not', 'g'
+                            -- thousands separators and decimal points between digits survive tokenising
+                            '([0-9]),([0-9]{3})', '\1\2', 'g'
                         ),
-                        -- thousands separators and decimal points between digits survive tokenising
                         '([0-9]),([0-9]{3})', '\1\2', 'g'
                     ),
-                    '([0-9]),([0-9]{3})', '\1\2', 'g'
+                    '([0-9])[.]([0-9])', '\1d\2', 'g'
                 ),
-                '([0-9])[.]([0-9])', '\1d\2', 'g'
+                '([$€£¥%])', ' \1 ', 'g'
             ),
-            '([$€£¥%])', ' \1 ', 'g'
-        ),
-        '[^a-z0-9$€£¥%]+', ' ', 'g'
-    )), ' ')
+            '[^a-z0-9$€£¥%]+', ' ', 'g'
+        )), ' ')
+    );
+end
 $$;
 
 comment on function agentmem_private.guard_tokens(text) is
@@ -414,23 +420,26 @@ Called by: the application (agentmem_app).';
 
 create or replace function agentmem_private.guard_agrees(p_fa text[], p_ta text[], p_fb text[], p_tb text[])
 returns boolean
-language sql
+language plpgsql
 immutable
 parallel safe
 security invoker
 set search_path = pg_catalog, agentmem, pg_temp
 as $$
-    select
-        array(
-            select x.tag from pg_catalog.unnest(p_fa) as x (tag)
-            where x.tag !~ '^neg:' or pg_catalog.substr(x.tag, 5) = any(p_tb)
-            order by x.tag
-        )
-        = array(
-            select y.tag from pg_catalog.unnest(p_fb) as y (tag)
-            where y.tag !~ '^neg:' or pg_catalog.substr(y.tag, 5) = any(p_ta)
-            order by y.tag
-        )
+begin
+    -- PL/pgSQL, not SQL: an SQL function with a SET clause is planned at every
+    -- call (cache_lookup calls this for each candidate).
+    return array(
+        select x.tag from pg_catalog.unnest(p_fa) as x (tag)
+        where x.tag !~ '^neg:' or pg_catalog.substr(x.tag, 5) = any(p_tb)
+        order by x.tag
+    )
+    = array(
+        select y.tag from pg_catalog.unnest(p_fb) as y (tag)
+        where y.tag !~ '^neg:' or pg_catalog.substr(y.tag, 5) = any(p_ta)
+        order by y.tag
+    );
+end
 $$;
 
 comment on function agentmem_private.guard_agrees(text[], text[], text[], text[]) is

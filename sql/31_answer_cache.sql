@@ -148,6 +148,65 @@ $$;
 comment on function agentmem_private.cache_check_scope(text, text, text) is
 'Internal: AM020 unless acl_hash, prompt_version and llm_model are non-NULL and at most 200 characters.';
 
+create or replace function agentmem_private.cache_nearest(
+    p_tenant text,
+    p_model text,
+    p_dimension int,
+    p_embedding vector,
+    p_k int,
+    p_acl_hash text,
+    p_prompt_version text,
+    p_llm_model text,
+    p_corpus_version bigint,
+    p_question_max_bytes int,
+    out ids uuid[],
+    out distances float8[]
+)
+language plpgsql
+stable
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+declare
+    v_exact_max int := agentmem_private.exact_search_max_rows(p_dimension);
+    v_scan record;
+begin
+    -- A key of at most agentmem.exact_search_max_rows entries (every key of a
+    -- cache of 1,000,000 entries over 1,000 tenants): counted, to one past the
+    -- limit, and scanned in exact_scan's static statements, whose plans
+    -- PL/pgSQL keeps (the count an index-only scan of cache_entries_vector_scope_idx),
+    -- without vector_search's EXECUTEs, planned at every call, and its SET
+    -- clauses. A larger key: vector_search, which counts on and reads an HNSW index.
+    v_scan := agentmem_private.exact_scan(
+        query_embedding => p_embedding, table_name => 'cache_entries', tenant_id => p_tenant, model => p_model,
+        user_id => null, k => p_k, count_limit => v_exact_max + 1, scan_max => v_exact_max,
+        acl_hash => p_acl_hash, prompt_version => p_prompt_version, llm_model => p_llm_model,
+        corpus_version => p_corpus_version, question_max_bytes => p_question_max_bytes
+    );
+    if v_scan.candidates <= v_exact_max then
+        ids := coalesce(v_scan.ids, '{}');
+        distances := coalesce(v_scan.distances, '{}');
+        return;
+    end if;
+    select pg_catalog.array_agg(n.id order by n.distance, n.id), pg_catalog.array_agg(n.distance order by n.distance, n.id)
+    into ids, distances
+    from agentmem_private.vector_search(
+        table_name => 'cache_entries', tenant_id => p_tenant, model => p_model, dimension => p_dimension,
+        query_embedding => p_embedding, k => p_k,
+        acl_hash => p_acl_hash, prompt_version => p_prompt_version,
+        llm_model => p_llm_model, corpus_version => p_corpus_version,
+        question_max_bytes => p_question_max_bytes
+    ) as n;
+end
+$$;
+
+comment on function agentmem_private.cache_nearest(text, text, int, vector, int, text, text, text, bigint, int) is
+'Internal: the p_k entries of one cache key nearest a question''s vector (ids and cosine distances,
+nearest first), the semantic candidates of cache_lookup: entries with a vector, unexpired, not withdrawn,
+of a question of at most p_question_max_bytes. A key of at most agentmem.exact_search_max_rows entries
+is counted and scanned exactly by agentmem_private.exact_scan (static statements, plans kept); a larger
+one goes to agentmem_private.vector_search (its HNSW path).';
+
 drop function if exists agentmem.cache_store(text, vector, text, text[], text, text, text, text, text, text, uuid, boolean, interval);
 
 create or replace function agentmem.cache_store(
@@ -362,20 +421,19 @@ begin
     if not v_intent.high_stakes and pg_catalog.octet_length(cache_lookup.question) <= agentmem_private.guard_max_bytes() then
         v_tokens := agentmem_private.guard_tokens(cache_lookup.question);
         v_features := agentmem_private.guard_features(v_tokens);
-        -- The nearest questions in the key, unexpired and of at most the guard's size: the
-        -- vector search of every feature (exact scan of a small key, counted through
-        -- cache_entries_scope_idx; above agentmem.exact_search_max_rows entries the tenant's
-        -- own HNSW index, else the model's). Their ids first, into variables: on a Citus
+        -- The nearest questions in the key, unexpired and of at most the guard's size
+        -- (agentmem_private.cache_nearest: an exact scan of a small key, counted through
+        -- cache_entries_vector_scope_idx; above agentmem.exact_search_max_rows entries
+        -- vector_search, the tenant's own HNSW index, else the model's). Their ids first, into variables: on a Citus
         -- cluster a statement that both reads a distributed table and calls a function that
         -- reads one is sent whole to a worker, where the nested query fails.
-        select pg_catalog.array_agg(n.id order by n.distance, n.id), pg_catalog.array_agg(n.distance order by n.distance, n.id)
-        into v_ids, v_distances
-        from agentmem_private.vector_search(
-            table_name => 'cache_entries', tenant_id => v_tenant, model => v_model, dimension => v_dim,
-            query_embedding => cache_lookup.question_embedding, k => 5,
-            acl_hash => cache_lookup.acl_hash, prompt_version => cache_lookup.prompt_version,
-            llm_model => cache_lookup.llm_model, corpus_version => v_version,
-            question_max_bytes => agentmem_private.guard_max_bytes()
+        select n.ids, n.distances into v_ids, v_distances
+        from agentmem_private.cache_nearest(
+            p_tenant => v_tenant, p_model => v_model, p_dimension => v_dim,
+            p_embedding => cache_lookup.question_embedding, p_k => 5,
+            p_acl_hash => cache_lookup.acl_hash, p_prompt_version => cache_lookup.prompt_version,
+            p_llm_model => cache_lookup.llm_model, p_corpus_version => v_version,
+            p_question_max_bytes => agentmem_private.guard_max_bytes()
         ) as n;
         for v_cand in
             select
@@ -484,8 +542,9 @@ $$;
 
 comment on function agentmem_private.unlink_cache_hits(text, uuid[]) is
 'Internal: clear cache_hits.entry_id of the lookups that hit these entries, before they are deleted.
-On one server cache_hits_entry_fk (on delete set null) does it too; on Citus that key cannot exist
-(agentmem.distribute), and every function that deletes cache entries calls this first.';
+No foreign key does it (migration 0021 dropped cache_hits_entry_fk: its check locked the entry at every
+lookup; Citus never had it): every function that deletes cache entries calls this, or clears the
+column itself.';
 
 create or replace function agentmem_private.delete_cache_entries(p_tenant text, p_entry_ids uuid[])
 returns bigint

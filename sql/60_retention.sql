@@ -292,8 +292,8 @@ begin
                 perform agentmem_private.forget_text_hashes(v_tenant, v_texts);
             end loop;
         when 'cached_answers' then
-            -- cache_hits.entry_id of the removed entries: set null by
-            -- cache_hits_entry_fk on one server, here on Citus (no such key).
+            -- cache_hits.entry_id of the removed entries: set null here (no
+            -- foreign key does it).
             for v_tenant, v_ids in
                 select g.tenant_id, pg_catalog.array_agg(g.key::uuid)
                 from agentmem_private.retention_delete('cached_answers', 'cache_entries', 'entry_id', 'created_at', p_batch) as g

@@ -508,3 +508,90 @@ def test_cache_store_without_an_embedding_argument_queues_it(app, admin):
     assert count(admin, "cache_entries", "entry_id = %s and answer = 'Thirty days.'", (entry,)) == 1
     assert count(admin, "embedding_jobs", "entry_id = %s", (entry,)) == 1
     assert sqlstate_of(app, "select * from agentmem.cache_store(question => 'another question')") == "AM020"
+
+
+# --- the lookup's cost at scale (issue 38) ----------------------------------------------------
+
+def test_a_small_key_is_scanned_by_static_statements_and_a_large_one_by_vector_search(app, admin):
+    """cache_nearest: a key of at most agentmem.exact_search_max_rows entries goes through exact_scan
+    (counted to one past the limit), a larger one through vector_search; both serve the same hit, and
+    neither serves an expired, withdrawn or too-long entry."""
+    for i in range(6):
+        store(app, f"How do I rotate API key number {i}?", at_cosine(0.5 + 0.05 * i, other=2 + i), answer=f"answer {i}.")
+    near = store(app, "How do I rotate an API key?", unit(0), answer="open the settings.")[1]
+    store(app, "Which API key do I rotate first?", at_cosine(0.999, other=20), answer="too long.",
+          ttl="1 second")  # expires before the lookups
+    admin.execute("update agentmem.cache_entries set expires_at = now() - interval '1 minute' "
+                  "where answer = 'too long.'")
+    q = at_cosine(0.99, other=30)
+    calls = ("select pg_stat_get_xact_function_calls('agentmem_private.exact_scan'::regproc), "
+             "pg_stat_get_xact_function_calls('agentmem_private.vector_search'::regproc)")
+    seen = {}
+    for limit in ("100", "3"):  # 8 entries: under the limit, then over it
+        with admin.transaction():  # (track_functions: a superuser's setting)
+            admin.execute("set local track_functions = 'all'")
+            admin.execute("select agentmem.set_tenant(tenant_id => 'acme', local => true)")
+            admin.execute("select set_config('agentmem.exact_search_max_rows', %s, true)", (limit,))
+            got = lookup(admin, "Please, how do I rotate an API key?", q)
+            seen[limit] = admin.execute(calls).fetchone()
+        assert (got["hit"], got["kind"], got["entry_id"]) == (True, "semantic", near), limit
+    assert seen["100"] == (1, None)   # counted and scanned in exact_scan's statements only
+    assert seen["3"][1] == 1          # counted past the limit, then vector_search (which counts on)
+    # withdrawn: neither path serves it
+    admin.execute("update agentmem.cache_entries set withdrawn_at = now() where entry_id = %s", (near,))
+    for limit in ("100", "3"):
+        with app.transaction():
+            app.execute("select set_config('agentmem.exact_search_max_rows', %s, true)", (limit,))
+            got = lookup(app, "Please, how do I rotate an API key?", q)
+        assert got["entry_id"] is None and got["matched_question"] != "Which API key do I rotate first?", limit
+
+
+def test_the_key_count_reads_only_the_index(admin, app):
+    """cache_entries_vector_scope_idx (migration 0021) holds the entries with a vector: the count of a
+    key is an index-only scan (it read every entry of the key from the heap before)."""
+    for i in range(20):
+        store(app, f"Question {i} about invoices?", at_cosine(0.3, other=i + 1))
+    admin.execute("vacuum (analyze) agentmem.cache_entries")
+    admin.execute("begin")
+    if admin.execute("select agentmem.is_distributed()").fetchone()[0]:
+        admin.execute("set local citus.propagate_set_commands = 'local'")  # the settings below reach the shard
+    admin.execute("set local enable_seqscan = off")  # 20 rows: the table's one page would do, as a big key's would not
+    admin.execute("set local enable_bitmapscan = off")
+    plan = "\n".join(r[0] for r in admin.execute(
+        "explain (analyze, costs off, timing off, summary off) select count(*) from (select from agentmem.cache_entries "
+        "as e where e.tenant_id = 'acme' and e.model = 'all-minilm' and e.embedding is not null and e.acl_hash = '' "
+        "and e.prompt_version = '' and e.llm_model = '' and e.corpus_version = 0 limit 6001) as s").fetchall())
+    admin.execute("rollback")
+    # (the heap is read only for pages not yet all-visible: the vacuum in a busy test database may leave some)
+    assert "Index Only Scan using cache_entries_vector_scope_idx" in plan, plan
+
+
+def test_a_lookup_does_not_lock_the_entry_it_logs(app, admin, connect, app_url):
+    """The hit log has no foreign key to the entries any more (migration 0021): a lookup's transaction
+    holds no lock on the entry's row, so deleting it never waits for lookups; the functions that delete
+    entries clear the hits' entry_id themselves."""
+    entry = store(app, "How do I rotate an API key?", unit(0), source_ids=["doc-1"])[1]
+    other = connect(app_url, tenant="acme")
+    with other.transaction():
+        got = lookup(other, "How do I rotate an API key?", unit(0))
+        assert got["kind"] == "exact"
+        with admin.transaction():
+            admin.execute("set local lock_timeout = '2s'")
+            admin.execute("select 1 from agentmem.cache_entries where tenant_id = 'acme' and entry_id = %s for update",
+                          (entry,))
+    assert admin.execute("select count(*) from pg_constraint where conname = 'cache_hits_entry_fk'").fetchone() == (0,)
+    assert app.execute("select agentmem.invalidate_source(doc_id => 'doc-1')").fetchone() == (1,)
+    assert admin.execute("select count(*), count(entry_id) from agentmem.cache_hits").fetchone() == (1, 0)
+
+
+def test_dropping_a_model_unlinks_the_hits_of_its_entries(app, admin):
+    """drop_model_vectors deletes the model's cache entries; their hits keep their questions and lose the
+    entry (what the dropped foreign key's ON DELETE SET NULL did)."""
+    admin.execute("select agentmem.register_model(model => 'tiny-cache', dimension => 8)")
+    v = np.zeros(8, dtype=np.float32)
+    v[0] = 1
+    store(app, "How do I rotate an API key?", v, model="tiny-cache")
+    assert lookup(app, "How do I rotate an API key?", v, model="tiny-cache")["kind"] == "exact"
+    admin.execute("select * from agentmem.drop_model_vectors(model => 'tiny-cache', tenant_id => 'acme')")
+    assert admin.execute("select count(*), count(entry_id), min(question_asked) from agentmem.cache_hits"
+                         ).fetchone() == (1, 0, "How do I rotate an API key?")

@@ -143,7 +143,7 @@ def test_no_tenant_still_raises_am001_on_the_cluster(citus, app_url, connect):
 
 
 def test_deleting_cache_entries_unlinks_their_hits(app, admin):
-    """cache_hits_entry_fk's ON DELETE SET NULL, kept by the functions where Citus refuses the key."""
+    """What cache_hits_entry_fk's ON DELETE SET NULL did (the key is gone, migration 0021), kept by the functions."""
     q = ("select * from agentmem.cache_store(question => 'How do I rotate an API key?', answer => 'Settings.', "
          "question_embedding => %s::vector, model => 'all-minilm', source_ids => array['doc-1'])")
     app.execute(q, (VEC,))

@@ -49,8 +49,11 @@ def test_no_function_but_vector_distance_writes_a_search_distance(admin):
                      if DISTANCE.search(body) and name not in NOT_A_SEARCH and name not in GENERATED)
     assert writers == [], ("these functions write a distance of their own; call "
                            f"agentmem_private.vector_distance (or vector_search) instead: {writers}")
-    for name in ("agentmem.search_messages", "agentmem.recall_facts", "agentmem.cache_lookup"):
+    for name in ("agentmem.search_messages", "agentmem.recall_facts", "agentmem_private.cache_nearest"):
         assert "agentmem_private.vector_search(" in found[name], name
+    # the cache's small keys: exact_scan's static statements, its large ones vector_search
+    assert "agentmem_private.cache_nearest(" in found["agentmem.cache_lookup"]
+    assert "agentmem_private.exact_scan(" in found["agentmem_private.cache_nearest"]
     # the engine's helpers are called with named arguments, never a row of positional booleans
     for name, body in found.items():
         for helper in ("vector_search", "vector_distance", "hnsw_ef_search"):
@@ -95,14 +98,19 @@ SEARCHES = {
 def test_each_search_runs_the_one_path_and_looks_up_the_tenant_index_once(admin, tenant_with_indexes, search,
                                                                          limit):
     calls = ("select pg_stat_get_xact_function_calls('agentmem_private.vector_search'::regproc), "
-             "pg_stat_get_xact_function_calls('agentmem_private.has_tenant_index'::regproc)")
+             "pg_stat_get_xact_function_calls('agentmem_private.has_tenant_index'::regproc), "
+             "pg_stat_get_xact_function_calls('agentmem_private.exact_scan'::regproc)")
     with admin.transaction():
         admin.execute("set local track_functions = 'all'")
         admin.execute(f"set local agentmem.exact_search_max_rows = {limit}")
         admin.execute("select agentmem.set_tenant(tenant_id => 'acme', local => true)")
         admin.execute(SEARCHES[search], (tenant_with_indexes[3], TINY))
-        searched, looked_up = (n or 0 for n in admin.execute(calls).fetchone())
-    assert searched == 1
+        searched, looked_up, scanned = (n or 0 for n in admin.execute(calls).fetchone())
+    if search == "cache" and limit != "0":
+        # a cache key under the limit: counted and scanned by exact_scan alone (agentmem_private.cache_nearest)
+        assert (searched, scanned) == (0, 1)
+    else:
+        assert searched == 1
     # the exact scan needs no index (but for a user who may be alone in a tenant with its own index)
     assert looked_up == (1 if limit == "0" or search == "messages" else 0)
 
