@@ -8,6 +8,13 @@ drop function if exists agentmem.search_messages(text, vector, int, uuid, real, 
 drop function if exists agentmem.search_with_context(text, vector, int, int, text, uuid, real, text, int, int);
 drop function if exists agentmem.search_messages(text, vector, int, anycompatible, real, text, text, int, int);
 drop function if exists agentmem.search_with_context(text, vector, int, int, text, anycompatible, real, text, int, int);
+-- Before text_ranking / bm25_k1 / bm25_b (0020).
+drop function if exists agentmem.search_messages(
+    text, vector, int, anycompatible, real, text, text, int, int, timestamptz, timestamptz, interval
+);
+drop function if exists agentmem.search_with_context(
+    text, vector, int, int, text, anycompatible, real, text, int, int, timestamptz, timestamptz, interval
+);
 
 create or replace function agentmem_private.text_match_messages(
     p_tenant text,
@@ -118,11 +125,14 @@ create or replace function agentmem.search_messages(
     min_similarity real default null,
     model text default null,
     query_text text default null,
-    candidate_pool int default 60,
-    rrf_k int default 60,
+    candidate_pool int default 100,
+    rrf_k int default 10,
     since timestamptz default null,
     until timestamptz default null,
-    recency_half_life interval default null
+    recency_half_life interval default null,
+    text_ranking text default 'both',
+    bm25_k1 double precision default 1.2,
+    bm25_b double precision default 0.3
 ) returns setof agentmem.message_hit
 language plpgsql
 stable
@@ -139,6 +149,7 @@ declare
     v_vec_ids uuid[];
     v_vec_distances float8[];
     v_txt_ids uuid[];
+    v_bm25_ids uuid[];
     v_now timestamptz := coalesce(search_messages.until, pg_catalog.now());
     v_half_life float8;
 begin
@@ -155,6 +166,7 @@ begin
     if v_conversation_id is not null then
         perform agentmem_private.check_conversation_of_user(v_tenant, v_conversation_id, search_messages.user_id);
     end if;
+    perform agentmem_private.check_text_ranking(search_messages.text_ranking, search_messages.bm25_k1, search_messages.bm25_b);
     v_query := agentmem_private.text_query(search_messages.query_text);
 
     if v_query is null and search_messages.query_embedding is null then
@@ -185,12 +197,22 @@ begin
         where n.distance <> 'NaN' and (search_messages.min_similarity is null
             or 1 - n.distance >= search_messages.min_similarity);
     end if;
-    if v_query is not null then
+    if v_query is not null and search_messages.text_ranking = 'ts_rank' then
         select pg_catalog.array_agg(x.message_id order by x.text_rank) into v_txt_ids
         from agentmem_private.text_match_messages(
             v_tenant, search_messages.user_id, v_query,
             case when search_messages.query_embedding is null and v_half_life is null then search_messages.k else v_pool end,
             v_conversation_id, search_messages.since, search_messages.until
+        ) as x;
+    elsif v_query is not null then
+        -- BM25 (sql/13_bm25.sql), with ts_rank's list beside it for 'both'.
+        select
+            pg_catalog.array_agg(x.message_id order by x.ts_rank_rank) filter (where search_messages.text_ranking = 'both' and x.ts_rank_rank <= v_pool),
+            pg_catalog.array_agg(x.message_id order by x.bm25_rank) filter (where x.bm25_rank <= v_pool)
+        into v_txt_ids, v_bm25_ids
+        from agentmem_private.word_match_messages(
+            v_tenant, search_messages.user_id, v_query, agentmem_private.text_terms(search_messages.query_text), v_pool,
+            v_conversation_id, search_messages.since, search_messages.until, search_messages.bm25_k1, search_messages.bm25_b
         ) as x;
     end if;
 
@@ -205,7 +227,7 @@ begin
             f.text_rank,
             f.score,
             m.occurred_at
-        from agentmem_private.fuse_ranks(v_vec_ids, v_txt_ids, search_messages.rrf_k, search_messages.k) as f
+        from agentmem_private.fuse_ranks(v_vec_ids, v_txt_ids, v_bm25_ids, search_messages.rrf_k, search_messages.k) as f
         inner join agentmem.messages as m on m.tenant_id = v_tenant and m.message_id = f.id
         order by f.score desc, f.vector_rank nulls last, f.text_rank, m.message_id;
         return;
@@ -231,8 +253,9 @@ begin
             end as score,
             m.occurred_at
         from agentmem_private.fuse_ranks(
-            v_vec_ids, v_txt_ids, search_messages.rrf_k,
+            v_vec_ids, v_txt_ids, v_bm25_ids, search_messages.rrf_k,
             coalesce(pg_catalog.cardinality(v_vec_ids), 0) + coalesce(pg_catalog.cardinality(v_txt_ids), 0)
+            + coalesce(pg_catalog.cardinality(v_bm25_ids), 0)
         ) as f
         inner join agentmem.messages as m on m.tenant_id = v_tenant and m.message_id = f.id
     ) as w
@@ -242,7 +265,7 @@ end
 $$;
 
 comment on function agentmem.search_messages(
-    text, vector, int, anycompatible, real, text, text, int, int, timestamptz, timestamptz, interval
+    text, vector, int, anycompatible, real, text, text, int, int, timestamptz, timestamptz, interval, text, double precision, double precision
 ) is
 'The user''s k past messages best matching a query embedding, a query text or both, in the current tenant, best first.
 - query_embedding only: the k most similar messages (today''s vector search). Returns k rows whenever
@@ -336,11 +359,14 @@ create or replace function agentmem.search_with_context(
     conversation_id anycompatible default null::uuid,
     min_similarity real default null,
     query_text text default null,
-    candidate_pool int default 60,
-    rrf_k int default 60,
+    candidate_pool int default 100,
+    rrf_k int default 10,
     since timestamptz default null,
     until timestamptz default null,
-    recency_half_life interval default null
+    recency_half_life interval default null,
+    text_ranking text default 'both',
+    bm25_k1 double precision default 1.2,
+    bm25_b double precision default 0.3
 ) returns setof agentmem.message_in_window
 language plpgsql
 stable
@@ -366,6 +392,7 @@ begin
     perform agentmem_private.check_range('k', search_with_context.k, 1, 1000);
     perform agentmem_private.check_window(search_with_context.since, search_with_context.until);
     perform agentmem_private.check_half_life(search_with_context.recency_half_life);
+    perform agentmem_private.check_text_ranking(search_with_context.text_ranking, search_with_context.bm25_k1, search_with_context.bm25_b);
     if search_with_context.min_similarity is not null then
         perform agentmem_private.check_similarity('min_similarity', search_with_context.min_similarity);
     end if;
@@ -392,7 +419,10 @@ begin
         rrf_k => search_with_context.rrf_k,
         since => search_with_context.since,
         until => search_with_context.until,
-        recency_half_life => search_with_context.recency_half_life
+        recency_half_life => search_with_context.recency_half_life,
+        text_ranking => search_with_context.text_ranking,
+        bm25_k1 => search_with_context.bm25_k1,
+        bm25_b => search_with_context.bm25_b
     ) as h;
     return query
     with hits as materialized (
@@ -478,7 +508,7 @@ end
 $$;
 
 comment on function agentmem.search_with_context(
-    text, vector, int, int, text, anycompatible, real, text, int, int, timestamptz, timestamptz, interval
+    text, vector, int, int, text, anycompatible, real, text, int, int, timestamptz, timestamptz, interval, text, double precision, double precision
 ) is
 'search_messages, each of the top-k hits expanded to the messages within radius of it, in one call.
 Windows of one conversation that overlap or touch are merged into one, so no message appears twice.

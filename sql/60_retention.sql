@@ -162,7 +162,7 @@ begin
         'where t.tenant_id = v.tenant_id and t.%1$I = v.k '
         'returning t.tenant_id, t.%1$I::text, %4$s',
         p_key, p_table, p_time,
-        case p_table when 'messages' then 't.content' else 'null::text' end, v_lock
+        case p_table when 'messages' then 'pg_catalog.jsonb_build_array(t.user_id, t.content)::text' else 'null::text' end, v_lock
     );
     -- Fair across tenants: tenants with a policy of their own are served in
     -- turn, starting after the last one the previous run served (the cursor
@@ -221,7 +221,7 @@ begin
             'where t.tenant_id = v.tenant_id and t.%1$I = v.k '
             'returning t.tenant_id as tenant, t.%1$I::text as k, %4$s as d',
             p_key, p_table, p_time,
-            case p_table when 'messages' then 't.content' else 'null::text' end, v_lock,
+            case p_table when 'messages' then 'pg_catalog.jsonb_build_array(t.user_id, t.content)::text' else 'null::text' end, v_lock,
             case v_pass when 1 then '>' else '<=' end
         ) using v_own, v_default, v_left, v_cursor loop
             tenant_id := v_row.tenant;
@@ -247,7 +247,8 @@ comment on function agentmem_private.retention_delete(text, text, text, text, in
 'for p_kind (or the default), skipping rows locked by others, in turn across tenants: tenants with a '
 'policy of their own (half the batch when there is a default) and those under the default each from '
 'after the last tenant the previous run served (agentmem.retention_cursors), so every tenant''s '
-'expired rows go within as many runs as tenants have expired rows. Returns what it deleted.';
+'expired rows go within as many runs as tenants have expired rows. Returns what it deleted (detail: '
+'for messages, the JSON array [user_id, content]; NULL otherwise).';
 
 create or replace function agentmem_private.retention_kind(p_kind text, p_batch int)
 returns bigint
@@ -261,6 +262,9 @@ declare
     v_tenant text;
     v_ids uuid[];
     v_texts text[];
+    v_user text;
+    v_docs tsvector[];
+    v_config regconfig := agentmem_private.text_search_config();
 begin
     case p_kind
         when 'messages' then
@@ -278,7 +282,17 @@ begin
             loop
                 v_count := v_count + pg_catalog.cardinality(v_ids);
                 perform agentmem_private.prune_fact_sources(v_tenant, v_ids, false);
-                perform agentmem_private.forget_text_hashes(v_tenant, v_texts);
+                perform agentmem_private.forget_text_hashes(
+                    v_tenant, array(select (d::jsonb) ->> 1 from pg_catalog.unnest(v_texts) as d)
+                );
+                -- The users' BM25 statistics lose the messages' words (their
+                -- content_tsv, recomputed from the content as the column is).
+                for v_user, v_docs in
+                    select (d::jsonb) ->> 0, pg_catalog.array_agg(pg_catalog.to_tsvector(v_config, (d::jsonb) ->> 1))
+                    from pg_catalog.unnest(v_texts) as d group by 1 order by 1
+                loop
+                    perform agentmem_private.count_terms(v_tenant, v_user, v_docs, -1);
+                end loop;
             end loop;
         when 'cached_answers' then
             -- cache_hits.entry_id of the removed entries: set null by
