@@ -1,6 +1,8 @@
 -- BM25 for the words branch of message search: the statistics it needs (per
 -- user: how many messages hold each word, how many messages and words there
--- are; tables term_stats and term_totals), kept current by every writer of
+-- are; tables term_stats and term_totals, kept per conversation and summed:
+-- writers of one conversation already queue on its row lock, so the counts
+-- make no writer wait for another conversation's), kept current by every writer of
 -- messages through count_terms / count_messages / recount_terms, and the
 -- scoring itself (word_match_messages), used by search_messages
 -- (sql/21_conversation_search.sql).
@@ -48,7 +50,9 @@ comment on function agentmem_private.check_text_ranking(text, double precision, 
 'Internal: AM020 unless text_ranking is ''both'', ''bm25'' or ''ts_rank'', 0 <= bm25_k1 <= 10 and
 0 <= bm25_b <= 1 (NULL and NaN refused).';
 
-create or replace function agentmem_private.count_terms(p_tenant text, p_user text, p_docs tsvector[], p_sign int)
+create or replace function agentmem_private.count_terms(
+    p_tenant text, p_user text, p_conversation_id uuid, p_docs tsvector[], p_sign int
+)
 returns void
 language plpgsql
 volatile
@@ -66,11 +70,10 @@ begin
     end if;
     select p_sign * coalesce(pg_catalog.sum(pg_catalog.length(d.doc)), 0) into v_words
     from pg_catalog.unnest(p_docs) as d (doc);
-    -- The user's totals row first, then the words in their order: every
-    -- writer takes the locks in this order (no deadlock). Writers of one user
-    -- wait for each other here until they commit.
-    insert into agentmem.term_totals as t (tenant_id, user_id, messages, words)
-    values (p_tenant, p_user, v_n, v_words)
+    -- The conversation's totals row first, then the words in their order:
+    -- every writer takes the locks in this order (no deadlock).
+    insert into agentmem.term_totals as t (tenant_id, user_id, conversation_id, messages, words)
+    values (p_tenant, p_user, p_conversation_id, v_n, v_words)
     on conflict on constraint term_totals_pkey do update
         set messages = t.messages + excluded.messages, words = t.words + excluded.words;
     select pg_catalog.array_agg(w.term order by w.term), pg_catalog.array_agg(w.n order by w.term)
@@ -85,26 +88,33 @@ begin
         -- One multi-row VALUES: Citus routes it to the tenant's shard as one
         -- statement (an insert ... select from unnest would go as COPY,
         -- refused under row-level security).
-        execute 'insert into agentmem.term_stats as s (tenant_id, user_id, term, messages) values '
+        execute 'insert into agentmem.term_stats as s (tenant_id, user_id, term, conversation_id, messages) values '
             || (
-                select pg_catalog.string_agg(pg_catalog.format('(%L, %L, %L, %s)', p_tenant, p_user, w.term, w.n), ', ' order by w.i)
+                select pg_catalog.string_agg(
+                    pg_catalog.format('(%L, %L, %L, %L::uuid, %s)', p_tenant, p_user, w.term, p_conversation_id, w.n), ', ' order by w.i
+                )
                 from rows from (pg_catalog.unnest(v_terms), pg_catalog.unnest(v_counts)) with ordinality as w (term, n, i)
             )
             || ' on conflict on constraint term_stats_pkey do update set messages = s.messages + excluded.messages';
     end if;
     if p_sign < 0 then
         delete from agentmem.term_stats as s
-        where s.tenant_id = p_tenant and s.user_id = p_user and s.term = any(v_terms) and s.messages <= 0;
+        where
+            s.tenant_id = p_tenant and s.user_id = p_user and s.term = any(v_terms)
+            and s.conversation_id = p_conversation_id and s.messages <= 0;
         delete from agentmem.term_totals as t
-        where t.tenant_id = p_tenant and t.user_id = p_user and t.messages <= 0;
+        where
+            t.tenant_id = p_tenant and t.user_id = p_user and t.conversation_id = p_conversation_id
+            and t.messages <= 0;
     end if;
 end
 $$;
 
-comment on function agentmem_private.count_terms(text, text, tsvector[], int) is
-'Internal: add (p_sign 1) or remove (p_sign -1) messages, given by their content_tsv, to or from the
-user''s BM25 statistics (term_totals, term_stats); rows falling to 0 are deleted. Writers of one user
-queue on the user''s term_totals row until they commit.';
+comment on function agentmem_private.count_terms(text, text, uuid, tsvector[], int) is
+'Internal: add (p_sign 1) or remove (p_sign -1) messages of one conversation, given by their content_tsv,
+to or from the user''s BM25 statistics (term_totals, term_stats); rows falling to 0 are deleted. Its
+row locks are the conversation''s: only writers of that conversation, who queue on its row anyway,
+wait for them.';
 
 create or replace function agentmem_private.count_messages(p_tenant text, p_ids uuid[], p_sign int)
 returns void
@@ -115,24 +125,25 @@ set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_user text;
+    v_conversation uuid;
     v_docs tsvector[];
 begin
     -- Read before a delete or after an insert: the messages must exist.
-    for v_user, v_docs in
-        select m.user_id, pg_catalog.array_agg(m.content_tsv)
+    for v_user, v_conversation, v_docs in
+        select m.user_id, m.conversation_id, pg_catalog.array_agg(m.content_tsv)
         from agentmem.messages as m
         where m.tenant_id = p_tenant and m.message_id = any(p_ids)
-        group by m.user_id
-        order by m.user_id
+        group by m.user_id, m.conversation_id
+        order by m.user_id, m.conversation_id
     loop
-        perform agentmem_private.count_terms(p_tenant, v_user, v_docs, p_sign);
+        perform agentmem_private.count_terms(p_tenant, v_user, v_conversation, v_docs, p_sign);
     end loop;
 end
 $$;
 
 comment on function agentmem_private.count_messages(text, uuid[], int) is
 'Internal: count_terms for stored messages by id (p_sign 1 after they are inserted, -1 before they are
-deleted), per user.';
+deleted), per conversation.';
 
 create or replace function agentmem_private.recount_terms(p_tenant text, p_user text)
 returns void
@@ -143,18 +154,22 @@ set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_user text;
+    v_conversation uuid;
 begin
     -- p_user NULL: every user of the tenant (after an import of a tenant).
     delete from agentmem.term_stats as s where s.tenant_id = p_tenant and (p_user is null or s.user_id = p_user);
     delete from agentmem.term_totals as t where t.tenant_id = p_tenant and (p_user is null or t.user_id = p_user);
-    for v_user in
-        select distinct m.user_id from agentmem.messages as m
+    for v_user, v_conversation in
+        select distinct m.user_id, m.conversation_id from agentmem.messages as m
         where m.tenant_id = p_tenant and (p_user is null or m.user_id = p_user)
-        order by m.user_id
+        order by m.user_id, m.conversation_id
     loop
         perform agentmem_private.count_terms(
-            p_tenant, v_user,
-            array(select m.content_tsv from agentmem.messages as m where m.tenant_id = p_tenant and m.user_id = v_user),
+            p_tenant, v_user, v_conversation,
+            array(
+                select m.content_tsv from agentmem.messages as m
+                where m.tenant_id = p_tenant and m.conversation_id = v_conversation
+            ),
             1
         );
     end loop;
@@ -190,15 +205,20 @@ declare
     v_sql text;
     v_rows int;
 begin
-    select t.messages, t.words::float8 / greatest(t.messages, 1) into v_n, v_avg
+    select pg_catalog.sum(t.messages), pg_catalog.sum(t.words)::float8 / greatest(pg_catalog.sum(t.messages), 1)
+    into v_n, v_avg
     from agentmem.term_totals as t
     where t.tenant_id = p_tenant and t.user_id = p_user_id;
     v_n := coalesce(v_n, 0);
     v_avg := greatest(coalesce(v_avg, 1), 1);
     v_idf := array(
-        select pg_catalog.ln(1 + (v_n - coalesce(s.messages, 0) + 0.5) / (coalesce(s.messages, 0) + 0.5))
+        select pg_catalog.ln(1 + (v_n - coalesce(d.df, 0) + 0.5) / (coalesce(d.df, 0) + 0.5))
         from pg_catalog.unnest(p_terms) with ordinality as w (term, i)
-        left join agentmem.term_stats as s on s.tenant_id = p_tenant and s.user_id = p_user_id and s.term = w.term
+        left join lateral (
+            select pg_catalog.sum(s.messages)::float8 as df
+            from agentmem.term_stats as s
+            where s.tenant_id = p_tenant and s.user_id = p_user_id and s.term = w.term
+        ) as d on true
         order by w.i
     );
     -- A user (or a time window) of up to 1,000 messages is read through the

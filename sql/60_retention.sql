@@ -162,7 +162,7 @@ begin
         'where t.tenant_id = v.tenant_id and t.%1$I = v.k '
         'returning t.tenant_id, t.%1$I::text, %4$s',
         p_key, p_table, p_time,
-        case p_table when 'messages' then 'pg_catalog.jsonb_build_array(t.user_id, t.content)::text' else 'null::text' end, v_lock
+        case p_table when 'messages' then 'pg_catalog.jsonb_build_array(t.user_id, t.content, t.conversation_id)::text' else 'null::text' end, v_lock
     );
     -- Fair across tenants: tenants with a policy of their own are served in
     -- turn, starting after the last one the previous run served (the cursor
@@ -221,7 +221,7 @@ begin
             'where t.tenant_id = v.tenant_id and t.%1$I = v.k '
             'returning t.tenant_id as tenant, t.%1$I::text as k, %4$s as d',
             p_key, p_table, p_time,
-            case p_table when 'messages' then 'pg_catalog.jsonb_build_array(t.user_id, t.content)::text' else 'null::text' end, v_lock,
+            case p_table when 'messages' then 'pg_catalog.jsonb_build_array(t.user_id, t.content, t.conversation_id)::text' else 'null::text' end, v_lock,
             case v_pass when 1 then '>' else '<=' end
         ) using v_own, v_default, v_left, v_cursor loop
             tenant_id := v_row.tenant;
@@ -248,7 +248,7 @@ comment on function agentmem_private.retention_delete(text, text, text, text, in
 'policy of their own (half the batch when there is a default) and those under the default each from '
 'after the last tenant the previous run served (agentmem.retention_cursors), so every tenant''s '
 'expired rows go within as many runs as tenants have expired rows. Returns what it deleted (detail: '
-'for messages, the JSON array [user_id, content]; NULL otherwise).';
+'for messages, the JSON array [user_id, content, conversation_id]; NULL otherwise).';
 
 create or replace function agentmem_private.retention_kind(p_kind text, p_batch int)
 returns bigint
@@ -263,6 +263,7 @@ declare
     v_ids uuid[];
     v_texts text[];
     v_user text;
+    v_conversation uuid;
     v_docs tsvector[];
     v_config regconfig := agentmem_private.text_search_config();
 begin
@@ -287,11 +288,13 @@ begin
                 );
                 -- The users' BM25 statistics lose the messages' words (their
                 -- content_tsv, recomputed from the content as the column is).
-                for v_user, v_docs in
-                    select (d::jsonb) ->> 0, pg_catalog.array_agg(pg_catalog.to_tsvector(v_config, (d::jsonb) ->> 1))
-                    from pg_catalog.unnest(v_texts) as d group by 1 order by 1
+                for v_user, v_conversation, v_docs in
+                    select
+                        (d::jsonb) ->> 0, ((d::jsonb) ->> 2)::uuid,
+                        pg_catalog.array_agg(pg_catalog.to_tsvector(v_config, (d::jsonb) ->> 1))
+                    from pg_catalog.unnest(v_texts) as d group by 1, 2 order by 1, 2
                 loop
-                    perform agentmem_private.count_terms(v_tenant, v_user, v_docs, -1);
+                    perform agentmem_private.count_terms(v_tenant, v_user, v_conversation, v_docs, -1);
                 end loop;
             end loop;
         when 'cached_answers' then

@@ -11,13 +11,15 @@ from helpers import store_message, unit
 
 # The statistics as they should be, recomputed from the messages (the admin is not bound by
 # row-level security), against those kept by the write path.
-EXPECTED_TERMS = ("select m.tenant_id, m.user_id, t.lexeme, count(*)::int from agentmem.messages as m "
+EXPECTED_TERMS = ("select m.tenant_id, m.user_id, t.lexeme, m.conversation_id, count(*)::int "
+                  "from agentmem.messages as m "
                   "cross join lateral unnest(m.content_tsv) as t (lexeme, positions, weights) "
-                  "group by 1, 2, 3 order by 1, 2, 3")
-KEPT_TERMS = "select tenant_id, user_id, term, messages from agentmem.term_stats order by 1, 2, 3"
-EXPECTED_TOTALS = ("select tenant_id, user_id, count(*), sum(length(content_tsv)) from agentmem.messages "
-                   "group by 1, 2 order by 1, 2")
-KEPT_TOTALS = "select tenant_id, user_id, messages, words from agentmem.term_totals order by 1, 2"
+                  "group by 1, 2, 3, 4 order by 1, 2, 3, 4")
+KEPT_TERMS = "select tenant_id, user_id, term, conversation_id, messages from agentmem.term_stats order by 1, 2, 3, 4"
+EXPECTED_TOTALS = ("select tenant_id, user_id, conversation_id, count(*), sum(length(content_tsv)) "
+                   "from agentmem.messages group by 1, 2, 3 order by 1, 2, 3")
+KEPT_TOTALS = ("select tenant_id, user_id, conversation_id, messages, words from agentmem.term_totals "
+               "order by 1, 2, 3")
 
 
 def assert_stats_right(admin):
@@ -40,9 +42,9 @@ def test_stats_follow_inserts_deletes_and_forgetting(app, admin):
     cid2, ids2 = store_batch(app, "alice", ["garden party", "party tea"])
     store_batch(app, "bob", ["bob likes tea"])
     assert_stats_right(admin)
-    assert admin.execute("select messages from agentmem.term_stats where tenant_id = 'acme' and user_id = 'alice' "
-                         "and term = 'tea'").fetchone() == (3,)   # messages holding it, not occurrences
-    assert admin.execute("select messages from agentmem.term_totals where tenant_id = 'acme' "
+    assert admin.execute("select sum(messages) from agentmem.term_stats where tenant_id = 'acme' "
+                         "and user_id = 'alice' and term = 'tea'").fetchone() == (3,)  # messages holding it
+    assert admin.execute("select sum(messages) from agentmem.term_totals where tenant_id = 'acme' "
                          "and user_id = 'alice'").fetchone() == (6,)
 
     app.execute("select agentmem.delete_message(message_id => %s)", (ids[2],))
@@ -83,8 +85,8 @@ def test_stats_are_per_tenant_and_user_and_hidden_from_other_tenants(app, admin,
     globex = connect(app_url, tenant="globex")
     store_batch(globex, "alice", ["zebracorn zebracorn", "zebracorn again", "zebracorn three"])
     assert_stats_right(admin)
-    assert admin.execute("select tenant_id, messages from agentmem.term_stats where term = 'zebracorn' "
-                         "and user_id = 'alice' order by 1").fetchall() == [("acme", 1), ("globex", 3)]
+    assert admin.execute("select tenant_id, sum(messages) from agentmem.term_stats where term = 'zebracorn' "
+                         "and user_id = 'alice' group by 1 order by 1").fetchall() == [("acme", 1), ("globex", 3)]
     # the application role reads no table; row-level security is forced on both, by tenant
     with pytest.raises(psycopg.errors.InsufficientPrivilege):
         app.execute("select * from agentmem.term_stats")
