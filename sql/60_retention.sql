@@ -162,7 +162,7 @@ begin
         'where t.tenant_id = v.tenant_id and t.%1$I = v.k '
         'returning t.tenant_id, t.%1$I::text, %4$s',
         p_key, p_table, p_time,
-        case p_table when 'messages' then 'pg_catalog.jsonb_build_array(t.user_id, t.content, t.conversation_id)::text' else 'null::text' end, v_lock
+        case p_table when 'messages' then 't.conversation_id::text || t.content' else 'null::text' end, v_lock
     );
     -- Fair across tenants: tenants with a policy of their own are served in
     -- turn, starting after the last one the previous run served (the cursor
@@ -221,7 +221,7 @@ begin
             'where t.tenant_id = v.tenant_id and t.%1$I = v.k '
             'returning t.tenant_id as tenant, t.%1$I::text as k, %4$s as d',
             p_key, p_table, p_time,
-            case p_table when 'messages' then 'pg_catalog.jsonb_build_array(t.user_id, t.content, t.conversation_id)::text' else 'null::text' end, v_lock,
+            case p_table when 'messages' then 't.conversation_id::text || t.content' else 'null::text' end, v_lock,
             case v_pass when 1 then '>' else '<=' end
         ) using v_own, v_default, v_left, v_cursor loop
             tenant_id := v_row.tenant;
@@ -248,7 +248,8 @@ comment on function agentmem_private.retention_delete(text, text, text, text, in
 'policy of their own (half the batch when there is a default) and those under the default each from '
 'after the last tenant the previous run served (agentmem.retention_cursors), so every tenant''s '
 'expired rows go within as many runs as tenants have expired rows. Returns what it deleted (detail: '
-'for messages, the JSON array [user_id, content, conversation_id]; NULL otherwise).';
+'for messages, the conversation_id (36 characters) followed by the content; NULL otherwise: '
+'Citus allows only immutable functions in RETURNING).';
 
 create or replace function agentmem_private.retention_kind(p_kind text, p_batch int)
 returns bigint
@@ -284,17 +285,19 @@ begin
                 v_count := v_count + pg_catalog.cardinality(v_ids);
                 perform agentmem_private.prune_fact_sources(v_tenant, v_ids, false);
                 perform agentmem_private.forget_text_hashes(
-                    v_tenant, array(select (d::jsonb) ->> 1 from pg_catalog.unnest(v_texts) as d)
+                    v_tenant, array(select pg_catalog.substr(d, 37) from pg_catalog.unnest(v_texts) as d)
                 );
-                -- The users' BM25 statistics lose the messages' words (their
-                -- content_tsv, recomputed from the content as the column is).
-                for v_user, v_conversation, v_docs in
-                    select
-                        (d::jsonb) ->> 0, ((d::jsonb) ->> 2)::uuid,
-                        pg_catalog.array_agg(pg_catalog.to_tsvector(v_config, (d::jsonb) ->> 1))
-                    from pg_catalog.unnest(v_texts) as d group by 1, 2 order by 1, 2
+                -- The BM25 statistics lose the messages' words (their content_tsv,
+                -- recomputed from the content as the column is), per conversation.
+                for v_conversation, v_docs in
+                    select pg_catalog.left(d, 36)::uuid, pg_catalog.array_agg(pg_catalog.to_tsvector(v_config, pg_catalog.substr(d, 37)))
+                    from pg_catalog.unnest(v_texts) as d group by 1 order by 1
                 loop
-                    perform agentmem_private.count_terms(v_tenant, v_user, v_conversation, v_docs, -1);
+                    select c.user_id into v_user from agentmem.conversations as c
+                    where c.tenant_id = v_tenant and c.conversation_id = v_conversation;
+                    if found then
+                        perform agentmem_private.count_terms(v_tenant, v_user, v_conversation, v_docs, -1);
+                    end if;
                 end loop;
             end loop;
         when 'cached_answers' then
