@@ -45,12 +45,22 @@ alter table agentmem.term_totals force row level security;
 -- counts them (on Citus the new tables are filled here on the coordinator,
 -- then distributed with their rows by the install's agentmem.distribute).
 insert into agentmem.term_stats (tenant_id, user_id, term, conversation_id, messages)
-select m.tenant_id, m.user_id, t.lexeme, m.conversation_id, count(*)::int
+select
+    m.tenant_id,
+    m.user_id,
+    t.lexeme,
+    m.conversation_id,
+    count(*)::int as messages
 from agentmem.messages as m
 cross join lateral unnest(m.content_tsv) as t (lexeme, positions, weights)
 group by m.tenant_id, m.user_id, t.lexeme, m.conversation_id;
 
 insert into agentmem.term_totals (tenant_id, user_id, conversation_id, messages, words)
-select m.tenant_id, m.user_id, m.conversation_id, count(*), sum(length(m.content_tsv))
+select
+    m.tenant_id,
+    m.user_id,
+    m.conversation_id,
+    count(*) as messages,
+    sum(length(m.content_tsv)) as words
 from agentmem.messages as m
 group by m.tenant_id, m.user_id, m.conversation_id;
