@@ -274,17 +274,21 @@ comment on function agentmem.search_messages(
   messages; above it the tenant''s
   own HNSW index when a DBA built one (agentmem.create_tenant_index), else the model''s shared HNSW
   index, with pgvector iterative scans, and an exact scan should the index stop short of k rows.
-- query_text only (query_embedding NULL, e.g. from psql): full-text search over the GIN index of
-  messages.content_tsv, ranked by ts_rank; any of the text''s words (at most its first 64 distinct
-  ones, stemmed under the installation''s text search configuration, stop words dropped) makes a
-  candidate. Punctuation such as & | ! :* quotes and backslashes is never query syntax.
-- both (hybrid): each branch takes its best candidate_pool messages (at least k), fused by reciprocal
-  rank: score = 1 / (rrf_k + vector_rank) + 1 / (rrf_k + text_rank), a branch that missed a row
-  adding nothing.
+- query_text only (query_embedding NULL, e.g. from psql): full-text search over
+  messages.content_tsv; any of the text''s words (at most its first 64 distinct ones, stemmed under
+  the installation''s text search configuration, stop words dropped) makes a candidate. Punctuation
+  such as & | ! :* quotes and backslashes is never query syntax. text_ranking (default ''both'')
+  ranks the candidates by BM25 (''bm25'': a rare word of the user''s messages weighs more, bm25_k1
+  saturates repeated words, bm25_b normalises by length; per-user statistics kept by every write,
+  sql/13_bm25.sql), by ts_rank (''ts_rank''), or both as two lists fused as below (''both'').
+- both (hybrid): each list (vector; words by BM25 and/or ts_rank) takes its best candidate_pool
+  messages (at least k), fused by reciprocal rank: score = the sum over the lists of
+  1 / (rrf_k + rank), a list that missed a row adding nothing.
 - neither: AM020. A text with no searchable word (blank, punctuation or stop words only) falls back to
   the vector branch when there is an embedding; without one it returns no rows and raises a NOTICE.
 Each row: similarity (cosine, NULL unless the vector branch found it), vector_rank and text_rank
-(NULL where a branch did not find it), score (the fused score; with one branch, 1 / (rrf_k + rank)).
+(NULL where a branch did not find it; text_rank the better of the BM25 and ts_rank ranks), score (the
+fused score).
 min_similarity (-1 to 1) applies to the vector branch only: it drops weaker vector candidates, never
 a row the text branch found. conversation_id limits both branches to one conversation of the user
 (AM030 if it is not in the tenant, or is another user''s; AM020 if it is not a UUID). model selects the embeddings of the vector branch; the text branch searches
@@ -297,7 +301,10 @@ beside created_at (when it was stored).
 recency_half_life (NULL by default: off): a positive interval; each candidate of the pool (of both
 branches) has its score multiplied by 0.5 ^ (age / recency_half_life), age = (until, else now) minus
 occurred_at (0 for a later message; a message older than 1,000 half-lives weighs 0), and the k best of those come back (with one branch too).
-Limits: k 1 to 1,000; candidate_pool 1 to 1,000 (default 60); rrf_k 0 to 1,000 (default 60) (AM020);
+Defaults measured on LoCoMo (bench/results/hybrid.md): candidate_pool 100, rrf_k 10, text_ranking
+''both'', bm25_k1 1.2, bm25_b 0.3.
+Limits: k 1 to 1,000; candidate_pool 1 to 1,000; rrf_k 0 to 1,000; text_ranking ''both'', ''bm25'' or
+''ts_rank''; bm25_k1 0 to 10; bm25_b 0 to 1 (AM020, with DETAIL and HINT for the last three);
 query_text at most 100,000 characters (AM021); AM010/AM011 for a bad query embedding or model.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
 Called by: the application (agentmem_app).';
@@ -521,6 +528,7 @@ message_index.
 since / until bound the hits (as for search_messages); the context around a hit is the conversation''s,
 whenever it happened. Every row carries occurred_at, when its message happened. recency_half_life: as
 for search_messages.
-radius: 0 to 100 (AM020); k, query_text, candidate_pool, rrf_k and the rest as for search_messages.
+radius: 0 to 100 (AM020); k, query_text, candidate_pool, rrf_k, text_ranking, bm25_k1, bm25_b and
+the rest as for search_messages (and with its defaults).
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
 Called by: the application (agentmem_app).';
