@@ -154,3 +154,19 @@ def test_bad_bm25_arguments_raise_am020_with_detail_and_hint(app, fn, args, what
     assert info.value.sqlstate == "AM020"
     assert what in info.value.diag.message_primary
     assert info.value.diag.message_detail and info.value.diag.message_hint
+
+
+def test_writers_of_one_users_two_conversations_do_not_wait_for_each_other(app, admin, connect, app_url):
+    """The counts are kept per conversation: a write holds only its own conversation's count rows."""
+    one = app.execute("select agentmem.start_conversation(user_id => 'alice')").fetchone()[0]
+    other = app.execute("select agentmem.start_conversation(user_id => 'alice')").fetchone()[0]
+    first, second = connect(app_url, tenant="acme"), connect(app_url, tenant="acme")
+    first.execute("begin")
+    store_message(first, one, "the same garden words")
+    second.execute("begin")
+    second.execute("set local lock_timeout = '3s'")
+    store_message(second, other, "the same garden words")   # 55P03 if it waited for the first
+    second.execute("commit")
+    first.execute("commit")
+    assert_stats_right(admin)
+    assert admin.execute("select sum(messages) from agentmem.term_stats where term = 'garden'").fetchone() == (2,)
