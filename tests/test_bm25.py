@@ -170,3 +170,11 @@ def test_writers_of_one_users_two_conversations_do_not_wait_for_each_other(app, 
     first.execute("commit")
     assert_stats_right(admin)
     assert admin.execute("select sum(messages) from agentmem.term_stats where term = 'garden'").fetchone() == (2,)
+
+
+def test_a_switch_of_the_text_search_configuration_recounts_the_words(app, admin, connect, app_url):
+    store_batch(app, "alice", ["the gardens are gardening", "running runners run"])
+    store_batch(connect(app_url, tenant="globex"), "bob", ["the runners"])
+    admin.execute("select agentmem.set_text_search_config(config => 'simple')")
+    assert_stats_right(admin)
+    assert admin.execute("select count(*) from agentmem.term_stats where term = 'the'").fetchone() == (2,)
