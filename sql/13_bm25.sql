@@ -204,6 +204,12 @@ declare
     v_idf float8[];
     v_sql text;
     v_rows int;
+    -- Each word as a one-word query: a message holds it when it matches.
+    v_words tsquery[] := array(
+        select ('''' || pg_catalog.replace(pg_catalog.replace(w.term, '\', '\\'), '''', '''''') || '''')::tsquery
+        from pg_catalog.unnest(p_terms) with ordinality as w (term, i)
+        order by w.i
+    );
 begin
     select pg_catalog.sum(t.messages), pg_catalog.sum(t.words)::float8 / greatest(pg_catalog.sum(t.messages), 1)
     into v_n, v_avg
@@ -248,12 +254,10 @@ begin
                 m.message_id,
                 pg_catalog.max(pg_catalog.ts_rank(m.content_tsv, p_query)) as ts,
                 pg_catalog.sum(
-                    w.idf * pg_catalog.cardinality(x.positions) * (p_k1 + 1)
-                    / (pg_catalog.cardinality(x.positions) + p_k1 * (1 - p_b + p_b * pg_catalog.length(m.content_tsv) / v_avg))
+                    w.idf * (p_k1 + 1) / (1 + p_k1 * (1 - p_b + p_b * pg_catalog.length(m.content_tsv) / v_avg))
                 ) as bm25
             from agentmem.messages as m
-            cross join lateral pg_catalog.unnest(m.content_tsv) as x (lexeme, positions, weights)
-            inner join rows from (pg_catalog.unnest(p_terms), pg_catalog.unnest(v_idf)) as w (term, idf) on x.lexeme = w.term
+            inner join rows from (pg_catalog.unnest(v_words), pg_catalog.unnest(v_idf)) as w (word, idf) on m.content_tsv @@ w.word
             where
                 m.tenant_id = p_tenant and m.user_id = p_user_id and m.content_tsv @@ p_query
                 and (p_conversation_id is null or m.conversation_id = p_conversation_id)
@@ -280,11 +284,9 @@ begin
     v_sql := pg_catalog.format(
         'with scored as materialized ('
         '  select m.message_id, pg_catalog.max(pg_catalog.ts_rank(m.content_tsv, $3)) as ts,'
-        '    pg_catalog.sum(w.idf * pg_catalog.cardinality(x.positions) * ($6 + 1)'
-        '      / (pg_catalog.cardinality(x.positions) + $6 * (1 - $7 + $7 * pg_catalog.length(m.content_tsv) / $8))) as bm25'
+        '    pg_catalog.sum(w.idf * ($6 + 1) / (1 + $6 * (1 - $7 + $7 * pg_catalog.length(m.content_tsv) / $8))) as bm25'
         '  from agentmem.messages as m'
-        '  cross join lateral pg_catalog.unnest(m.content_tsv) as x (lexeme, positions, weights)'
-        '  inner join rows from (pg_catalog.unnest($9), pg_catalog.unnest($10)) as w (term, idf) on x.lexeme = w.term'
+        '  inner join rows from (pg_catalog.unnest($9), pg_catalog.unnest($10)) as w (word, idf) on m.content_tsv @@ w.word'
         '  where m.tenant_id = $1 and m.user_id = $2 and m.content_tsv @@ $3 %s%s%s'
         '  group by m.message_id'
         '), ranked as ('
@@ -299,7 +301,7 @@ begin
         case when p_until is null then '' else pg_catalog.format(' and m.occurred_at < %L::timestamptz', p_until) end
     );
     return query execute v_sql
-    using p_tenant, p_user_id, p_query, p_k, p_conversation_id, p_k1, p_b, v_avg, p_terms, v_idf;
+    using p_tenant, p_user_id, p_query, p_k, p_conversation_id, p_k1, p_b, v_avg, v_words, v_idf;
 end
 $$;
 
