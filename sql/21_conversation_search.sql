@@ -278,9 +278,10 @@ comment on function agentmem.search_messages(
   messages.content_tsv; any of the text''s words (at most its first 64 distinct ones, stemmed under
   the installation''s text search configuration, stop words dropped) makes a candidate. Punctuation
   such as & | ! :* quotes and backslashes is never query syntax. text_ranking (default ''both'')
-  ranks the candidates by BM25 (''bm25'': a rare word of the user''s messages weighs more, bm25_k1
-  saturates repeated words, bm25_b normalises by length; per-user statistics kept by every write,
-  sql/13_bm25.sql), by ts_rank (''ts_rank''), or both as two lists fused as below (''both'').
+  ranks the candidates by BM25 (''bm25'': a rare word of the user''s messages weighs more; bm25_b
+  and bm25_k1 set how much a long message is discounted, each word counting once; per-user
+  statistics kept by every write, sql/13_bm25.sql), by ts_rank (''ts_rank''), or both as two lists
+  fused as below (''both'').
 - both (hybrid): each list (vector; words by BM25 and/or ts_rank) takes its best candidate_pool
   messages (at least k), fused by reciprocal rank: score = the sum over the lists of
   1 / (rrf_k + rank), a list that missed a row adding nothing.

@@ -107,10 +107,10 @@ def words_order(conn, text, ranking, **kw):
 def test_bm25_weighs_a_rare_word_above_a_common_one_repeated(app):
     store_batch(app, "alice", [f"garden note {i}" for i in range(20)]
                 + ["garden garden garden garden garden", "zebracorn"])
-    # ts_rank counts the common word's occurrences; BM25 weighs the rare word by its idf
+    # ts_rank counts the common word's occurrences; BM25 weighs the rare word by its idf (each word once)
     assert words_order(app, "garden zebracorn", "ts_rank")[0] == "garden garden garden garden garden"
     assert words_order(app, "garden zebracorn", "bm25")[0] == "zebracorn"
-    # k1 0: a word counts once however often it occurs
+    # k1 0: no discount for length; every message holding the word ties (broken by id)
     top = words_order(app, "garden", "bm25", bm25_k1=0.0, bm25_b=0.0)
     assert len(top) == 3
 
