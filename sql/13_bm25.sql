@@ -255,16 +255,16 @@ begin
         with scored as materialized (
             select
                 m.message_id,
-                pg_catalog.max(pg_catalog.ts_rank(m.content_tsv, p_query)) as ts,
-                pg_catalog.sum(
-                    w.idf * (p_k1 + 1) / (1 + p_k1 * (1 - p_b + p_b * pg_catalog.length(m.content_tsv) / v_avg))
+                pg_catalog.ts_rank(m.content_tsv, p_query) as ts,
+                (p_k1 + 1) / (1 + p_k1 * (1 - p_b + p_b * pg_catalog.length(m.content_tsv) / v_avg)) * (
+                    select pg_catalog.sum(w.idf)
+                    from rows from (pg_catalog.unnest(v_words), pg_catalog.unnest(v_idf)) as w (word, idf)
+                    where m.content_tsv @@ w.word
                 ) as bm25
             from agentmem.messages as m
-            inner join rows from (pg_catalog.unnest(v_words), pg_catalog.unnest(v_idf)) as w (word, idf) on m.content_tsv @@ w.word
             where
                 m.tenant_id = p_tenant and m.user_id = p_user_id and m.content_tsv @@ p_query
                 and (p_conversation_id is null or m.conversation_id = p_conversation_id)
-            group by m.message_id
         ),
 
         ranked as (
@@ -286,12 +286,12 @@ begin
     -- window, so that the planner weighs the GIN index against the B-trees.
     v_sql := pg_catalog.format(
         'with scored as materialized ('
-        '  select m.message_id, pg_catalog.max(pg_catalog.ts_rank(m.content_tsv, $3)) as ts,'
-        '    pg_catalog.sum(w.idf * ($6 + 1) / (1 + $6 * (1 - $7 + $7 * pg_catalog.length(m.content_tsv) / $8))) as bm25'
+        '  select m.message_id, pg_catalog.ts_rank(m.content_tsv, $3) as ts,'
+        '    ($6 + 1) / (1 + $6 * (1 - $7 + $7 * pg_catalog.length(m.content_tsv) / $8)) * ('
+        '      select pg_catalog.sum(w.idf) from rows from (pg_catalog.unnest($9), pg_catalog.unnest($10)) as w (word, idf)'
+        '      where m.content_tsv @@ w.word) as bm25'
         '  from agentmem.messages as m'
-        '  inner join rows from (pg_catalog.unnest($9), pg_catalog.unnest($10)) as w (word, idf) on m.content_tsv @@ w.word'
         '  where m.tenant_id = $1 and m.user_id = $2 and m.content_tsv @@ $3 %s%s%s'
-        '  group by m.message_id'
         '), ranked as ('
         '  select s.message_id,'
         '    (pg_catalog.row_number() over (order by s.ts desc, s.message_id))::int as r_ts,'
