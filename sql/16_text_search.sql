@@ -15,8 +15,8 @@ $$;
 comment on function agentmem_private.text_search_config() is
 'Internal: the installation''s text search configuration (agentmem.text_search_settings).';
 
-create or replace function agentmem_private.text_query(p_text text)
-returns tsquery
+create or replace function agentmem_private.text_terms(p_text text)
+returns text[]
 language plpgsql
 stable
 security invoker
@@ -24,34 +24,53 @@ set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_words tsvector;
-    v_lexemes text[];
 begin
     if p_text is null then
         return null;
     end if;
     -- The words of the text as the columns index them (same configuration:
-    -- stop words dropped, stemmed), OR-ed. Each lexeme is quoted, so
-    -- & | ! : * ( ) < > are characters of a word, never operators. The order
-    -- of the terms changes neither what matches nor ts_rank (it sorts them).
+    -- stop words dropped, stemmed).
     v_words := pg_catalog.to_tsvector(agentmem_private.text_search_config(), p_text);
+    if pg_catalog.length(v_words) = 0 then
+        return null;
+    end if;
     if pg_catalog.length(v_words) <= 64 then
         -- The common case: every word, without ordering them by position.
-        v_lexemes := pg_catalog.tsvector_to_array(v_words);
-    else
-        -- More than 64 distinct words: the first 64 by position.
-        v_lexemes := array(
-            select t.lexeme
-            from pg_catalog.unnest(v_words) as t (lexeme, positions, weights)
-            cross join lateral pg_catalog.unnest(t.positions) as p (position)
-            group by t.lexeme
-            order by pg_catalog.min(p.position), t.lexeme
-            limit 64
-        );
+        return pg_catalog.tsvector_to_array(v_words);
     end if;
+    -- More than 64 distinct words: the first 64 by position.
+    return array(
+        select t.lexeme
+        from pg_catalog.unnest(v_words) as t (lexeme, positions, weights)
+        cross join lateral pg_catalog.unnest(t.positions) as p (position)
+        group by t.lexeme
+        order by pg_catalog.min(p.position), t.lexeme
+        limit 64
+    );
+end
+$$;
+
+comment on function agentmem_private.text_terms(text) is
+'Internal: the words of a caller''s text that a search looks for: its distinct lexemes under the
+installation''s configuration (stop words dropped, stemmed), at most 64 (the first 64 by position).
+NULL when the text holds no searchable word.';
+
+create or replace function agentmem_private.text_query(p_text text)
+returns tsquery
+language plpgsql
+stable
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+begin
+    -- PL/pgSQL, not SQL: its statement's plan is kept for the session.
+    -- The words (text_terms) OR-ed. Each lexeme is quoted, so & | ! : * ( ) < >
+    -- are characters of a word, never operators. The order of the terms
+    -- changes neither what matches nor ts_rank (it sorts them).
     return nullif(pg_catalog.array_to_string(
         array(
             select '''' || pg_catalog.replace(pg_catalog.replace(w.lexeme, '\', '\\'), '''', '''''') || ''''
-            from pg_catalog.unnest(v_lexemes) with ordinality as w (lexeme, n)
+            from pg_catalog.unnest(agentmem_private.text_terms(p_text)) with ordinality as w (lexeme, n)
             order by w.n
         ),
         ' | '
@@ -60,10 +79,10 @@ end
 $$;
 
 comment on function agentmem_private.text_query(text) is
-'Internal: the full-text query for a caller''s text: its distinct words under the installation''s
-configuration (stop words dropped, stemmed), at most 64 (the first 64 by position), OR-ed (a message
-matching any of them is a candidate; ts_rank ranks those matching more of them, and more often, first).
-Operators and quotes in the text are characters of words, never tsquery syntax.
+'Internal: the full-text query for a caller''s text: its words (text_terms: distinct lexemes under the
+installation''s configuration, stop words dropped, stemmed, at most the first 64 by position), OR-ed (a
+message matching any of them is a candidate; ts_rank ranks those matching more of them, and more often,
+first). Operators and quotes in the text are characters of words, never tsquery syntax.
 NULL when the text holds no searchable word (NULL, blank, punctuation or stop words only).';
 
 create or replace function agentmem_private.check_search_query(
@@ -157,6 +176,7 @@ as $$
 declare
     v_name text;
     v_old text;
+    v_tenant text;
 begin
     if set_text_search_config.config is null then
         raise exception 'config must be a text search configuration, not NULL'
@@ -197,6 +217,13 @@ begin
     create index facts_fact_tsv_idx on agentmem.facts using gin (fact_tsv);
     comment on column agentmem.facts.fact_tsv is
     'The words of subject and fact under the installation''s text search configuration.';
+
+    -- The BM25 statistics count the new configuration's lexemes.
+    -- (One call per statement: on Citus a statement reading messages may not
+    -- call a function that reads them too.)
+    for v_tenant in select distinct m.tenant_id from agentmem.messages as m order by 1 loop
+        perform agentmem_private.recount_terms(v_tenant, null);
+    end loop;
 
     update agentmem.text_search_settings as s set config = v_name, updated_at = pg_catalog.now();
     return true;

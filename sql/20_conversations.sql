@@ -449,6 +449,8 @@ begin
             v_from := v_to + 1;
         end loop;
     end if;
+    -- The user's word statistics for BM25 (sql/13_bm25.sql).
+    perform agentmem_private.count_messages(v_tenant, v_ids, 1);
     -- Embedding jobs, in this transaction: for the messages without a vector,
     -- and for every model the tenant is being re-embedded into.
     v_jobs := agentmem_private.embedding_job_models(v_tenant, v_model, pg_catalog.cardinality(v_queued) = 0);

@@ -8,6 +8,20 @@ drop function if exists agentmem.search_messages(text, vector, int, uuid, real, 
 drop function if exists agentmem.search_with_context(text, vector, int, int, text, uuid, real, text, int, int);
 drop function if exists agentmem.search_messages(text, vector, int, anycompatible, real, text, text, int, int);
 drop function if exists agentmem.search_with_context(text, vector, int, int, text, anycompatible, real, text, int, int);
+-- Before text_ranking / bm25_k1 / bm25_b (0020).
+drop function if exists agentmem.search_messages(
+    text, vector, int, anycompatible, real, text, text, int, int, timestamptz, timestamptz, interval
+);
+drop function if exists agentmem.search_with_context(
+    text, vector, int, int, text, anycompatible, real, text, int, int, timestamptz, timestamptz, interval
+);
+-- The two halves of today's search_messages as each first came (use_boost, 0019; text_ranking, 0020).
+drop function if exists agentmem.search_messages(
+    text, vector, int, anycompatible, real, text, text, int, int, timestamptz, timestamptz, interval, real
+);
+drop function if exists agentmem.search_messages(
+    text, vector, int, anycompatible, real, text, text, int, int, timestamptz, timestamptz, interval, text, float8, float8
+);
 
 create or replace function agentmem_private.text_match_messages(
     p_tenant text,
@@ -118,12 +132,15 @@ create or replace function agentmem.search_messages(
     min_similarity real default null,
     model text default null,
     query_text text default null,
-    candidate_pool int default 60,
-    rrf_k int default 60,
+    candidate_pool int default 100,
+    rrf_k int default 10,
     since timestamptz default null,
     until timestamptz default null,
     recency_half_life interval default null,
-    use_boost real default null
+    use_boost real default null,
+    text_ranking text default 'both',
+    bm25_k1 double precision default 1.2,
+    bm25_b double precision default 0.3
 ) returns setof agentmem.message_hit
 language plpgsql
 volatile
@@ -140,6 +157,7 @@ declare
     v_vec_ids uuid[];
     v_vec_distances float8[];
     v_txt_ids uuid[];
+    v_bm25_ids uuid[];
     v_now timestamptz := coalesce(search_messages.until, pg_catalog.now());
     v_half_life float8;
     v_hit agentmem.message_hit;
@@ -160,6 +178,7 @@ begin
     if v_conversation_id is not null then
         perform agentmem_private.check_conversation_of_user(v_tenant, v_conversation_id, search_messages.user_id);
     end if;
+    perform agentmem_private.check_text_ranking(search_messages.text_ranking, search_messages.bm25_k1, search_messages.bm25_b);
     v_query := agentmem_private.text_query(search_messages.query_text);
 
     if v_query is null and search_messages.query_embedding is null then
@@ -190,13 +209,23 @@ begin
         where n.distance <> 'NaN' and (search_messages.min_similarity is null
             or 1 - n.distance >= search_messages.min_similarity);
     end if;
-    if v_query is not null then
+    if v_query is not null and search_messages.text_ranking = 'ts_rank' then
         select pg_catalog.array_agg(x.message_id order by x.text_rank) into v_txt_ids
         from agentmem_private.text_match_messages(
             v_tenant, search_messages.user_id, v_query,
             case when search_messages.query_embedding is null and v_half_life is null and v_boost is null
                 then search_messages.k else v_pool end,
             v_conversation_id, search_messages.since, search_messages.until
+        ) as x;
+    elsif v_query is not null then
+        -- BM25 (sql/13_bm25.sql), with ts_rank's list beside it for 'both'.
+        select
+            pg_catalog.array_agg(x.message_id order by x.ts_rank_rank) filter (where search_messages.text_ranking = 'both' and x.ts_rank_rank <= v_pool),
+            pg_catalog.array_agg(x.message_id order by x.bm25_rank) filter (where x.bm25_rank <= v_pool)
+        into v_txt_ids, v_bm25_ids
+        from agentmem_private.word_match_messages(
+            v_tenant, search_messages.user_id, v_query, agentmem_private.text_terms(search_messages.query_text), v_pool,
+            v_conversation_id, search_messages.since, search_messages.until, search_messages.bm25_k1, search_messages.bm25_b
         ) as x;
     end if;
 
@@ -213,7 +242,7 @@ begin
             f.text_rank,
             f.score,
             m.occurred_at
-        from agentmem_private.fuse_ranks(v_vec_ids, v_txt_ids, search_messages.rrf_k, search_messages.k) as f
+        from agentmem_private.fuse_ranks(v_vec_ids, v_txt_ids, v_bm25_ids, search_messages.rrf_k, search_messages.k) as f
         inner join agentmem.messages as m on m.tenant_id = v_tenant and m.message_id = f.id
         order by f.score desc, f.vector_rank nulls last, f.text_rank, m.message_id
         loop
@@ -249,8 +278,9 @@ begin
             * agentmem_private.use_boost_factor(v_boost, m.last_used_at, m.created_at, m.use_count, v_now) as score,
             m.occurred_at
         from agentmem_private.fuse_ranks(
-            v_vec_ids, v_txt_ids, search_messages.rrf_k,
+            v_vec_ids, v_txt_ids, v_bm25_ids, search_messages.rrf_k,
             coalesce(pg_catalog.cardinality(v_vec_ids), 0) + coalesce(pg_catalog.cardinality(v_txt_ids), 0)
+            + coalesce(pg_catalog.cardinality(v_bm25_ids), 0)
         ) as f
         inner join agentmem.messages as m on m.tenant_id = v_tenant and m.message_id = f.id
     ) as w
@@ -265,7 +295,7 @@ end
 $$;
 
 comment on function agentmem.search_messages(
-    text, vector, int, anycompatible, real, text, text, int, int, timestamptz, timestamptz, interval, real
+    text, vector, int, anycompatible, real, text, text, int, int, timestamptz, timestamptz, interval, real, text, double precision, double precision
 ) is
 'The user''s k past messages best matching a query embedding, a query text or both, in the current tenant, best first.
 - query_embedding only: the k most similar messages (today''s vector search). Returns k rows whenever
@@ -274,17 +304,22 @@ comment on function agentmem.search_messages(
   messages; above it the tenant''s
   own HNSW index when a DBA built one (agentmem.create_tenant_index), else the model''s shared HNSW
   index, with pgvector iterative scans, and an exact scan should the index stop short of k rows.
-- query_text only (query_embedding NULL, e.g. from psql): full-text search over the GIN index of
-  messages.content_tsv, ranked by ts_rank; any of the text''s words (at most its first 64 distinct
-  ones, stemmed under the installation''s text search configuration, stop words dropped) makes a
-  candidate. Punctuation such as & | ! :* quotes and backslashes is never query syntax.
-- both (hybrid): each branch takes its best candidate_pool messages (at least k), fused by reciprocal
-  rank: score = 1 / (rrf_k + vector_rank) + 1 / (rrf_k + text_rank), a branch that missed a row
-  adding nothing.
+- query_text only (query_embedding NULL, e.g. from psql): full-text search over
+  messages.content_tsv; any of the text''s words (at most its first 64 distinct ones, stemmed under
+  the installation''s text search configuration, stop words dropped) makes a candidate. Punctuation
+  such as & | ! :* quotes and backslashes is never query syntax. text_ranking (default ''both'')
+  ranks the candidates by BM25 (''bm25'': a rare word of the user''s messages weighs more; bm25_b
+  and bm25_k1 set how much a long message is discounted, each word counting once; per-user
+  statistics kept by every write, sql/13_bm25.sql), by ts_rank (''ts_rank''), or both as two lists
+  fused as below (''both'').
+- both (hybrid): each list (vector; words by BM25 and/or ts_rank) takes its best candidate_pool
+  messages (at least k), fused by reciprocal rank: score = the sum over the lists of
+  1 / (rrf_k + rank), a list that missed a row adding nothing.
 - neither: AM020. A text with no searchable word (blank, punctuation or stop words only) falls back to
   the vector branch when there is an embedding; without one it returns no rows and raises a NOTICE.
 Each row: similarity (cosine, NULL unless the vector branch found it), vector_rank and text_rank
-(NULL where a branch did not find it), score (the fused score; with one branch, 1 / (rrf_k + rank)).
+(NULL where a branch did not find it; text_rank the better of the BM25 and ts_rank ranks), score (the
+fused score).
 min_similarity (-1 to 1) applies to the vector branch only: it drops weaker vector candidates, never
 a row the text branch found. conversation_id limits both branches to one conversation of the user
 (AM030 if it is not in the tenant, or is another user''s; AM020 if it is not a UUID). model selects the embeddings of the vector branch; the text branch searches
@@ -303,7 +338,10 @@ message used lately (returned by a search; halved each 7 days), created lately (
 and used often; the k best come back. A factor, never a filter: any candidate may still come back.
 Off, the results are exactly those without it. Each row returned counts as used (use_count and
 last_used_at, folded in by the use job; nothing is recorded in a read-only transaction).
-Limits: k 1 to 1,000; candidate_pool 1 to 1,000 (default 60); rrf_k 0 to 1,000 (default 60) (AM020);
+Defaults measured on LoCoMo (bench/results/hybrid.md): candidate_pool 100, rrf_k 10, text_ranking
+''both'', bm25_k1 1.2, bm25_b 0.3.
+Limits: k 1 to 1,000; candidate_pool 1 to 1,000; rrf_k 0 to 1,000; use_boost 0 to 0.5; text_ranking
+''both'', ''bm25'' or ''ts_rank''; bm25_k1 0 to 10; bm25_b 0 to 1 (AM020, with DETAIL and HINT for the last three);
 query_text at most 100,000 characters (AM021); AM010/AM011 for a bad query embedding or model.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
 Called by: the application (agentmem_app).';
@@ -366,11 +404,14 @@ create or replace function agentmem.search_with_context(
     conversation_id anycompatible default null::uuid,
     min_similarity real default null,
     query_text text default null,
-    candidate_pool int default 60,
-    rrf_k int default 60,
+    candidate_pool int default 100,
+    rrf_k int default 10,
     since timestamptz default null,
     until timestamptz default null,
-    recency_half_life interval default null
+    recency_half_life interval default null,
+    text_ranking text default 'both',
+    bm25_k1 double precision default 1.2,
+    bm25_b double precision default 0.3
 ) returns setof agentmem.message_in_window
 language plpgsql
 volatile
@@ -396,6 +437,7 @@ begin
     perform agentmem_private.check_range('k', search_with_context.k, 1, 1000);
     perform agentmem_private.check_window(search_with_context.since, search_with_context.until);
     perform agentmem_private.check_half_life(search_with_context.recency_half_life);
+    perform agentmem_private.check_text_ranking(search_with_context.text_ranking, search_with_context.bm25_k1, search_with_context.bm25_b);
     if search_with_context.min_similarity is not null then
         perform agentmem_private.check_similarity('min_similarity', search_with_context.min_similarity);
     end if;
@@ -422,7 +464,10 @@ begin
         rrf_k => search_with_context.rrf_k,
         since => search_with_context.since,
         until => search_with_context.until,
-        recency_half_life => search_with_context.recency_half_life
+        recency_half_life => search_with_context.recency_half_life,
+        text_ranking => search_with_context.text_ranking,
+        bm25_k1 => search_with_context.bm25_k1,
+        bm25_b => search_with_context.bm25_b
     ) as h;
     return query
     with hits as materialized (
@@ -508,7 +553,7 @@ end
 $$;
 
 comment on function agentmem.search_with_context(
-    text, vector, int, int, text, anycompatible, real, text, int, int, timestamptz, timestamptz, interval
+    text, vector, int, int, text, anycompatible, real, text, int, int, timestamptz, timestamptz, interval, text, double precision, double precision
 ) is
 'search_messages, each of the top-k hits expanded to the messages within radius of it, in one call.
 Windows of one conversation that overlap or touch are merged into one, so no message appears twice.
@@ -521,6 +566,7 @@ message_index.
 since / until bound the hits (as for search_messages); the context around a hit is the conversation''s,
 whenever it happened. Every row carries occurred_at, when its message happened. recency_half_life: as
 for search_messages.
-radius: 0 to 100 (AM020); k, query_text, candidate_pool, rrf_k and the rest as for search_messages.
+radius: 0 to 100 (AM020); k, query_text, candidate_pool, rrf_k, text_ranking, bm25_k1, bm25_b and
+the rest as for search_messages (and with its defaults).
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
 Called by: the application (agentmem_app).';

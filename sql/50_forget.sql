@@ -80,6 +80,7 @@ begin
     delete from agentmem.message_embeddings as me where me.tenant_id = v_tenant and me.message_id = any(v_ids);
     get diagnostics v_n = row_count;
     v_removed := v_removed || pg_catalog.jsonb_build_object('message_embeddings', v_n);
+    perform agentmem_private.count_messages(v_tenant, v_ids, -1);
     delete from agentmem.messages as m
     where m.tenant_id = v_tenant and m.conversation_id = v_conversation_id;
     get diagnostics v_n = row_count;

@@ -330,6 +330,7 @@ begin
     delete from agentmem.message_embeddings as me where me.tenant_id = v_tenant and me.message_id = v_msg.message_id;
     get diagnostics v_n = row_count;
     v_removed := v_removed || pg_catalog.jsonb_build_object('message_embeddings', v_n);
+    perform agentmem_private.count_messages(v_tenant, array[v_msg.message_id], -1);
     delete from agentmem.messages as m where m.tenant_id = v_tenant and m.message_id = v_msg.message_id;
     v_removed := v_removed || pg_catalog.jsonb_build_object('messages', 1);
     -- Uses not yet folded of it and of the cached answers that went with it.

@@ -804,6 +804,10 @@ begin
             group by 1
         ) as x
         where c.tenant_id = p_tenant and c.conversation_id = x.conversation_id and c.next_index < x.next_index;
+        -- The BM25 statistics of the file's users, rebuilt from their messages
+        -- (rows already here were skipped, so the file's count could be wrong).
+        perform agentmem_private.recount_terms(p_tenant, x.user_id)
+        from (select distinct d ->> 'user_id' as user_id from pg_catalog.jsonb_array_elements(v_msgs) as t (d)) as x;
         -- The reverse index of the cached answers' sources.
         insert into agentmem.cache_entry_sources as s (tenant_id, doc_id, entry_id)
         select distinct p_tenant, src, (d ->> 'entry_id')::uuid

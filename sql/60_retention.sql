@@ -163,7 +163,7 @@ begin
         'where t.tenant_id = v.tenant_id and t.%1$I = v.k '
         'returning t.tenant_id, t.%1$I::text, %4$s',
         p_key, p_table, p_time,
-        case p_table when 'messages' then 't.content' else 'null::text' end, v_lock,
+        case p_table when 'messages' then 't.conversation_id::text || t.content' else 'null::text' end, v_lock,
         -- Pinned rows are never removed (agentmem_private.unpinned_check).
         agentmem_private.unpinned_check(p_table, 't')
     );
@@ -230,7 +230,7 @@ begin
             'where t.tenant_id = v.tenant_id and t.%1$I = v.k '
             'returning t.tenant_id as tenant, t.%1$I::text as k, %4$s as d',
             p_key, p_table, p_time,
-            case p_table when 'messages' then 't.content' else 'null::text' end, v_lock,
+            case p_table when 'messages' then 't.conversation_id::text || t.content' else 'null::text' end, v_lock,
             case v_pass when 1 then '>' else '<=' end,
             agentmem_private.unpinned_check(p_table, 't'),
             agentmem_private.retention_due(p_table, p_key, p_time, v_default, 'x.tenant_id <> all($1)')
@@ -258,7 +258,9 @@ comment on function agentmem_private.retention_delete(text, text, text, text, in
 'for p_kind (or the default), skipping rows locked by others, in turn across tenants: tenants with a '
 'policy of their own (half the batch when there is a default) and those under the default each from '
 'after the last tenant the previous run served (agentmem.retention_cursors), so every tenant''s '
-'expired rows go within as many runs as tenants have expired rows. Returns what it deleted.';
+'expired rows go within as many runs as tenants have expired rows. Returns what it deleted (detail: '
+'for messages, the conversation_id (36 characters) followed by the content; NULL otherwise: '
+'Citus allows only immutable functions in RETURNING).';
 
 create or replace function agentmem_private.retention_kind(p_kind text, p_batch int)
 returns bigint
@@ -272,6 +274,10 @@ declare
     v_tenant text;
     v_ids uuid[];
     v_texts text[];
+    v_user text;
+    v_conversation uuid;
+    v_docs tsvector[];
+    v_config regconfig := agentmem_private.text_search_config();
 begin
     case p_kind
         when 'messages' then
@@ -289,7 +295,21 @@ begin
             loop
                 v_count := v_count + pg_catalog.cardinality(v_ids);
                 perform agentmem_private.prune_fact_sources(v_tenant, v_ids, false);
-                perform agentmem_private.forget_text_hashes(v_tenant, v_texts);
+                perform agentmem_private.forget_text_hashes(
+                    v_tenant, array(select pg_catalog.substr(d, 37) from pg_catalog.unnest(v_texts) as d)
+                );
+                -- The BM25 statistics lose the messages' words (their content_tsv,
+                -- recomputed from the content as the column is), per conversation.
+                for v_conversation, v_docs in
+                    select pg_catalog.left(d, 36)::uuid, pg_catalog.array_agg(pg_catalog.to_tsvector(v_config, pg_catalog.substr(d, 37)))
+                    from pg_catalog.unnest(v_texts) as d group by 1 order by 1
+                loop
+                    select c.user_id into v_user from agentmem.conversations as c
+                    where c.tenant_id = v_tenant and c.conversation_id = v_conversation;
+                    if found then
+                        perform agentmem_private.count_terms(v_tenant, v_user, v_conversation, v_docs, -1);
+                    end if;
+                end loop;
             end loop;
         when 'cached_answers' then
             -- cache_hits.entry_id of the removed entries: set null here (no

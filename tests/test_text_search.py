@@ -14,9 +14,11 @@ from agentmem.client import Memory
 from helpers import bulk_load, clustered_vectors, plans_of, sqlstate_of, unit
 
 MODEL, DIM = "all-minilm", 384
+# The fusion's mechanics with ts_rank alone and the settings before issue 35 (pool 60, rrf_k 60);
+# the defaults (BM25 beside ts_rank, pool 100, rrf_k 10) are tested in tests/test_bm25.py.
 SEARCH = ("select message_id, content, similarity, vector_rank, text_rank, score "
           "from agentmem.search_messages(user_id => %s, query_embedding => %s, query_text => %s, k => %s, "
-          "model => 'all-minilm')")
+          "model => 'all-minilm', candidate_pool => 60, rrf_k => 60, text_ranking => 'ts_rank')")
 
 
 Q = unit(0)
@@ -77,7 +79,8 @@ def test_a_message_found_by_both_branches_adds_both_reciprocal_ranks(app):
     assert top[0] == m["meaning"] and top[3] == 1 and top[4] == 1
     assert top[5] == pytest.approx(2 / 61)
     rows = app.execute("select score from agentmem.search_messages(user_id => 'alice', query_embedding => %s, "
-                       "query_text => 'sister puppy', k => 1, rrf_k => 0, model => 'all-minilm')", (Q,)).fetchall()
+                       "query_text => 'sister puppy', k => 1, rrf_k => 0, model => 'all-minilm', "
+                       "text_ranking => 'ts_rank')", (Q,)).fetchall()
     assert rows[0][0] == pytest.approx(2.0)
 
 
@@ -320,9 +323,10 @@ def test_driver_recall_sends_the_text_by_default_and_hybrid_false_turns_it_off(a
         hits = mem.recall("alice", "what about INV-2291?", k=3)
         assert code in {h.message_id for h in hits}
         h = next(h for h in hits if h.message_id == code)
-        # a user of 12 messages: the vector branch's pool (60) holds them all, the code last
+        # a user of 12 messages: the vector branch's pool (100) holds them all, the code last;
+        # first by ts_rank and by BM25 (rrf_k 10)
         assert h.text_rank == 1 and h.vector_rank == 12 and h.similarity == pytest.approx(-1.0)
-        assert h.score == pytest.approx(1 / 61 + 1 / 72)
+        assert h.score == pytest.approx(2 / 11 + 1 / 22)
         assert code not in {h.message_id for h in mem.recall("alice", "what about INV-2291?", k=3, hybrid=False)}
         assert [h.message_id for h in mem.search_messages("alice", query_text="INV-2291")] == [code]
         windows = mem.search_with_context("alice", query_text="INV-2291", k=1, radius=1)

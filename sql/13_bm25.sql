@@ -1,0 +1,364 @@
+-- BM25 for the words branch of message search: the statistics it needs (per
+-- user: how many messages hold each word, how many messages and words there
+-- are; tables term_stats and term_totals, kept per conversation and summed:
+-- writers of one conversation already queue on its row lock, so the counts
+-- make no writer wait for another conversation's), kept current by every writer of
+-- messages through count_terms / count_messages / recount_terms, and the
+-- scoring itself (word_match_messages), used by search_messages
+-- (sql/21_conversation_search.sql).
+--
+-- BM25 of a message for the query's words w:
+--   sum over w in the message of idf(w) * (k1 + 1) / (1 + k1 * (1 - b + b * len / avg_len))
+--   idf(w) = ln(1 + (N - df(w) + 0.5) / (df(w) + 0.5))
+-- that is BM25 with every term frequency 1: a chat message seldom repeats a
+-- word, and counting occurrences (unnest of every candidate's tsvector) made
+-- the branch twice as slow for the same figures on LoCoMo (0.561 / 0.553 top 5
+-- by words alone). len: the message's distinct words (length(content_tsv));
+-- N, df, avg_len: the user's messages (term_totals, term_stats). The user is
+-- the scope of every search.
+
+create or replace function agentmem_private.check_text_ranking(p_ranking text, p_k1 double precision, p_b double precision)
+returns void
+language plpgsql
+immutable
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+begin
+    if p_ranking is null or p_ranking not in ('both', 'bm25', 'ts_rank') then
+        raise exception 'text_ranking must be ''both'', ''bm25'' or ''ts_rank'', got %', coalesce(pg_catalog.quote_literal(p_ranking), 'NULL')
+        using
+            errcode = 'AM020',
+            detail = 'It chooses how the words branch ranks: BM25, ts_rank, or both as two lists of the fusion.',
+            hint = 'Leave it out for ''both'' (the default).';
+    end if;
+    if p_k1 is null or p_k1 = 'NaN' or p_k1 not between 0 and 10 then
+        raise exception 'bm25_k1 must be between 0 and 10, got %', coalesce(p_k1::text, 'NULL')
+        using
+            errcode = 'AM020',
+            detail = 'With b, k1 sets how much a message''s length discounts its words (each word counts once).',
+            hint = 'The default, 1.2, suits chat messages; 0.5 to 2 is the usual range.';
+    end if;
+    if p_b is null or p_b = 'NaN' or p_b not between 0 and 1 then
+        raise exception 'bm25_b must be between 0 and 1, got %', coalesce(p_b::text, 'NULL')
+        using
+            errcode = 'AM020',
+            detail = 'b is the weight of length normalisation: 0 none, 1 full.',
+            hint = 'The default, 0.3, was measured on LoCoMo (bench/results/hybrid.md).';
+    end if;
+end
+$$;
+
+comment on function agentmem_private.check_text_ranking(text, double precision, double precision) is
+'Internal: AM020 unless text_ranking is ''both'', ''bm25'' or ''ts_rank'', 0 <= bm25_k1 <= 10 and
+0 <= bm25_b <= 1 (NULL and NaN refused).';
+
+create or replace function agentmem_private.count_terms(
+    p_tenant text, p_user text, p_conversation_id uuid, p_docs tsvector[], p_sign int
+)
+returns void
+language plpgsql
+volatile
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+declare
+    v_n bigint := p_sign * coalesce(pg_catalog.cardinality(p_docs), 0);
+    v_words bigint;
+    v_terms text[];
+    v_counts int[];
+begin
+    if v_n = 0 then
+        return;
+    end if;
+    select p_sign * coalesce(pg_catalog.sum(pg_catalog.length(d.doc)), 0) into v_words
+    from pg_catalog.unnest(p_docs) as d (doc);
+    -- The conversation's totals row first, then the words in their order:
+    -- every writer takes the locks in this order (no deadlock).
+    insert into agentmem.term_totals as t (tenant_id, user_id, conversation_id, messages, words)
+    values (p_tenant, p_user, p_conversation_id, v_n, v_words)
+    on conflict on constraint term_totals_pkey do update
+        set messages = t.messages + excluded.messages, words = t.words + excluded.words;
+    select pg_catalog.array_agg(w.term order by w.term), pg_catalog.array_agg(w.n order by w.term)
+    into v_terms, v_counts
+    from (
+        select x.lexeme as term, p_sign * pg_catalog.count(*)::int as n
+        from pg_catalog.unnest(p_docs) as d (doc)
+        cross join lateral pg_catalog.unnest(d.doc) as x (lexeme, positions, weights)
+        group by x.lexeme
+    ) as w;
+    if v_terms is not null then
+        -- One multi-row VALUES: Citus routes it to the tenant's shard as one
+        -- statement (an insert ... select from unnest would go as COPY,
+        -- refused under row-level security).
+        execute 'insert into agentmem.term_stats as s (tenant_id, user_id, term, conversation_id, messages) values '
+            || (
+                select pg_catalog.string_agg(
+                    pg_catalog.format('(%L, %L, %L, %L::uuid, %s)', p_tenant, p_user, w.term, p_conversation_id, w.n), ', ' order by w.i
+                )
+                from rows from (pg_catalog.unnest(v_terms), pg_catalog.unnest(v_counts)) with ordinality as w (term, n, i)
+            )
+            || ' on conflict on constraint term_stats_pkey do update set messages = s.messages + excluded.messages';
+    end if;
+    if p_sign < 0 then
+        delete from agentmem.term_stats as s
+        where
+            s.tenant_id = p_tenant and s.user_id = p_user and s.term = any(v_terms)
+            and s.conversation_id = p_conversation_id and s.messages <= 0;
+        delete from agentmem.term_totals as t
+        where
+            t.tenant_id = p_tenant and t.user_id = p_user and t.conversation_id = p_conversation_id
+            and t.messages <= 0;
+    end if;
+end
+$$;
+
+comment on function agentmem_private.count_terms(text, text, uuid, tsvector[], int) is
+'Internal: add (p_sign 1) or remove (p_sign -1) messages of one conversation, given by their content_tsv,
+to or from the user''s BM25 statistics (term_totals, term_stats); rows falling to 0 are deleted. Its
+row locks are the conversation''s: only writers of that conversation, who queue on its row anyway,
+wait for them.';
+
+create or replace function agentmem_private.count_messages(p_tenant text, p_ids uuid[], p_sign int)
+returns void
+language plpgsql
+volatile
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+declare
+    v_user text;
+    v_conversation uuid;
+    v_docs tsvector[];
+begin
+    -- Read before a delete or after an insert: the messages must exist.
+    for v_user, v_conversation, v_docs in
+        select m.user_id, m.conversation_id, pg_catalog.array_agg(m.content_tsv)
+        from agentmem.messages as m
+        where m.tenant_id = p_tenant and m.message_id = any(p_ids)
+        group by m.user_id, m.conversation_id
+        order by m.user_id, m.conversation_id
+    loop
+        perform agentmem_private.count_terms(p_tenant, v_user, v_conversation, v_docs, p_sign);
+    end loop;
+end
+$$;
+
+comment on function agentmem_private.count_messages(text, uuid[], int) is
+'Internal: count_terms for stored messages by id (p_sign 1 after they are inserted, -1 before they are
+deleted), per conversation.';
+
+create or replace function agentmem_private.recount_terms(p_tenant text, p_user text)
+returns void
+language plpgsql
+volatile
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+declare
+    v_user text;
+    v_conversation uuid;
+begin
+    -- p_user NULL: every user of the tenant (after an import of a tenant).
+    delete from agentmem.term_stats as s where s.tenant_id = p_tenant and (p_user is null or s.user_id = p_user);
+    delete from agentmem.term_totals as t where t.tenant_id = p_tenant and (p_user is null or t.user_id = p_user);
+    for v_user, v_conversation in
+        select distinct m.user_id, m.conversation_id from agentmem.messages as m
+        where m.tenant_id = p_tenant and (p_user is null or m.user_id = p_user)
+        order by m.user_id, m.conversation_id
+    loop
+        perform agentmem_private.count_terms(
+            p_tenant, v_user, v_conversation,
+            array(
+                select m.content_tsv from agentmem.messages as m
+                where m.tenant_id = p_tenant and m.conversation_id = v_conversation
+            ),
+            1
+        );
+    end loop;
+end
+$$;
+
+comment on function agentmem_private.recount_terms(text, text) is
+'Internal: rebuild the BM25 statistics of one user (or, p_user NULL, every user) of a tenant from their
+messages: after an import, or a switch of the text search configuration.';
+
+create or replace function agentmem_private.word_match_messages(
+    p_tenant text,
+    p_user_id text,
+    p_query tsquery,
+    p_terms text[],
+    p_k int,
+    p_conversation_id uuid,
+    p_since timestamptz,
+    p_until timestamptz,
+    p_k1 double precision,
+    p_b double precision
+) returns table (message_id uuid, ts_rank_rank int, bm25_rank int)
+language plpgsql
+stable
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+set enable_bitmapscan = on
+as $$
+declare
+    v_n float8;
+    v_avg float8;
+    v_idf float8[];
+    v_sql text;
+    v_rows int;
+    -- Each word as a one-word query: a message holds it when it matches.
+    v_words tsquery[] := array(
+        select ('''' || pg_catalog.replace(pg_catalog.replace(w.term, '\', '\\'), '''', '''''') || '''')::tsquery
+        from pg_catalog.unnest(p_terms) with ordinality as w (term, i)
+        order by w.i
+    );
+begin
+    select pg_catalog.sum(t.messages), pg_catalog.sum(t.words)::float8 / greatest(pg_catalog.sum(t.messages), 1)
+    into v_n, v_avg
+    from agentmem.term_totals as t
+    where t.tenant_id = p_tenant and t.user_id = p_user_id;
+    v_n := coalesce(v_n, 0);
+    v_avg := greatest(coalesce(v_avg, 1), 1);
+    v_idf := array(
+        select pg_catalog.ln(1 + (v_n - coalesce(d.df, 0) + 0.5) / (coalesce(d.df, 0) + 0.5))
+        from pg_catalog.unnest(p_terms) with ordinality as w (term, i)
+        left join lateral (
+            select pg_catalog.sum(s.messages)::float8 as df
+            from agentmem.term_stats as s
+            where s.tenant_id = p_tenant and s.user_id = p_user_id and s.term = w.term
+        ) as d on true
+        order by w.i
+    );
+    -- A user (or a time window) of up to 1,000 messages is read through the
+    -- (tenant_id, user_id) index and each row tested, as text_match_messages
+    -- does and for the same reason (the GIN index's posting lists hold every
+    -- tenant's rows with the words); counted as it counts them.
+    if p_since is null and p_until is null then
+        select pg_catalog.count(*) into v_rows from (
+            select from agentmem.messages as m
+            where m.tenant_id = p_tenant and m.user_id = p_user_id
+            limit 1001
+        ) as s;
+    else
+        select pg_catalog.count(*) into v_rows from (
+            select from agentmem.messages as m
+            where
+                m.tenant_id = p_tenant and m.user_id = p_user_id
+                and m.occurred_at >= coalesce(p_since, '-infinity') and m.occurred_at < coalesce(p_until, 'infinity')
+            limit 1001
+        ) as s;
+    end if;
+    if v_rows <= 1000 and p_since is null and p_until is null then
+        perform pg_catalog.set_config('enable_bitmapscan', 'off', true);
+        return query
+        with scored as materialized (
+            select
+                m.message_id,
+                pg_catalog.ts_rank(m.content_tsv, p_query) as ts,
+                (p_k1 + 1) / (1 + p_k1 * (1 - p_b + p_b * pg_catalog.length(m.content_tsv) / v_avg)) * (
+                    select pg_catalog.sum(w.idf)
+                    from rows from (pg_catalog.unnest(v_words), pg_catalog.unnest(v_idf)) as w (word, idf)
+                    where m.content_tsv @@ w.word
+                ) as bm25
+            from agentmem.messages as m
+            where
+                m.tenant_id = p_tenant and m.user_id = p_user_id and m.content_tsv @@ p_query
+                and (p_conversation_id is null or m.conversation_id = p_conversation_id)
+        ),
+
+        ranked as (
+            select
+                s.message_id,
+                (pg_catalog.row_number() over (order by s.ts desc, s.message_id))::int as r_ts,
+                (pg_catalog.row_number() over (order by s.bm25 desc, s.message_id))::int as r_bm
+            from scored as s
+        )
+
+        select r.message_id, r.r_ts, r.r_bm from ranked as r
+        where r.r_ts <= p_k or r.r_bm <= p_k;
+        return;
+    end if;
+    if v_rows <= 1000 then
+        perform pg_catalog.set_config('enable_bitmapscan', 'off', true);
+    end if;
+    -- A bigger user, or a time window: planned with the query's own words and
+    -- window, so that the planner weighs the GIN index against the B-trees.
+    v_sql := pg_catalog.format(
+        'with scored as materialized ('
+        '  select m.message_id, pg_catalog.ts_rank(m.content_tsv, $3) as ts,'
+        '    ($6 + 1) / (1 + $6 * (1 - $7 + $7 * pg_catalog.length(m.content_tsv) / $8)) * ('
+        '      select pg_catalog.sum(w.idf) from rows from (pg_catalog.unnest($9), pg_catalog.unnest($10)) as w (word, idf)'
+        '      where m.content_tsv @@ w.word) as bm25'
+        '  from agentmem.messages as m'
+        '  where m.tenant_id = $1 and m.user_id = $2 and m.content_tsv @@ $3 %s%s%s'
+        '), ranked as ('
+        '  select s.message_id,'
+        '    (pg_catalog.row_number() over (order by s.ts desc, s.message_id))::int as r_ts,'
+        '    (pg_catalog.row_number() over (order by s.bm25 desc, s.message_id))::int as r_bm'
+        '  from scored as s'
+        ') '
+        'select r.message_id, r.r_ts, r.r_bm from ranked as r where r.r_ts <= $4 or r.r_bm <= $4',
+        case when p_conversation_id is null then '' else 'and m.conversation_id = $5' end,
+        case when p_since is null then '' else pg_catalog.format(' and m.occurred_at >= %L::timestamptz', p_since) end,
+        case when p_until is null then '' else pg_catalog.format(' and m.occurred_at < %L::timestamptz', p_until) end
+    );
+    return query execute v_sql
+    using p_tenant, p_user_id, p_query, p_k, p_conversation_id, p_k1, p_b, v_avg, v_words, v_idf;
+end
+$$;
+
+comment on function agentmem_private.word_match_messages(text, text, tsquery, text[], int, uuid, timestamptz, timestamptz, double precision, double precision) is
+'Internal: the words branch of message search, ranked two ways in one pass over the user''s messages
+matching p_query (the OR of p_terms; optionally in one conversation and a time window): by ts_rank
+and by BM25 (k1 p_k1, b p_b, each word counting once; statistics of term_stats and term_totals, see
+the top of sql/13_bm25.sql). Returns the
+messages in either top p_k with both ranks (1 = best).';
+
+create or replace function agentmem_private.fuse_ranks(
+    p_vector_ids uuid[],
+    p_text_ids uuid[],
+    p_bm25_ids uuid[],
+    p_rrf_k int,
+    p_k int
+) returns table (id uuid, vector_rank int, text_rank int, score double precision)
+language sql
+immutable
+security invoker
+-- At most p_k rows: see fuse_ranks(uuid[], uuid[], int, int).
+rows 10
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+    with ranks as (
+        select v.id, v.r::int as vr, null::int as tr, null::int as br
+        from pg_catalog.unnest(p_vector_ids) with ordinality as v (id, r)
+        union all
+        select x.id, null, x.r::int, null
+        from pg_catalog.unnest(p_text_ids) with ordinality as x (id, r)
+        union all
+        select b.id, null, null, b.r::int
+        from pg_catalog.unnest(p_bm25_ids) with ordinality as b (id, r)
+    ),
+
+    per_id as (
+        select r.id, pg_catalog.min(r.vr) as vr, pg_catalog.min(r.tr) as tr, pg_catalog.min(r.br) as br
+        from ranks as r
+        group by r.id
+    )
+
+    select
+        p.id,
+        p.vr,
+        least(p.tr, p.br),
+        coalesce(1.0::float8 / (p_rrf_k + p.vr), 0) + coalesce(1.0::float8 / (p_rrf_k + p.tr), 0)
+        + coalesce(1.0::float8 / (p_rrf_k + p.br), 0)
+    from per_id as p
+    order by 4 desc, 2 nulls last, 3, 1
+    limit p_k
+$$;
+
+comment on function agentmem_private.fuse_ranks(uuid[], uuid[], uuid[], int, int) is
+'Internal: reciprocal rank fusion of three ranked id lists (vector, words by ts_rank, words by BM25;
+any may be NULL or empty): score = sum over the lists holding an id of 1 / (p_rrf_k + its rank); the
+p_k best, best first, ties by vector rank, then words rank. text_rank is the better of the two words
+ranks.';
