@@ -183,6 +183,8 @@ comment on function agentmem_private.recount_terms(text, text) is
 'Internal: rebuild the BM25 statistics of one user (or, p_user NULL, every user) of a tenant from their
 messages: after an import, or a switch of the text search configuration.';
 
+-- Over 100 lines: one pass over the user's matching messages that ranks them two ways (ts_rank and BM25)
+-- from the same rows, with the per-user statistics read once; split, the rows would be read twice.
 create or replace function agentmem_private.word_match_messages(
     p_tenant text,
     p_user_id text,

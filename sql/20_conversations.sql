@@ -219,6 +219,8 @@ metadata: a JSON object (AM020) of at most 100,000 characters (AM021), nested at
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
 Called by: the application (agentmem_app).';
 
+-- Over 100 lines: the checks of each array and element (each with its own AM code, DETAIL and HINT), then
+-- one write under the conversation's lock; the per-element checks are what makes it long.
 create or replace function agentmem.store_messages(
     conversation_id anycompatible,
     roles text[],

@@ -124,6 +124,8 @@ a time window (occurred_at >= p_since and < p_until; either NULL: unbounded on t
 A user of up to 1,000 messages is read through the (tenant_id, user_id) index, by statements whose
 plans are kept; a bigger one is planned per call with the query, so that it can take the GIN index.';
 
+-- Over 100 lines: the branches of a hybrid search (vector; words by BM25 and ts_rank) and their fusion,
+-- each read into variables first, with the recency and use weights and the use recorded of what it returns.
 create or replace function agentmem.search_messages(
     user_id text,
     query_embedding vector default null,
@@ -395,6 +397,8 @@ before, after: 0 to 100 (AM020). AM030 for a message not in the current tenant.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
 Called by: the application (agentmem_app).';
 
+-- Over 100 lines: search_messages' arguments passed through, then one statement that widens the hits
+-- into their windows (Citus sends it whole to the tenant's worker); the argument list is most of it.
 create or replace function agentmem.search_with_context(
     user_id text,
     query_embedding vector default null,

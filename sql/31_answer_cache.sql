@@ -209,6 +209,7 @@ one goes to agentmem_private.vector_search (its HNSW path).';
 
 drop function if exists agentmem.cache_store(text, vector, text, text[], text, text, text, text, text, text, uuid, boolean, interval);
 
+-- Over 100 lines: the checks of a cached answer's every argument, then one insert with its guard features.
 create or replace function agentmem.cache_store(
     question text,
     question_embedding vector default null,
@@ -345,6 +346,8 @@ With a user_id it takes that user''s erasure lock shared (see forget_user).
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
 Called by: the application (agentmem_app).';
 
+-- Over 100 lines: one lookup read top to bottom: the exact hit, then the nearest entries of the key
+-- (agentmem_private.cache_nearest) through the guard, each outcome logged and returned where it is decided.
 create or replace function agentmem.cache_lookup(
     question text,
     question_embedding vector,

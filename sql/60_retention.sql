@@ -129,6 +129,8 @@ comment on function agentmem.clear_default_retention_policy(text) is
 Returns whether a policy was removed.
 Called by: the DBA (granted to no role).';
 
+-- Over 100 lines: one statement per pass, built once: tenants with a policy of their own, then the
+-- default's tenants in turn from the cursor (fairness), with pins exempt and each row's detail returned.
 create or replace function agentmem_private.retention_delete(
     p_kind text, p_table text, p_key text, p_time text, p_batch int
 ) returns table (tenant_id text, key text, detail text)

@@ -147,14 +147,7 @@ REASON = "-- Over 100 lines: "
 FUNCTION_START = re.compile(r"^create\s+or\s+replace\s+function\s+(agentmem(?:_private)?\.\w+)\s*\(", re.I | re.M)
 # Functions other branches were rewriting when the reasons were written (issue 36): at their merge, split
 # each or write its reason above it, and take it out of here (the test fails on an entry that is stale).
-REASON_AT_MERGE = {
-    "agentmem.store_messages": "sql/20_conversations.sql",
-    "agentmem.search_messages": "sql/21_conversation_search.sql",
-    "agentmem.search_with_context": "sql/21_conversation_search.sql",
-    "agentmem.cache_lookup": "sql/31_answer_cache.sql",
-    "agentmem.cache_store": "sql/31_answer_cache.sql",
-    "agentmem_private.retention_delete": "sql/60_retention.sql",
-}
+REASON_AT_MERGE: dict[str, str] = {}
 
 
 def long_functions(files: list[tuple[str, str]]) -> list[tuple[str, str, int, bool]]:
