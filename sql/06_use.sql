@@ -211,12 +211,13 @@ as $$
     -- 1 + weight * signal, the signal in [0, 1]: 0.5 for use (halved each 7 days since the last use,
     -- 0 if never used), 0.3 for creation (halved each 30 days), 0.2 for the count (1 - 1 / (1 + ln(1 + n))).
     select 1 + least(greatest(coalesce(p_weight, 0), 0), 0.5) * least(greatest(
-        coalesce(0.5 * pg_catalog.power(
+        -- Never used: no use term (greatest() skips a NULL, so it must not see one).
+        case when p_last_used is null then 0 else 0.5 * pg_catalog.power(
             0.5::float8, greatest(extract(epoch from p_now - p_last_used)::float8, 0) / (7 * 86400)
-        ), 0)
-        + coalesce(0.3 * pg_catalog.power(
+        ) end
+        + case when p_created is null then 0 else 0.3 * pg_catalog.power(
             0.5::float8, greatest(extract(epoch from p_now - p_created)::float8, 0) / (30 * 86400)
-        ), 0)
+        ) end
         + 0.2 * (1 - 1 / (1 + pg_catalog.ln(1 + greatest(coalesce(p_use_count, 0), 0)::float8))),
         0), 1)
 $$;

@@ -486,10 +486,13 @@ def test_with_the_boost_on_a_recently_used_memory_outranks_an_equal_older_one(ap
     admin.execute("update agentmem.messages set last_used_at = now() - interval '1 hour', use_count = 3 "
                   "where message_id = %s", (b,))
     plain = hits(app, SEARCH.format(extra=""), (same, None, 1))
-    boosted = hits(app, SEARCH.format(extra=", use_boost => 0.2"), (same, None, 2))
-    assert boosted[0][0] == b and boosted[1][0] == a and {plain[0][0]} <= {a, b}
-    # the factor stays in [1, 1 + weight]: the used one's score is at most 1.2 times the plain one
-    assert boosted[1][3] <= boosted[0][3] <= boosted[1][3] * 1.2 + 1e-12
+    # Equal vectors tie, and the fusion still ranks them 1 and 2 in some order: with rrf_k 10 (the default)
+    # that is 1/11 against 1/12, so the weight must outweigh 9 % whichever one the tie put first.
+    boosted = hits(app, SEARCH.format(extra=", use_boost => 0.5"), (same, None, 2))
+    assert boosted[0][0] == b and boosted[1][0] == a and {plain[0][0]} <= {a, b}, (a, b, boosted)
+    # the factor stays in [1, 1 + weight]: the used one's score is at most 1.5 times the other's, rank
+    # apart (11/12 of it when the tie put the used one second)
+    assert boosted[1][3] <= boosted[0][3] <= boosted[1][3] * 1.5 * 12 / 11 + 1e-12
     # facts: same subject text, one used lately; as a tenant setting
     f1 = upsert(app, "alice", "pet", "Alice has a cat", dim_text="pet")[0]
     f2 = upsert(app, "alice", "animal", "Alice owns a cat", dim_text="pet")[0]
@@ -509,6 +512,15 @@ def test_the_factor_never_leaves_its_bounds_and_never_filters(app, admin):
         "unnest(array[now(), now() - interval '1000 days', now() + interval '1 day']::timestamptz[]) as c, "
         "unnest(array[null, 0, 1, 1000000000, -5]::bigint[]) as n) as x").fetchone()
     assert bounds[0] >= 1 and bounds[1] <= 1.5 and bounds[1] > 1.4
+    # each term on its own: a memory never used has no use term (greatest() skips a NULL: it once gave
+    # a never-used memory the full term, as if used this instant), one used now has all of it
+    terms = admin.execute(
+        "select agentmem_private.use_boost_factor(0.5, null, now() - interval '30 days', 0, now()), "
+        "agentmem_private.use_boost_factor(0.5, now(), now() - interval '30 days', 0, now()), "
+        "agentmem_private.use_boost_factor(0.5, now() - interval '7 days', null, 0, now())").fetchone()
+    assert abs(terms[0] - (1 + 0.5 * 0.15)) < 1e-9, terms
+    assert abs(terms[1] - (1 + 0.5 * 0.65)) < 1e-9, terms
+    assert abs(terms[2] - (1 + 0.5 * 0.25)) < 1e-9, terms
     _, ids = chat(app, n=6)
     admin.execute("update agentmem.messages set last_used_at = now(), use_count = 100 where message_id = %s", (ids[5],))
     all_plain = {r[0] for r in hits(app, SEARCH.format(extra=""), (vec("lark 0 alice", 384), None, 6))}
