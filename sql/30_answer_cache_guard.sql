@@ -488,7 +488,7 @@ do $generate$
 declare
     v_stamp text;
 begin
-    select pg_catalog.md5(pg_catalog.string_agg(p.oid::regprocedure::text || ':' || p.prosrc, '|' order by p.proname))
+    select pg_catalog.md5(pg_catalog.string_agg(p.proname || ':' || p.prosrc, '|' order by p.proname))
     into v_stamp
     from pg_catalog.pg_proc as p
     where p.oid in (
