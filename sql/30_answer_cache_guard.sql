@@ -478,6 +478,73 @@ NULL when either question is NULL. Each question: at most 16 kB (16,384 bytes, A
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
 Called by: the application (agentmem_app).';
 
+-- The guard's stamp: a digest of the source of the functions that read a
+-- question (guard_tokens, guard_number_features, guard_word_features,
+-- guard_features), written into guard_version's body at every install. A
+-- change to any of them (a word list, a rule) changes the stamp, and each
+-- cached question's stored reading (cache_entries.guard_*) is worked out
+-- again at its next lookup, or by refresh_cache_guards.
+do $generate$
+declare
+    v_stamp text;
+begin
+    select pg_catalog.md5(pg_catalog.string_agg(p.proname || ':' || p.prosrc, '|' order by p.proname))
+    into v_stamp
+    from pg_catalog.pg_proc as p
+    where p.oid in (
+        'agentmem_private.guard_tokens(text)'::regprocedure,
+        'agentmem_private.guard_number_features(text[])'::regprocedure,
+        'agentmem_private.guard_word_features(text[])'::regprocedure,
+        'agentmem_private.guard_features(text[])'::regprocedure
+    );
+    execute pg_catalog.format(
+        $fn$
+create or replace function agentmem_private.guard_version()
+returns text
+language plpgsql
+immutable
+parallel safe
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $body$
+begin
+    return %L;
+end
+$body$
+        $fn$,
+        v_stamp
+    );
+end
+$generate$;
+
+comment on function agentmem_private.guard_version() is
+'Internal: the stamp of the installed guard (an md5 of the source of the functions that read a question), '
+'written at install; cache_entries.guard_version records the stamp of each stored reading.';
+
+create or replace function agentmem_private.entry_guard(
+    p_question text, out guard_version text, out guard_tokens text[], out guard_features text[]
+)
+language plpgsql
+immutable
+parallel safe
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+begin
+    -- A question over the guard's limit is never a semantic candidate: stamped, not read.
+    entry_guard.guard_version := agentmem_private.guard_version();
+    if pg_catalog.octet_length(p_question) <= agentmem_private.guard_max_bytes() then
+        entry_guard.guard_tokens := agentmem_private.guard_tokens(p_question);
+        entry_guard.guard_features := agentmem_private.guard_features(entry_guard.guard_tokens);
+    end if;
+end
+$$;
+
+comment on function agentmem_private.entry_guard(text) is
+'Internal: the guard''s reading of a cached question, as cache_entries stores it: the stamp '
+'(guard_version()), the words (guard_tokens) and the features (guard_features); NULL words and features '
+'for a question over guard_max_bytes() (16 kB) or NULL.';
+
 create or replace function agentmem_private.personal_markers(answer text, question text)
 returns text[]
 language plpgsql

@@ -241,6 +241,7 @@ declare
     v_entry uuid;
     v_sources text[] := array(select distinct s from pg_catalog.unnest(cache_store.source_ids) as s order by s);
     v_expires timestamptz;
+    v_guard record;
 begin
     perform agentmem_private.cache_check_scope(cache_store.acl_hash, cache_store.prompt_version, cache_store.llm_model);
     -- No vector: stored and served by exact lookups at once, queued for the
@@ -276,18 +277,24 @@ begin
         perform agentmem_private.lock_user(v_tenant, cache_store.user_id, false);
     end if;
     v_expires := pg_catalog.now() + v_ttl;
+    -- The guard's reading of the question, once here rather than at every lookup that meets it.
+    v_guard := agentmem_private.entry_guard(cache_store.question);
     insert into agentmem.cache_entries as e (
         tenant_id, question, question_norm, question_key, acl_hash, corpus_version, prompt_version,
-        llm_model, intent, answer, model, embedding, source_ids, user_id, conversation_id, expires_at
+        llm_model, intent, answer, model, embedding, source_ids, user_id, conversation_id, expires_at,
+        guard_version, guard_tokens, guard_features
     ) values (
         v_tenant, cache_store.question, v_norm, pg_catalog.sha256(pg_catalog.convert_to(v_norm, 'UTF8')), cache_store.acl_hash,
         agentmem.corpus_version(), cache_store.prompt_version, cache_store.llm_model, v_intent.intent,
         cache_store.answer, v_model, cache_store.question_embedding,
         v_sources,
-        cache_store.user_id, v_conversation_id, v_expires
+        cache_store.user_id, v_conversation_id, v_expires,
+        v_guard.guard_version, v_guard.guard_tokens, v_guard.guard_features
     )
     on conflict on constraint cache_entries_key_uq do update
         set question = excluded.question, intent = excluded.intent, answer = excluded.answer,
+        guard_version = excluded.guard_version, guard_tokens = excluded.guard_tokens,
+        guard_features = excluded.guard_features,
         embedding = excluded.embedding, source_ids = excluded.source_ids, user_id = excluded.user_id,
         conversation_id = excluded.conversation_id, created_at = excluded.created_at, expires_at = excluded.expires_at,
         withdrawn_at = null
@@ -346,6 +353,49 @@ With a user_id it takes that user''s erasure lock shared (see forget_user).
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
 Called by: the application (agentmem_app).';
 
+create or replace function agentmem_private.refresh_cache_guards(p_tenant text, p_entry_ids uuid[])
+returns bigint
+language plpgsql
+volatile
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+declare
+    v_version text := agentmem_private.guard_version();
+    v_count bigint := 0;
+    v_n bigint;
+    v_row record;
+    v_guard record;
+begin
+    -- One entry at a time, the values computed first (Citus routes each update to the tenant's
+    -- shard). Only an entry whose stored reading is not the installed guard's: one that a
+    -- concurrent cache_store wrote meanwhile is left as it is.
+    for v_row in
+        select e.entry_id, e.question from agentmem.cache_entries as e
+        where
+            e.tenant_id = p_tenant and e.entry_id = any(p_entry_ids)
+            and e.guard_version is distinct from v_version
+    loop
+        v_guard := agentmem_private.entry_guard(v_row.question);
+        update agentmem.cache_entries as e
+        set guard_version = v_guard.guard_version, guard_tokens = v_guard.guard_tokens,
+            guard_features = v_guard.guard_features
+        where
+            e.tenant_id = p_tenant and e.entry_id = v_row.entry_id
+            and e.guard_version is distinct from v_version;
+        get diagnostics v_n = row_count;
+        v_count := v_count + v_n;
+    end loop;
+    return v_count;
+end
+$$;
+
+comment on function agentmem_private.refresh_cache_guards(text, uuid[]) is
+'Internal: work out again and store the guard''s reading (agentmem_private.entry_guard) of these entries
+of the tenant whose stored reading is not the installed guard''s (guard_version() differs or is NULL);
+returns how many were updated. cache_lookup calls it for a stale candidate; a DBA may call it over a
+tenant''s entries after an upgrade that changed the guard, so that lookups need not.';
+
 -- Over 100 lines: one lookup read top to bottom: the exact hit, then the nearest entries of the key
 -- (agentmem_private.cache_nearest) through the guard, each outcome logged and returned where it is decided.
 create or replace function agentmem.cache_lookup(
@@ -377,6 +427,8 @@ declare
     v_features text[];      -- the asked question's guard features and tokens, worked out once
     v_tokens text[];
     v_cand_tokens text[];
+    v_cand_features text[];
+    v_guard_version text := agentmem_private.guard_version();
     v_cand record;
     v_best_entry uuid;
     v_best_similarity real;
@@ -441,6 +493,7 @@ begin
         for v_cand in
             select
                 e.entry_id, e.question, e.answer, e.source_ids, ci.threshold, ci.high_stakes,
+                e.guard_version, e.guard_tokens, e.guard_features,
                 (1 - n.distance)::real as similarity
             from rows from (pg_catalog.unnest(v_ids), pg_catalog.unnest(v_distances)) with ordinality as n (id, distance, nearness)
             inner join agentmem.cache_entries as e on e.tenant_id = v_tenant and e.entry_id = n.id
@@ -453,10 +506,17 @@ begin
             if v_cand.similarity = 'NaN' then
                 continue;           -- never a hit, nor a best candidate: NaN >= x is true in PostgreSQL
             end if;
-            v_cand_tokens := agentmem_private.guard_tokens(v_cand.question);
-            if agentmem_private.guard_agrees(
-                v_features, v_tokens, agentmem_private.guard_features(v_cand_tokens), v_cand_tokens
-            ) then
+            -- The candidate's reading stored by cache_store; worked out again (and
+            -- stored) when an older guard, or none, read it.
+            if v_cand.guard_version is not distinct from v_guard_version then
+                v_cand_tokens := v_cand.guard_tokens;
+                v_cand_features := v_cand.guard_features;
+            else
+                v_cand_tokens := agentmem_private.guard_tokens(v_cand.question);
+                v_cand_features := agentmem_private.guard_features(v_cand_tokens);
+                perform agentmem_private.refresh_cache_guards(v_tenant, array[v_cand.entry_id]);
+            end if;
+            if agentmem_private.guard_agrees(v_features, v_tokens, v_cand_features, v_cand_tokens) then
                 if v_cand.similarity >= greatest(v_intent.threshold, v_cand.threshold) then
                     insert into agentmem.cache_hits as h (
                         tenant_id, entry_id, kind, similarity, guard_passed, threshold, intent,

@@ -7,7 +7,7 @@
 --   {"type": "message", <every column of agentmem.messages>, "embeddings": [{"model", "embedding", "created_at"}]}
 --   {"type": "retrieval", <every column of agentmem.retrievals>}
 --   {"type": "fact", <every column of agentmem.facts>, "history": [<columns of agentmem.fact_history>]}
---   {"type": "cache_entry", <every column of agentmem.cache_entries>}
+--   {"type": "cache_entry", <every column of agentmem.cache_entries but guard_version, guard_tokens, guard_features>}
 --   {"type": "end", "rows": <the number of rows between header and end>}
 -- Columns are written by name from the catalogue (less tenant_id, generated columns and
 -- identities), so a column a later release adds is written as one more key and read
@@ -133,7 +133,9 @@ declare
     v_skip_r text[] := agentmem_private.export_skip('agentmem.retrievals');
     v_skip_f text[] := agentmem_private.export_skip('agentmem.facts');
     v_skip_h text[] := agentmem_private.export_skip('agentmem.fact_history') || array['fact_id', 'user_id'];
-    v_skip_e text[] := agentmem_private.export_skip('agentmem.cache_entries');
+    -- the guard's reading of the question: derived, worked out again by the import
+    v_skip_e text[] := agentmem_private.export_skip('agentmem.cache_entries')
+        || array['guard_version', 'guard_tokens', 'guard_features'];
     -- Read on the coordinator, apart from the queries Citus sends to a worker.
     v_installed jsonb := agentmem_private.installed_version();
 begin
@@ -792,7 +794,18 @@ begin
                     case when pg_catalog.jsonb_typeof(d -> 'history') = 'array' then d -> 'history' else '[]' end
                 ) as h
             )),
-            'cache_entries', agentmem_private.import_insert('agentmem.cache_entries', p_tenant, v_entries)
+            -- the guard's reading of each question worked out here, never taken from the file
+            'cache_entries', agentmem_private.import_insert('agentmem.cache_entries', p_tenant, (
+                select coalesce(pg_catalog.jsonb_agg(
+                    (d - array['guard_version', 'guard_tokens', 'guard_features'])
+                    || pg_catalog.jsonb_build_object(
+                        'guard_version', g.guard_version, 'guard_tokens', g.guard_tokens,
+                        'guard_features', g.guard_features
+                    )
+                ), '[]')
+                from pg_catalog.jsonb_array_elements(v_entries) as t (d)
+                cross join lateral agentmem_private.entry_guard(d ->> 'question') as g
+            ))
         );
         -- A conversation already here that the file's messages go past (an older
         -- import of it) takes its next index from them.

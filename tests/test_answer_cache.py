@@ -595,3 +595,81 @@ def test_dropping_a_model_unlinks_the_hits_of_its_entries(app, admin):
     admin.execute("select * from agentmem.drop_model_vectors(model => 'tiny-cache', tenant_id => 'acme')")
     assert admin.execute("select count(*), count(entry_id), min(question_asked) from agentmem.cache_hits"
                          ).fetchone() == (1, 0, "How do I rotate an API key?")
+
+
+# --- the guard's reading stored with each entry (migration 0022) -----------------------------
+
+GUARD_QUESTIONS = [
+    "Can I get a refund after 30 days?",
+    "Which one is not available on Friday, or not?",
+    "How do I pay twenty five dollars before March 3rd?",
+    "1) list every item; 2) don't skip the 3.5% fee",
+    "x" * 16385,                                    # over the guard's 16 kB: stamped, not read
+]
+
+
+def stored_guard(admin, question):
+    return admin.execute("select guard_version, guard_tokens, guard_features from agentmem.cache_entries "
+                         "where tenant_id = 'acme' and question = %s", (question,)).fetchone()
+
+
+def test_cache_store_stores_the_guards_reading_equal_to_a_fresh_one(app, admin):
+    version = admin.execute("select agentmem_private.guard_version()").fetchone()[0]
+    assert len(version) == 32
+    for i, q in enumerate(GUARD_QUESTIONS):
+        assert store(app, q, at_cosine(0.5, base=i, other=i + 10))[0] is True
+        fresh = admin.execute(
+            "select agentmem_private.guard_tokens(%(q)s), agentmem_private.guard_features("
+            "agentmem_private.guard_tokens(%(q)s))", {"q": q}).fetchone()
+        got = stored_guard(admin, q)
+        if len(q) > 16384:
+            assert got == (version, None, None)
+        else:
+            assert got == (version, fresh[0], fresh[1])
+            assert got[2] == app.execute("select agentmem.question_guard_features(question => %s)", (q,)).fetchone()[0]
+    # storing the key again with another wording of the question reads the new one
+    store(app, "Can I get a REFUND after 30 days??", at_cosine(0.5))
+    assert stored_guard(admin, "Can I get a REFUND after 30 days??")[1][:4] == ["can", "i", "get", "a"]
+
+
+def test_the_lookup_reads_the_stored_reading_and_works_out_a_stale_one_again(app, admin):
+    q = "Can I get a refund after 30 days?"
+    store(app, q, unit(0))
+    # a current stamp: the lookup trusts the stored reading (here falsified to other numbers: a guard miss)
+    admin.execute("update agentmem.cache_entries set guard_features = '{num:99,time:after}' where question = %s", (q,))
+    r = lookup(app, "Could I get a refund after 30 days?", at_cosine(0.99))
+    assert (r["hit"], r["reason"]) == (False, "guard: the questions differ in numbers, dates, amounts, negation or quantifiers")
+    # a stale stamp (an older guard's word lists) or none (stored before 0022): read again, stored, and a hit
+    for stale in ("an older guard", None):
+        admin.execute("update agentmem.cache_entries set guard_version = %s, guard_features = '{num:99}', "
+                      "guard_tokens = '{x}' where question = %s", (stale, q))
+        r = lookup(app, "Could I get a refund after 30 days?", at_cosine(0.99))
+        assert (r["hit"], r["kind"]) == (True, "semantic")
+        version, tokens, features = stored_guard(admin, q)
+        assert version == admin.execute("select agentmem_private.guard_version()").fetchone()[0]
+        assert features == ["num:30", "time:after"] and tokens[-2:] == ["30", "days"]
+    # the DBA's way over many entries: only stale ones are rewritten
+    admin.execute("update agentmem.cache_entries set guard_version = null where question = %s", (q,))
+    ids = [r[0] for r in admin.execute("select entry_id from agentmem.cache_entries where tenant_id = 'acme'")]
+    assert admin.execute("select agentmem_private.refresh_cache_guards('acme', %s)", (ids,)).fetchone()[0] == 1
+    assert admin.execute("select agentmem_private.refresh_cache_guards('acme', %s)", (ids,)).fetchone()[0] == 0
+    assert stored_guard(admin, q)[2] == ["num:30", "time:after"]
+
+
+def test_export_leaves_the_guards_reading_out_and_import_works_it_out_again(app, admin):
+    import json
+    q = "Is the fee not 3.5% before March?"
+    store(app, q, unit(0), user_id="u1")
+    lines = [r[0] for r in app.execute("select line from agentmem.export_user(user_id => 'u1')")]
+    entry_lines = [json.loads(x) for x in lines if json.loads(x)["type"] == "cache_entry"]
+    assert len(entry_lines) == 1 and not [k for k in entry_lines[0] if k.startswith("guard_")]
+    expected = stored_guard(admin, q)
+    app.execute("select * from agentmem.forget_user(user_id => 'u1')")
+    assert count_entries(admin) == 0
+    # a file that brings its own reading (forged to pass the guard) is not believed
+    forged = [json.dumps({**json.loads(x), "guard_version": expected[0], "guard_features": [], "guard_tokens": []})
+              if json.loads(x)["type"] == "cache_entry" else x for x in lines]
+    app.execute("select agentmem.import_user(lines => %s::text[])", (forged,))
+    assert stored_guard(admin, q) == expected
+    assert expected[2] == app.execute("select agentmem.question_guard_features(question => %s)", (q,)).fetchone()[0]
+    assert "neg" in expected[2] and "num:3.5" in expected[2]

@@ -166,14 +166,15 @@ class Bulk:
             cur.execute(
                 "insert into agentmem.cache_entries (tenant_id, entry_id, question, question_norm, question_key, "
                 "  corpus_version, intent, answer, model, embedding, source_ids, user_id, conversation_id, "
-                "  created_at, expires_at) "
+                "  created_at, expires_at, guard_version, guard_tokens, guard_features) "
                 "select %(t)s, s.entry_id, s.question, n.norm, sha256(convert_to(n.norm, 'UTF8')), "
                 "  coalesce((select v.version from agentmem.corpus_versions as v where v.tenant_id = %(t)s), 0), "
                 "  'general', s.answer, %(m)s, s.embedding, "
                 "  array(select distinct d from unnest(s.docs) as d order by d), s.user_id, s.conversation_id, "
-                "  s.created_at, s.created_at + %(ttl)s "
+                "  s.created_at, s.created_at + %(ttl)s, g.guard_version, g.guard_tokens, g.guard_features "
                 "from stage_cache as s cross join lateral (select agentmem.normalize_question(s.question)) "
-                "  as n (norm)", {"t": tenant, "m": self.model, "ttl": ttl})
+                "  as n (norm) cross join lateral agentmem_private.entry_guard(s.question) as g",
+                {"t": tenant, "m": self.model, "ttl": ttl})
             cur.execute("insert into agentmem.cache_entry_sources (tenant_id, doc_id, entry_id) "
                         "select distinct %s, d, s.entry_id from stage_cache as s cross join unnest(s.docs) as d",
                         (tenant,))
