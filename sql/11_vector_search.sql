@@ -361,7 +361,7 @@ security invoker
 set search_path = pg_catalog, agentmem, pg_temp
 as $$
     -- Each argument but table_name is an SQL expression: a quoted value
-    -- (vector_search's statements) or a parameter (exact_scan's).
+    -- (the scope a caller passes to vector_search) or a parameter (exact_scan's).
     select pg_catalog.format('e.tenant_id = %s and e.model = %s', vector_search_scope.tenant_id, vector_search_scope.model)
         -- facts and cached answers stored without a vector wait for a worker (embedding => NULL)
         || case when vector_search_scope.table_name <> 'message_embeddings' then ' and e.embedding is not null' else '' end
@@ -382,8 +382,9 @@ comment on function agentmem_private.vector_search_scope(text, text, text, text,
 'Internal: the SQL condition (on alias e) of a vector search''s scope in one table: the tenant and model,
 a vector present (facts and cache entries), the user (user_id) and the cache''s key (acl_hash,
 prompt_version, llm_model, corpus_version). Each argument but table_name is an SQL expression (a quoted
-value or a parameter); a NULL user_id or acl_hash leaves that part out. Read by vector_search''s
-statements and by agentmem_private.exact_scan''s, the one place the scope is written.';
+value or a parameter); a NULL user_id or acl_hash leaves that part out. The scope each caller of
+agentmem_private.vector_search passes (search_messages, recall_facts, cache_nearest: quoted values) and
+agentmem_private.exact_scan''s (parameters), the one place it is written.';
 
 create or replace function agentmem_private.cache_row_check(question_max_bytes text)
 returns text

@@ -296,8 +296,8 @@ ID_COLUMN = {"message_embeddings": "message_id", "facts": "fact_id", "cache_entr
 
 def user_scope(admin, table: str, tenant: str, model: str, user: str = "alice") -> str:
     """The caller's scope of a user's rows, as search_messages and recall_facts build it."""
-    return admin.execute("select agentmem_private.vector_search_scope(table_name => %s, tenant_id => quote_literal(%s), "
-                         "model => quote_literal(%s), user_id => quote_literal(%s))",
+    return admin.execute("select agentmem_private.vector_search_scope(table_name => %s, "
+                         "tenant_id => quote_literal(%s), model => quote_literal(%s), user_id => quote_literal(%s))",
                          (table, tenant, model, user)).fetchone()[0]
 
 
@@ -361,7 +361,8 @@ def test_the_plan_scans_exactly_at_or_below_the_limit_and_takes_the_shared_index
     assert (above["path"], above["candidates"], above["own_index"], above["index_name"]) == \
         ("shared index", 40, False, shared)
     assert above["ef_search"] > 0 and above["ef_search_full"] >= above["ef_search"]
-    distance = admin.execute("select agentmem_private.vector_distance(path => 'shared index', dimension => 8)").fetchone()[0]
+    distance = admin.execute("select agentmem_private.vector_distance(path => 'shared index', dimension => 8)"
+                             ).fetchone()[0]
     assert f"order by {distance} limit $2 + 20" in above["statement"]
     assert "e.user_id = 'alice'" in above["statement"] and "agentmem.message_embeddings" in above["statement"]
     assert above["exact_statement"] == at["exact_statement"]  # the fallback when the index stops short
