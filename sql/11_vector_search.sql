@@ -1,13 +1,16 @@
 -- Vector search: the one path by which messages (search_messages), facts
 -- (recall_facts) and the answer cache (cache_lookup) find the nearest rows of
--- one tenant and model. agentmem_private.vector_search counts the candidate
--- rows, picks an exact scan, the tenant's own HNSW index (and its exact index)
--- or the model's shared HNSW index, sets hnsw.ef_search from the share of the
--- index the candidates are, and writes every distance through
--- agentmem_private.vector_distance. A user's count and exact scan run in
--- static statements (agentmem_private.exact_scan) generated at install from
--- the same scope and distance. The rest of this file are the measured limits
--- and index look-ups it uses. Figures behind the defaults: docs/tuning.md.
+-- one tenant and model, in two parts. agentmem_private.vector_search_plan
+-- takes the caller's scope (its table, id column, the candidates' condition,
+-- a row check) and decides, without searching: it counts the candidates,
+-- picks an exact scan, the tenant's own HNSW index (and its exact index) or
+-- the model's shared HNSW index, sets hnsw.ef_search from the share of the
+-- index the candidates are, and builds the statements, every distance written
+-- by agentmem_private.vector_distance. agentmem_private.vector_search runs
+-- the plan. A user's count and exact scan run in static statements
+-- (agentmem_private.exact_scan) generated at install from the same scope and
+-- distance. The rest of this file are the measured limits and index look-ups
+-- they use. Figures behind the defaults: docs/tuning.md.
 
 -- Functions of older installs that vector_search stands for: dropped, so that
 -- every search reads the one path.
@@ -358,7 +361,7 @@ security invoker
 set search_path = pg_catalog, agentmem, pg_temp
 as $$
     -- Each argument but table_name is an SQL expression: a quoted value
-    -- (vector_search's statements) or a parameter (exact_scan's).
+    -- (the scope a caller passes to vector_search) or a parameter (exact_scan's).
     select pg_catalog.format('e.tenant_id = %s and e.model = %s', vector_search_scope.tenant_id, vector_search_scope.model)
         -- facts and cached answers stored without a vector wait for a worker (embedding => NULL)
         || case when vector_search_scope.table_name <> 'message_embeddings' then ' and e.embedding is not null' else '' end
@@ -379,8 +382,9 @@ comment on function agentmem_private.vector_search_scope(text, text, text, text,
 'Internal: the SQL condition (on alias e) of a vector search''s scope in one table: the tenant and model,
 a vector present (facts and cache entries), the user (user_id) and the cache''s key (acl_hash,
 prompt_version, llm_model, corpus_version). Each argument but table_name is an SQL expression (a quoted
-value or a parameter); a NULL user_id or acl_hash leaves that part out. Read by vector_search''s
-statements and by agentmem_private.exact_scan''s, the one place the scope is written.';
+value or a parameter); a NULL user_id or acl_hash leaves that part out. The scope each caller of
+agentmem_private.vector_search passes (search_messages, recall_facts, cache_nearest: quoted values) and
+agentmem_private.exact_scan''s (parameters), the one place it is written.';
 
 create or replace function agentmem_private.cache_row_check(question_max_bytes text)
 returns text
@@ -507,26 +511,274 @@ agentmem_private.vector_distance (path ''exact scan''). candidates: the rows cou
 (NULL: not counted); ids and distances: the k nearest, nearest first, when k is given and the count is
 NULL or at most scan_max (else NULL). The query embedding is its first argument ($1 of the distance).';
 
--- Over 100 lines: one search read top to bottom: the scope written once (v_where, v_row_check, the
---   distance), then the count, the exact scan, the HNSW passes and the exact index's read, which all read
---   it; as separate functions each would take all of it as arguments.
+-- The vector_search of earlier installs, which knew each table, its id column and its filters by name:
+-- each caller now passes its own scope (the function below).
+drop function if exists agentmem_private.vector_search(
+    text, text, text, int, vector, int, text, uuid, text, text, text, bigint, int, timestamptz, timestamptz, text
+);
+
+create or replace function agentmem_private.vector_search_statement(
+    path text,
+    table_name text,
+    id_column text,
+    scope text,
+    row_check text,
+    dimension int
+) returns text
+language sql
+stable
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+    -- The query embedding is $1 and k $2 (EXECUTE ... USING): a plan for
+    -- these values, never a generic one. An index pass asks for k + 20 rows
+    -- and keeps the k nearest (relaxed order hands rows back roughly, not
+    -- exactly, nearest first); the exact index's rows are re-ranked by the
+    -- exact scan's distance.
+    select case
+        when vector_search_statement.path = 'exact scan' then pg_catalog.format(
+            'select pg_catalog.array_agg(h.id order by h.distance), pg_catalog.array_agg(h.distance order by h.distance) '
+            'from (select e.%1$I as id, %2$s as distance from agentmem.%3$I as e '
+            '      where %4$s%5$s order by %2$s limit $2) as h',
+            vector_search_statement.id_column,
+            agentmem_private.vector_distance(path => 'exact scan', dimension => vector_search_statement.dimension),
+            vector_search_statement.table_name, vector_search_statement.scope,
+            coalesce(vector_search_statement.row_check, '')
+        )
+        when vector_search_statement.path in ('own index', 'shared index', 'exact index') then pg_catalog.format(
+            'select (pg_catalog.array_agg(h.id order by h.distance))[1:$2], (pg_catalog.array_agg(h.distance order by h.distance))[1:$2] '
+            'from (select e.%1$I as id, %2$s as distance from agentmem.%3$I as e '
+            '      where %4$s%5$s order by %6$s limit $2 + 20) as h',
+            vector_search_statement.id_column,
+            agentmem_private.vector_distance(
+                path => case when vector_search_statement.path = 'exact index' then 'exact scan' else vector_search_statement.path end,
+                dimension => vector_search_statement.dimension
+            ),
+            vector_search_statement.table_name, vector_search_statement.scope,
+            coalesce(vector_search_statement.row_check, ''),
+            agentmem_private.vector_distance(path => vector_search_statement.path, dimension => vector_search_statement.dimension)
+        )
+    end
+$$;
+
+comment on function agentmem_private.vector_search_statement(text, text, text, text, text, int) is
+'Internal: the SQL text of one pass of a vector search, taking the query embedding as $1 and k as $2.
+It returns two arrays (ids, distances), nearest first. path: ''exact scan'' (the k nearest by the
+exact distance), ''own index'', ''shared index'' or ''exact index'' (the k + 20 nearest in that index''s
+order, the k nearest of them kept); NULL for any other path. table_name and id_column: the caller''s table
+of schema agentmem and its id; scope: the candidates'' SQL condition on alias e; row_check: a condition
+starting with '' and'', checked on every row read (NULL: none). Distances: agentmem_private.vector_distance.';
+
+-- Over 100 lines: one decision read top to bottom (the lone user, the count, the exact scan, the index,
+--   its ef_search, the exact index, the statements), each step reading what the one before it found.
+create or replace function agentmem_private.vector_search_plan(
+    table_name text,
+    id_column text,
+    tenant_id text,
+    model text,
+    dimension int,
+    k int,
+    scope text,
+    row_check text default null,
+    static_scan boolean default false,
+    lone_user text default null,
+    counted int default null,
+    tenant_has_index boolean default null,
+    user_alone boolean default null,
+    out path text,
+    out then_path text,
+    out candidates int,
+    out exact_max int,
+    out count_limit int,
+    out static boolean,
+    out own_index boolean,
+    out alone boolean,
+    out index_name text,
+    out ef_search int,
+    out ef_search_full int,
+    out statement text,
+    out then_statement text,
+    out exact_statement text
+)
+language plpgsql
+stable
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+declare
+    v_share float8;
+    v_exact_index boolean;
+begin
+    if vector_search_plan.table_name is null or vector_search_plan.id_column is null or vector_search_plan.scope is null then
+        raise exception 'vector_search_plan: table_name, id_column and scope are required'
+        using errcode = 'AM020', hint = 'The caller passes its own table, id column and scope (an SQL condition on e).';
+    end if;
+    exact_max := agentmem_private.exact_search_max_rows(vector_search_plan.dimension);
+    static := coalesce(vector_search_plan.static_scan, false);
+    own_index := vector_search_plan.tenant_has_index;
+    alone := vector_search_plan.user_alone;
+    candidates := vector_search_plan.counted;
+    -- A user alone in a tenant with its own index (two B-tree probes find no
+    -- other user) has the index's rows (pg_class.reltuples, kept by VACUUM,
+    -- ANALYZE and CREATE INDEX) and searches all of it, share 1: no count (a
+    -- third of such a user's search in the server: 0.75 of 2.4 ms for 30,000
+    -- rows, 100k clustered 384-d). Only the caller knows that its scope is
+    -- all of a user's rows (lone_user, with the static statements' scope).
+    -- Whether the tenant has its own index is looked up once: here when the
+    -- shortcut may apply, else only once the count says an index is needed.
+    if alone is null then
+        alone := static and vector_search_plan.lone_user is not null;
+        if alone then
+            own_index := agentmem_private.has_tenant_index(
+                vector_search_plan.table_name, vector_search_plan.tenant_id, vector_search_plan.model
+            );
+            alone := own_index
+                and not agentmem_private.has_other_users(vector_search_plan.tenant_id, vector_search_plan.lone_user);
+        end if;
+    end if;
+    if alone then
+        index_name := agentmem_private.tenant_index_name(
+            vector_search_plan.table_name, vector_search_plan.tenant_id, vector_search_plan.model
+        );
+        if candidates is null and agentmem_private.index_rows(index_name) > exact_max then
+            candidates := agentmem_private.index_rows(index_name);
+        end if;
+    end if;
+    -- Anyone else is counted, once, through the table's B-tree (tenant, user,
+    -- ... or the cache's scope) up to count_max_rows (8 times the exact-scan
+    -- limit): whether to scan exactly, and past the limit the share of the
+    -- index the search filters, for hnsw.ef_search. A lone user whose index
+    -- counts no more rows than the limit is counted too, to the limit only (an
+    -- index not yet analysed since its tenant grew must not send a big user
+    -- to the exact scan). The static statements (agentmem_private.exact_scan)
+    -- count and scan in one call: the plan leaves their count to the run,
+    -- which plans again with it (counted) when it is over the limit.
+    if candidates is null then
+        count_limit := case
+            when alone then exact_max
+            else greatest(exact_max, agentmem_private.count_max_rows(vector_search_plan.dimension))
+        end + 1;
+        if static then
+            path := 'exact scan';
+            return;
+        end if;
+        execute pg_catalog.format(
+            'select pg_catalog.count(*) from (select from agentmem.%I as e where %s limit %s) as s',
+            vector_search_plan.table_name, vector_search_plan.scope, count_limit
+        )
+        into candidates;
+    end if;
+    -- Few candidates, or an index scan that gives up at hnsw.max_scan_tuples:
+    -- an exact scan, through the table's B-tree on the tenant.
+    if not static then
+        exact_statement := agentmem_private.vector_search_statement(
+            path => 'exact scan', table_name => vector_search_plan.table_name, id_column => vector_search_plan.id_column,
+            scope => vector_search_plan.scope, row_check => vector_search_plan.row_check,
+            dimension => vector_search_plan.dimension
+        );
+    end if;
+    if candidates <= exact_max then
+        path := 'exact scan';
+        statement := exact_statement;
+        return;
+    end if;
+    -- An HNSW index: the tenant's own, else the model's shared one. A first
+    -- pass at a small hnsw.ef_search, again at the full one (grown with the
+    -- candidates and their share of the index) when the k-th neighbour is no
+    -- closer than unrelated rows (escalate_distance), where a small ef misses
+    -- true neighbours. A tenant with an exact index (create_tenant_index builds
+    -- one for message_embeddings of up to exact_index_max_rows) reads it
+    -- instead of that second pass: every row of the tenant in one sequential
+    -- read, sorted by distance; a tenant whose first passes mostly come back
+    -- far, as measure_tenant_index found on its rows, reads it straight away.
+    own_index := coalesce(own_index, agentmem_private.has_tenant_index(
+        vector_search_plan.table_name, vector_search_plan.tenant_id, vector_search_plan.model
+    ));
+    index_name := case
+        when own_index then coalesce(index_name, agentmem_private.tenant_index_name(
+            vector_search_plan.table_name, vector_search_plan.tenant_id, vector_search_plan.model
+        ))
+        else agentmem_private.model_index_name(vector_search_plan.table_name, vector_search_plan.model)
+    end;
+    path := case when own_index then 'own index' else 'shared index' end;
+    -- a lone user's rows are already the index's, or counted past them
+    v_share := case when alone then 1 else agentmem_private.index_share(index_name, candidates) end;
+    ef_search := agentmem_private.hnsw_ef_search(
+        p_share => v_share, p_rows => candidates, p_k => vector_search_plan.k, p_shared => not own_index, p_first => true
+    );
+    ef_search_full := agentmem_private.hnsw_ef_search(
+        p_share => v_share, p_rows => candidates, p_k => vector_search_plan.k, p_shared => not own_index, p_first => false
+    );
+    v_exact_index := own_index
+        and agentmem_private.has_exact_index(vector_search_plan.table_name, vector_search_plan.tenant_id, vector_search_plan.model)
+        and agentmem_private.index_rows(agentmem_private.exact_index_name(
+            vector_search_plan.table_name, vector_search_plan.tenant_id, vector_search_plan.model
+        )) <= agentmem_private.exact_index_max_rows(vector_search_plan.dimension);
+    if v_exact_index and coalesce(agentmem_private.exact_index_first_pass(
+        vector_search_plan.table_name, vector_search_plan.tenant_id, vector_search_plan.model
+    ) = 'exact', false) then
+        path := 'exact index';
+    end if;
+    then_path := case
+        when path = 'exact index' then null
+        when v_exact_index then 'exact index'
+        when ef_search < ef_search_full then path
+    end;
+    statement := agentmem_private.vector_search_statement(
+        path => path, table_name => vector_search_plan.table_name, id_column => vector_search_plan.id_column,
+        scope => vector_search_plan.scope, row_check => vector_search_plan.row_check,
+        dimension => vector_search_plan.dimension
+    );
+    then_statement := case
+        when then_path = path then statement
+        when then_path is not null then agentmem_private.vector_search_statement(
+            path => then_path, table_name => vector_search_plan.table_name, id_column => vector_search_plan.id_column,
+            scope => vector_search_plan.scope, row_check => vector_search_plan.row_check,
+            dimension => vector_search_plan.dimension
+        )
+    end;
+end
+$$;
+
+comment on function agentmem_private.vector_search_plan(
+    text, text, text, text, int, int, text, text, boolean, text, int, boolean, boolean
+) is
+'Internal: how a vector search of the caller''s scope will run, decided without running it: its path, the statements it built and their parameters.
+The caller''s scope: table_name and id_column (its table of schema agentmem and id), tenant_id, model,
+dimension, k, scope (the candidates'' SQL condition on alias e, values as literals: counted), row_check (a
+condition starting with '' and'', checked on every row read, not counted), static_scan (scope and
+row_check are exactly agentmem_private.exact_scan''s for the table: a user''s rows, a cache key) and
+lone_user (the user whose every row of message_embeddings the scope is: the lone user''s shortcut).
+counted, tenant_has_index and user_alone: what an earlier plan of the same search and its count found.
+path: ''exact scan'' (at or below exact_max = agentmem.exact_search_max_rows candidates), ''own index''
+(the tenant''s HNSW index, agentmem.create_tenant_index), ''shared index'' (the model''s) or ''exact
+index'' (the tenant''s exact index, read first when measure_tenant_index found its first passes far);
+then_path: the pass after a first one that comes back far (agentmem_private.escalate_distance): the exact
+index, or the same index at ef_search_full; candidates: the rows counted (up to count_limit) or a lone
+user''s index rows, NULL when static statements are to count them (static, path ''exact scan''); own_index:
+whether the tenant has its own index (NULL: not looked up); alone: the lone user''s shortcut taken;
+index_name; ef_search and ef_search_full (agentmem_private.hnsw_ef_search); statement, then_statement and
+exact_statement (the exact scan when an index stops short; NULL when static):
+agentmem_private.vector_search_statement''s text. Run by agentmem_private.vector_search.';
+
 create or replace function agentmem_private.vector_search(
     table_name text,
+    id_column text,
     tenant_id text,
     model text,
     dimension int,
     query_embedding vector,
     k int,
+    scope text,
+    row_check text default null,
+    static_scan boolean default false,
+    lone_user text default null,
     user_id text default null,
-    conversation_id uuid default null,
     acl_hash text default null,
     prompt_version text default null,
     llm_model text default null,
     corpus_version bigint default null,
-    question_max_bytes int default null,
-    since timestamptz default null,
-    until timestamptz default null,
-    row_check text default null
+    question_max_bytes int default null
 ) returns table (id uuid, distance float8)
 language plpgsql
 stable
@@ -538,236 +790,57 @@ set enable_sort = off
 set work_mem = '64MB'
 as $$
 declare
-    v_exact_max int := agentmem_private.exact_search_max_rows(vector_search.dimension);
-    v_own boolean;
-    v_own_index text;
-    v_id text := case vector_search.table_name
-        when 'message_embeddings' then 'message_id'
-        when 'facts' then 'fact_id'
-        when 'cache_entries' then 'entry_id'
-    end;
-    v_where text;
-    v_narrowing text;
-    v_row_check text;
-    v_alone boolean;
-    v_static boolean;
-    v_count_limit int;
-    v_scanned boolean := false;
+    v_plan record;
     v_scan record;
-    v_rows int;
-    v_share float8;
-    v_ef int;
-    v_ef_full int;
-    v_exact_index boolean;
-    v_path text;
     v_ids uuid[];
     v_distances float8[];
 begin
-    if v_id is null then
-        raise exception 'vector_search: % is not a table with embeddings', vector_search.table_name
-        using errcode = 'AM020', hint = 'message_embeddings, facts or cache_entries.';
-    end if;
-    -- The candidate rows, written once (the scope, vector_search_scope, and
-    -- v_narrowing: v_where) and read by every statement below: the count,
-    -- the exact scan, the passes through an HNSW index and the read of an
-    -- exact index. Values go in as literals (format %L): the
-    -- planner sees them as it sees the query embedding, which every statement
-    -- takes as $1 through EXECUTE ... USING (a plan for these values, never a
-    -- generic one), and a literal tenant lets it prove a tenant index's
-    -- predicate. A new filter (a time window, say) is one more argument and
-    -- one more line of v_narrowing: counted with the rest (so that a narrow
-    -- one is scanned exactly), applied on every path, and it stops the lone
-    -- user's shortcut (which assumes all of the user's rows). A condition the
-    -- count's B-tree cannot check cheaply goes to v_row_check instead: checked
-    -- on every row read, not counted. Each of these statements is parsed and
-    -- planned on every call (about 0.1 to 0.3 ms;
-    -- bench/results/search_path.md): a user's search with nothing but the
-    -- scope (v_static: no narrowing, no row check) counts and scans exactly
-    -- through agentmem_private.exact_scan instead, static statements generated
-    -- from the same scope and distance, whose plans PL/pgSQL keeps.
-    v_narrowing := case when vector_search.conversation_id is not null
-        then pg_catalog.format(' and e.conversation_id = %L', vector_search.conversation_id) else ''
-    end
-        -- The time window [since, until): messages by when they happened
-        -- (occurred_at, counted through the B-tree on (tenant_id, user_id,
-        -- model, occurred_at)).
-        || case when vector_search.since is not null and vector_search.table_name = 'message_embeddings'
-            then pg_catalog.format(' and e.occurred_at >= %L::timestamptz', vector_search.since) else ''
-        end
-        || case when vector_search.until is not null and vector_search.table_name = 'message_embeddings'
-            then pg_catalog.format(' and e.occurred_at < %L::timestamptz', vector_search.until) else ''
-        end;
-    -- a cached answer serves while unexpired and not withdrawn by a review (review_hit)
-    v_row_check := case when vector_search.table_name = 'cache_entries'
-            then agentmem_private.cache_row_check(question_max_bytes => vector_search.question_max_bytes::text) else '' end
-        -- The caller's own condition (recall_facts: a fact's time window,
-        -- agentmem_private.fact_window_check), checked on every row read.
-        || coalesce(vector_search.row_check, '');
-
-    -- How many candidates. A user alone in a tenant with its own index (two
-    -- B-tree probes find no other user) has the index's rows
-    -- (pg_class.reltuples, kept by VACUUM, ANALYZE and CREATE INDEX) and
-    -- searches all of it, share 1: no count (a third of such a user's search
-    -- in the server: 0.75 of 2.4 ms for 30,000 rows, 100k clustered 384-d).
-    -- Anyone else is counted, once, through the table's B-tree (tenant, user,
-    -- ... or the cache's scope) up to count_max_rows (8 times the exact-scan
-    -- limit): whether to scan exactly, and past the limit the share of the
-    -- index the search filters, for hnsw.ef_search. A lone user whose index
-    -- counts no more rows than the limit is counted too, to the limit only (an
-    -- index not yet analysed since its tenant grew must not send a big user
-    -- to the exact scan).
-    -- Whether the tenant has its own index is looked up once: here when the
-    -- shortcut may apply, else only once the count says an index is needed.
-    -- (a cache key: its own row check, cache_row_check, which exact_scan's
-    -- statements hold too; no caller's row_check)
-    v_static := (
-        vector_search.table_name in ('message_embeddings', 'facts') and vector_search.user_id is not null
-        and vector_search.acl_hash is null and v_narrowing = '' and v_row_check = ''
-    ) or (
-        vector_search.table_name = 'cache_entries' and vector_search.user_id is null
-        and vector_search.acl_hash is not null and v_narrowing = '' and vector_search.row_check is null
+    v_plan := agentmem_private.vector_search_plan(
+        table_name => vector_search.table_name, id_column => vector_search.id_column,
+        tenant_id => vector_search.tenant_id, model => vector_search.model, dimension => vector_search.dimension,
+        k => vector_search.k, scope => vector_search.scope, row_check => vector_search.row_check,
+        static_scan => vector_search.static_scan, lone_user => vector_search.lone_user
     );
-    v_alone := v_static and vector_search.table_name = 'message_embeddings';
-    if v_alone then
-        v_own := agentmem_private.has_tenant_index(vector_search.table_name, vector_search.tenant_id, vector_search.model);
-        v_alone := v_own and not agentmem_private.has_other_users(vector_search.tenant_id, vector_search.user_id);
-    end if;
-    if v_alone then
-        v_own_index := agentmem_private.tenant_index_name(
-            vector_search.table_name, vector_search.tenant_id, vector_search.model
+    if v_plan.static and v_plan.candidates is null then
+        -- the count and, at or below the limit, the exact scan in one call of
+        -- static statements: done unless the count says an index
+        v_scan := agentmem_private.exact_scan(
+            query_embedding => vector_search.query_embedding, table_name => vector_search.table_name,
+            tenant_id => vector_search.tenant_id, model => vector_search.model, user_id => vector_search.user_id,
+            k => vector_search.k, count_limit => v_plan.count_limit, scan_max => v_plan.exact_max,
+            acl_hash => vector_search.acl_hash, prompt_version => vector_search.prompt_version,
+            llm_model => vector_search.llm_model, corpus_version => vector_search.corpus_version,
+            question_max_bytes => vector_search.question_max_bytes
         );
-        v_rows := agentmem_private.index_rows(v_own_index);
-    end if;
-    if not v_alone or v_rows <= v_exact_max then
-        v_count_limit := case
-            when v_alone then v_exact_max
-            else greatest(v_exact_max, agentmem_private.count_max_rows(vector_search.dimension))
-        end + 1;
-        if v_static then
-            -- the count and, at or below the limit, the exact scan in one call
-            -- of static statements: done unless the count says an index
-            v_scan := agentmem_private.exact_scan(
-                query_embedding => vector_search.query_embedding, table_name => vector_search.table_name,
-                tenant_id => vector_search.tenant_id, model => vector_search.model, user_id => vector_search.user_id,
-                k => vector_search.k, count_limit => v_count_limit, scan_max => v_exact_max,
-                acl_hash => vector_search.acl_hash, prompt_version => vector_search.prompt_version,
-                llm_model => vector_search.llm_model, corpus_version => vector_search.corpus_version,
-                question_max_bytes => vector_search.question_max_bytes
-            );
-            v_rows := v_scan.candidates;
-            v_scanned := v_rows <= v_exact_max;
-            v_ids := v_scan.ids;
-            v_distances := v_scan.distances;
+        if v_scan.candidates <= v_plan.exact_max then
+            return query select u.id, u.distance from rows from (pg_catalog.unnest(v_scan.ids), pg_catalog.unnest(v_scan.distances)) as u (id, distance);
+            return;
         end if;
-    end if;
-    if v_scanned then
-        return query select u.id, u.distance from rows from (pg_catalog.unnest(v_ids), pg_catalog.unnest(v_distances)) as u (id, distance);
-        return;
-    end if;
-    v_where := agentmem_private.vector_search_scope(
-        table_name => vector_search.table_name,
-        tenant_id => pg_catalog.quote_literal(vector_search.tenant_id),
-        model => pg_catalog.quote_literal(vector_search.model),
-        user_id => pg_catalog.quote_literal(vector_search.user_id),
-        acl_hash => pg_catalog.quote_literal(vector_search.acl_hash),
-        prompt_version => pg_catalog.quote_nullable(vector_search.prompt_version),
-        llm_model => pg_catalog.quote_nullable(vector_search.llm_model),
-        corpus_version => pg_catalog.quote_nullable(vector_search.corpus_version)
-    ) || v_narrowing;
-    if not v_static then
-        execute pg_catalog.format(
-            'select pg_catalog.count(*) from (select from agentmem.%I as e where %s limit %s) as s',
-            vector_search.table_name, v_where, v_count_limit
-        )
-        into v_rows;
-    end if;
-
-    if v_rows > v_exact_max then
-        -- An HNSW index: the tenant's own, else the model's shared one, in the
-        -- distance expression of that index (vector_distance); sorts are off
-        -- (the function's SET clause) so that the planner keeps to the index.
-        -- The iterative scan (relaxed order) goes on until enough rows pass
-        -- the filter; it asks for k + 20 rows and keeps the k nearest: relaxed
-        -- order hands rows back roughly, not exactly, nearest first.
-        -- hnsw.ef_search (hnsw_ef_search; the SET clause restores it on
-        -- return): a first pass with a small one, again with the full one
-        -- (grown with the candidates and their share of the index) when the
-        -- k-th neighbour is no closer than unrelated rows (escalate_distance),
-        -- where a small ef misses true neighbours.
-        -- A tenant with an exact index (create_tenant_index builds one for
-        -- message_embeddings of up to exact_index_max_rows) is read through it
-        -- instead of that second pass: every row of the tenant in one
-        -- sequential read, sorted by distance (IVFFlat with one list; its sort
-        -- is what work_mem is raised for), the k + 20 nearest candidates
-        -- re-ranked by their exact distance. A tenant whose first passes
-        -- mostly come back far, as measure_tenant_index found on its rows,
-        -- reads the exact index straight away.
-        v_own := coalesce(v_own, agentmem_private.has_tenant_index(
-            vector_search.table_name, vector_search.tenant_id, vector_search.model
-        ));
-        if v_own and v_own_index is null then
-            v_own_index := agentmem_private.tenant_index_name(
-                vector_search.table_name, vector_search.tenant_id, vector_search.model
-            );
-        end if;
-        v_path := case when v_own then 'own index' else 'shared index' end;
-        v_share := case
-            when v_alone then 1  -- its rows are already the index's, or counted past them
-            else agentmem_private.index_share(
-                case
-                    when v_own then v_own_index
-                    else agentmem_private.model_index_name(vector_search.table_name, vector_search.model)
-                end,
-                v_rows
-            )
-        end;
-        v_ef := agentmem_private.hnsw_ef_search(
-            p_share => v_share, p_rows => v_rows, p_k => vector_search.k, p_shared => not v_own, p_first => true
+        v_plan := agentmem_private.vector_search_plan(
+            table_name => vector_search.table_name, id_column => vector_search.id_column,
+            tenant_id => vector_search.tenant_id, model => vector_search.model, dimension => vector_search.dimension,
+            k => vector_search.k, scope => vector_search.scope, row_check => vector_search.row_check,
+            static_scan => vector_search.static_scan, lone_user => vector_search.lone_user,
+            counted => v_scan.candidates, tenant_has_index => v_plan.own_index, user_alone => v_plan.alone
         );
-        v_ef_full := agentmem_private.hnsw_ef_search(
-            p_share => v_share, p_rows => v_rows, p_k => vector_search.k, p_shared => not v_own, p_first => false
-        );
-        v_exact_index := v_own
-            and agentmem_private.has_exact_index(vector_search.table_name, vector_search.tenant_id, vector_search.model)
-            and agentmem_private.index_rows(agentmem_private.exact_index_name(
-                vector_search.table_name, vector_search.tenant_id, vector_search.model
-            )) <= agentmem_private.exact_index_max_rows(vector_search.dimension);
-        if v_exact_index and coalesce(agentmem_private.exact_index_first_pass(
-            vector_search.table_name, vector_search.tenant_id, vector_search.model
-        ) = 'exact', false) then
-            v_path := 'exact index';
-        end if;
-        loop
-            perform pg_catalog.set_config('hnsw.ef_search', v_ef::text, true);
-            execute pg_catalog.format(
-                'select (pg_catalog.array_agg(h.id order by h.distance))[1:$2], (pg_catalog.array_agg(h.distance order by h.distance))[1:$2] '
-                'from (select e.%1$I as id, %2$s as distance from agentmem.%3$I as e '
-                '      where %4$s%5$s order by %6$s limit $2 + 20) as h',
-                v_id,
-                agentmem_private.vector_distance(
-                    path => case when v_path = 'exact index' then 'exact scan' else v_path end,
-                    dimension => vector_search.dimension
-                ),
-                vector_search.table_name, v_where, v_row_check,
-                agentmem_private.vector_distance(path => v_path, dimension => vector_search.dimension)
-            )
-            into v_ids, v_distances
-            using vector_search.query_embedding, vector_search.k;
-            exit when v_path = 'exact index';
-            exit when coalesce(pg_catalog.cardinality(v_distances), 0) >= vector_search.k
-                and v_distances[vector_search.k] <= agentmem_private.escalate_distance();
-            if v_exact_index then
-                v_path := 'exact index';
-            else
-                exit when v_ef >= v_ef_full;
-                v_ef := v_ef_full;
+    end if;
+    if v_plan.path <> 'exact scan' then
+        -- sorts are off (the SET clause) so that the planner keeps to the
+        -- index; hnsw.ef_search is restored on return (the SET clause too)
+        perform pg_catalog.set_config('hnsw.ef_search', v_plan.ef_search::text, true);
+        execute v_plan.statement into v_ids, v_distances using vector_search.query_embedding, vector_search.k;
+        if v_plan.then_path is not null and not (
+            coalesce(pg_catalog.cardinality(v_distances), 0) >= vector_search.k
+            and v_distances[vector_search.k] <= agentmem_private.escalate_distance()
+        ) then
+            if v_plan.then_path <> 'exact index' then
+                perform pg_catalog.set_config('hnsw.ef_search', v_plan.ef_search_full::text, true);
             end if;
-        end loop;
+            execute v_plan.then_statement into v_ids, v_distances using vector_search.query_embedding, vector_search.k;
+        end if;
     end if;
-    if v_rows <= v_exact_max or coalesce(pg_catalog.cardinality(v_ids), 0) < vector_search.k then
-        -- Few candidates (or an index scan that gave up at hnsw.max_scan_tuples):
-        -- an exact scan, through the table's B-tree on the tenant.
-        if v_static then
+    if v_plan.path = 'exact scan' or coalesce(pg_catalog.cardinality(v_ids), 0) < vector_search.k then
+        if v_plan.static then
             v_scan := agentmem_private.exact_scan(
                 query_embedding => vector_search.query_embedding, table_name => vector_search.table_name,
                 tenant_id => vector_search.tenant_id, model => vector_search.model, user_id => vector_search.user_id,
@@ -779,15 +852,7 @@ begin
             v_ids := v_scan.ids;
             v_distances := v_scan.distances;
         else
-            execute pg_catalog.format(
-                'select pg_catalog.array_agg(h.id order by h.distance), pg_catalog.array_agg(h.distance order by h.distance) '
-                'from (select e.%1$I as id, %2$s as distance from agentmem.%3$I as e '
-                '      where %4$s%5$s order by %2$s limit $2) as h',
-                v_id, agentmem_private.vector_distance(path => 'exact scan', dimension => vector_search.dimension),
-                vector_search.table_name, v_where, v_row_check
-            )
-            into v_ids, v_distances
-            using vector_search.query_embedding, vector_search.k;
+            execute v_plan.exact_statement into v_ids, v_distances using vector_search.query_embedding, vector_search.k;
         end if;
     end if;
     return query select u.id, u.distance from rows from (pg_catalog.unnest(v_ids), pg_catalog.unnest(v_distances)) as u (id, distance);
@@ -795,24 +860,14 @@ end
 $$;
 
 comment on function agentmem_private.vector_search(
-    text, text, text, int, vector, int, text, uuid, text, text, text, bigint, int, timestamptz, timestamptz, text
+    text, text, text, text, int, vector, int, text, text, boolean, text, text, text, text, text, bigint, int
 ) is
-'Internal: the k rows of one tenant and model nearest a query embedding in message_embeddings, facts or
-cache_entries (ids and cosine distances, nearest first): the one vector search of search_messages,
-recall_facts and cache_lookup. Candidates: tenant_id and model, and the caller''s scope: user_id;
-conversation_id; for messages a time window, occurred_at >= since and < until (either NULL: unbounded
-on that side); row_check, the caller''s own SQL condition on alias e, checked on each row read
-(recall_facts: a version of the fact true in its window); the cache''s key (acl_hash, prompt_version, llm_model, corpus_version) with entries
-unexpired and of at most question_max_bytes. At or below agentmem.exact_search_max_rows candidates an
-exact scan; above it the tenant''s own HNSW index when it has one (agentmem.create_tenant_index), else
-the model''s shared HNSW index, with iterative scans: a first pass at a small hnsw.ef_search, a second at
-the full one (agentmem_private.hnsw_ef_search: from the candidates and their share of the index) when
-the k-th neighbour is farther than agentmem_private.escalate_distance, or instead of that second pass a
-read of the tenant''s exact index when it has one of at most agentmem_private.exact_index_max_rows rows
-(that read alone, without the first pass, for a tenant agentmem.measure_tenant_index found far); an
-exact scan when the index stops short. Every statement is built from one predicate of the candidate
-rows (agentmem_private.vector_search_scope and v_where in its body: a new filter goes there, once, and
-applies to every path) and the distance of agentmem_private.vector_distance, and runs through EXECUTE ...
-USING, planned with the query embedding; a user''s messages or facts with nothing but that scope are
-counted and scanned exactly by agentmem_private.exact_scan (static statements generated from the same
-two, plans kept).';
+'Internal: the k rows of the caller''s scope nearest a query embedding (ids and cosine distances, nearest first), as agentmem_private.vector_search_plan decides.
+The one vector search of search_messages, recall_facts and cache_lookup: each passes its own scope
+(table_name, id_column, scope, row_check, static_scan, lone_user: vector_search_plan says what each is)
+and, for agentmem_private.exact_scan''s static statements, their key (user_id; acl_hash, prompt_version,
+llm_model, corpus_version, question_max_bytes). It runs the plan: a static count and exact scan in one
+call (planned again with the count when that is over the limit), or the plan''s statements through
+EXECUTE ... USING (the query embedding $1, k $2), an index''s first pass at the plan''s ef_search and,
+when its k-th neighbour is farther than agentmem_private.escalate_distance, its then_statement; an exact
+scan when an index stops short of k rows.';

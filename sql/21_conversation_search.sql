@@ -200,11 +200,29 @@ begin
             pg_catalog.array_agg(n.distance order by n.distance, n.id)
         into v_vec_ids, v_vec_distances
         from agentmem_private.vector_search(
-            table_name => 'message_embeddings', tenant_id => v_tenant, model => v_model, dimension => v_dim,
-            query_embedding => search_messages.query_embedding,
+            table_name => 'message_embeddings', id_column => 'message_id', tenant_id => v_tenant, model => v_model,
+            dimension => v_dim, query_embedding => search_messages.query_embedding,
             k => case when v_query is null and v_half_life is null and v_boost is null then search_messages.k else v_pool end,
-            user_id => search_messages.user_id, conversation_id => v_conversation_id,
-            since => search_messages.since, until => search_messages.until
+            -- the user's messages, narrowed to a conversation and to a time window
+            -- [since, until) by when they happened (occurred_at, counted through the
+            -- B-tree on (tenant_id, user_id, model, occurred_at)); without either,
+            -- all of the user's rows: exact_scan's static statements, and the lone
+            -- user's shortcut
+            scope => agentmem_private.vector_search_scope(
+                table_name => 'message_embeddings', tenant_id => pg_catalog.quote_literal(v_tenant),
+                model => pg_catalog.quote_literal(v_model), user_id => pg_catalog.quote_literal(search_messages.user_id)
+            )
+            || case when v_conversation_id is not null
+                then pg_catalog.format(' and e.conversation_id = %L', v_conversation_id) else ''
+            end
+            || case when search_messages.since is not null
+                then pg_catalog.format(' and e.occurred_at >= %L::timestamptz', search_messages.since) else ''
+            end
+            || case when search_messages.until is not null
+                then pg_catalog.format(' and e.occurred_at < %L::timestamptz', search_messages.until) else ''
+            end,
+            static_scan => v_conversation_id is null and search_messages.since is null and search_messages.until is null,
+            lone_user => search_messages.user_id, user_id => search_messages.user_id
         ) as n
         -- A NaN distance (a degenerate vector stored before check_embedding refused
         -- them) is never a hit: NaN >= x is true in PostgreSQL.

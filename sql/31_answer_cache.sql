@@ -191,11 +191,18 @@ begin
     select pg_catalog.array_agg(n.id order by n.distance, n.id), pg_catalog.array_agg(n.distance order by n.distance, n.id)
     into ids, distances
     from agentmem_private.vector_search(
-        table_name => 'cache_entries', tenant_id => p_tenant, model => p_model, dimension => p_dimension,
-        query_embedding => p_embedding, k => p_k,
-        acl_hash => p_acl_hash, prompt_version => p_prompt_version,
-        llm_model => p_llm_model, corpus_version => p_corpus_version,
-        question_max_bytes => p_question_max_bytes
+        table_name => 'cache_entries', id_column => 'entry_id', tenant_id => p_tenant, model => p_model,
+        dimension => p_dimension, query_embedding => p_embedding, k => p_k,
+        scope => agentmem_private.vector_search_scope(
+            table_name => 'cache_entries', tenant_id => pg_catalog.quote_literal(p_tenant),
+            model => pg_catalog.quote_literal(p_model), acl_hash => pg_catalog.quote_literal(p_acl_hash),
+            prompt_version => pg_catalog.quote_nullable(p_prompt_version),
+            llm_model => pg_catalog.quote_nullable(p_llm_model), corpus_version => pg_catalog.quote_nullable(p_corpus_version)
+        ),
+        -- unexpired, not withdrawn, of a question the guard reads whole
+        row_check => agentmem_private.cache_row_check(question_max_bytes => p_question_max_bytes::text),
+        static_scan => true, acl_hash => p_acl_hash, prompt_version => p_prompt_version,
+        llm_model => p_llm_model, corpus_version => p_corpus_version, question_max_bytes => p_question_max_bytes
     ) as n;
 end
 $$;

@@ -501,11 +501,16 @@ begin
             pg_catalog.array_agg((1 - n.distance)::real order by n.distance, n.id)
         into v_vec_ids, v_vec_similarities
         from agentmem_private.vector_search(
-            table_name => 'facts', tenant_id => v_tenant, model => v_model, dimension => v_dim,
+            table_name => 'facts', id_column => 'fact_id', tenant_id => v_tenant, model => v_model, dimension => v_dim,
             query_embedding => recall_facts.query_embedding,
             k => case when v_query is null and v_boost is null then recall_facts.k else v_pool end,
-            user_id => recall_facts.user_id,
-            row_check => nullif(agentmem_private.fact_window_check(p_since => v_since, p_until => v_until, p_alias => 'e'), ' ')
+            scope => agentmem_private.vector_search_scope(
+                table_name => 'facts', tenant_id => pg_catalog.quote_literal(v_tenant),
+                model => pg_catalog.quote_literal(v_model), user_id => pg_catalog.quote_literal(recall_facts.user_id)
+            ),
+            -- a version of the fact true in the window, checked on every row read
+            row_check => nullif(agentmem_private.fact_window_check(p_since => v_since, p_until => v_until, p_alias => 'e'), ' '),
+            static_scan => v_since is null and v_until is null, user_id => recall_facts.user_id
         ) as n;
     end if;
     if v_query is not null then

@@ -291,28 +291,163 @@ def test_generated_static_statements_hold_vector_distances_text_only(admin):
     assert "agentmem_private.vector_distance(" in generator and "agentmem_private.vector_search_scope(" in generator
 
 
+ID_COLUMN = {"message_embeddings": "message_id", "facts": "fact_id", "cache_entries": "entry_id"}
+
+
+def user_scope(admin, table: str, tenant: str, model: str, user: str = "alice") -> str:
+    """The caller's scope of a user's rows, as search_messages and recall_facts build it."""
+    return admin.execute("select agentmem_private.vector_search_scope(table_name => %s, "
+                         "tenant_id => quote_literal(%s), model => quote_literal(%s), user_id => quote_literal(%s))",
+                         (table, tenant, model, user)).fetchone()[0]
+
+
 @pytest.mark.parametrize("table", ["message_embeddings", "facts"])
 def test_static_exact_scan_answers_as_the_dynamic_statements(admin, tenant_with_indexes, table):
-    """A user's search through exact_scan's prepared statements and through vector_search's own (a window
-    that keeps every row sends it there) find the same rows at the same distances, past the sixth call
-    (when PL/pgSQL may switch to a generic plan)."""
-    # what sends it to the dynamic statements: messages, a time window; facts, recall_facts' row check of one
-    plain, kept_whole = (("since => null", "since => '-infinity'") if table == "message_embeddings" else
-                         ("row_check => null", "row_check => agentmem_private.fact_window_check("
-                          "p_since => '-infinity', p_until => null, p_alias => 'e')"))
+    """A user's search through exact_scan's prepared statements and through the plan's own (the same scope,
+    static_scan off) find the same rows at the same distances, past the sixth call (when PL/pgSQL may switch
+    to a generic plan)."""
     search = ("select array_agg(n.id order by n.distance, n.id), array_agg(n.distance order by n.distance, n.id) "
-              "from agentmem_private.vector_search(table_name => %s, tenant_id => 'acme', model => %s, "
-              "dimension => 8, query_embedding => %s, k => 7, user_id => 'alice', {}) as n")
+              "from agentmem_private.vector_search(table_name => %s, id_column => %s, tenant_id => 'acme', "
+              "model => %s, dimension => 8, query_embedding => %s, k => 7, scope => %s, static_scan => %s, "
+              "user_id => 'alice') as n")
+    scope = user_scope(admin, table, "acme", TINY)
     calls = "select pg_stat_get_xact_function_calls('agentmem_private.exact_scan'::regproc)"
     with admin.transaction():
         admin.execute("set local track_functions = 'all'")
         for v in list(tenant_with_indexes[:8]) * 2:
-            static = admin.execute(search.format(plain), (table, TINY, v)).fetchone()
-            dynamic = admin.execute(search.format(kept_whole), (table, TINY, v)).fetchone()
+            static = admin.execute(search, (table, ID_COLUMN[table], TINY, v, scope, True)).fetchone()
+            dynamic = admin.execute(search, (table, ID_COLUMN[table], TINY, v, scope, False)).fetchone()
             assert static[0] is not None and len(static[0]) == 7
             assert static[0] == dynamic[0]
             assert static[1] == pytest.approx(dynamic[1])
         assert admin.execute(calls).fetchone()[0] == 16  # the static path only, once a search
+
+
+# --- the plan alone (agentmem_private.vector_search_plan): the path it chooses and what it built ---------
+
+PLAN = ("select p.* from agentmem_private.vector_search_plan(table_name => %(table)s, id_column => %(id)s, "
+        "tenant_id => %(tenant)s, model => %(model)s, dimension => 8, k => 5, scope => %(scope)s, "
+        "static_scan => %(static)s, lone_user => %(lone)s, counted => %(counted)s) as p")
+
+
+def plan(admin, table: str = "message_embeddings", tenant: str = "acme", user: str = "alice", *,
+         static: bool = False, lone: str | None = None, counted: int | None = None, limit: int | None = None) -> dict:
+    with admin.transaction():
+        if limit is not None:
+            admin.execute(f"set local agentmem.exact_search_max_rows = {int(limit)}")
+        cur = admin.execute(PLAN, {"table": table, "id": ID_COLUMN[table], "tenant": tenant, "model": TINY,
+                                   "scope": user_scope(admin, table, tenant, TINY, user), "static": static,
+                                   "lone": lone, "counted": counted})
+        return dict(zip([c.name for c in cur.description], cur.fetchone()))
+
+
+@pytest.fixture
+def two_tenants(admin):
+    """Tenants acme (alice 40 messages, bob 5) and solo (alice 40 messages alone), no index of their own."""
+    admin.execute("select agentmem.register_model(model => %s, dimension => 8)", (TINY,))
+    vecs = random_unit(85, 8, seed=12)
+    bulk_load(admin, [("acme", "alice")] * 40 + [("acme", "bob")] * 5 + [("solo", "alice")] * 40, vecs, model=TINY,
+              rebuild_index=False)
+    return vecs
+
+
+def test_the_plan_scans_exactly_at_or_below_the_limit_and_takes_the_shared_index_above(admin, two_tenants):
+    at = plan(admin, limit=40)
+    assert (at["path"], at["candidates"], at["exact_max"], at["then_path"]) == ("exact scan", 40, 40, None)
+    assert at["statement"] == at["exact_statement"] and "limit $2" in at["statement"]
+    assert at["ef_search"] is None and at["index_name"] is None and at["own_index"] is None  # no index looked up
+    above = plan(admin, limit=39)
+    shared = admin.execute("select agentmem_private.model_index_name('message_embeddings', %s)", (TINY,)).fetchone()[0]
+    assert (above["path"], above["candidates"], above["own_index"], above["index_name"]) == \
+        ("shared index", 40, False, shared)
+    assert above["ef_search"] > 0 and above["ef_search_full"] >= above["ef_search"]
+    distance = admin.execute("select agentmem_private.vector_distance(path => 'shared index', dimension => 8)"
+                             ).fetchone()[0]
+    assert f"order by {distance} limit $2 + 20" in above["statement"]
+    assert "e.user_id = 'alice'" in above["statement"] and "agentmem.message_embeddings" in above["statement"]
+    assert above["exact_statement"] == at["exact_statement"]  # the fallback when the index stops short
+
+
+def test_the_plan_run_alone_finds_what_the_search_finds(admin, two_tenants):
+    """The plan's statements are the search: run by hand with the query embedding and k, they return the
+    rows vector_search returns."""
+    q = two_tenants[3]
+    scope = user_scope(admin, "message_embeddings", "acme", TINY)
+    for limit in (40, 39):
+        p = plan(admin, limit=limit)
+        with admin.transaction():
+            admin.execute(f"set local agentmem.exact_search_max_rows = {limit}")
+            admin.execute("set local hnsw.ef_search = 1000")
+            statement = re.sub(r"\$2\b", "%(k)s", re.sub(r"\$1\b", "%(q)s", p["statement"]))
+            by_hand = admin.execute(statement, {"q": q, "k": 5}).fetchone()[0]
+            searched = [r[0] for r in admin.execute(
+                "select id from agentmem_private.vector_search(table_name => 'message_embeddings', "
+                "id_column => 'message_id', tenant_id => 'acme', model => %s, dimension => 8, "
+                "query_embedding => %s, k => 5, scope => %s)", (TINY, q, scope)).fetchall()]
+        assert len(by_hand) == 5 and by_hand == searched, limit
+
+
+def test_the_plan_takes_the_tenants_own_index_when_it_has_one(admin, two_tenants):
+    admin.execute("select agentmem.create_tenant_index(tenant_id => 'acme', model => %s)", (TINY,))
+    own = admin.execute("select agentmem_private.tenant_index_name('message_embeddings', 'acme', %s)",
+                        (TINY,)).fetchone()[0]
+    with admin.transaction():
+        admin.execute("set local agentmem.exact_index_max_rows = -1")  # its exact index too big to read
+        admin.execute("set local agentmem.exact_search_max_rows = 39")
+        cur = admin.execute(PLAN, {"table": "message_embeddings", "id": "message_id", "tenant": "acme", "model": TINY,
+                                   "scope": user_scope(admin, "message_embeddings", "acme", TINY), "static": False,
+                                   "lone": None, "counted": None})
+        p = dict(zip([c.name for c in cur.description], cur.fetchone()))
+    assert (p["path"], p["own_index"], p["index_name"]) == ("own index", True, own)
+    assert "l2_normalize(" in p["statement"]
+    # with its exact index readable: read straight away (measured far on random vectors), or after a first pass
+    p = plan(admin, limit=39)
+    assert p["own_index"] and (p["path"], p["then_path"]) in {("exact index", None), ("own index", "exact index")}
+    # another tenant keeps the shared index
+    assert plan(admin, tenant="solo", limit=39)["path"] == "shared index"
+    # at or below the limit, an exact scan all the same
+    assert plan(admin, limit=40)["path"] == "exact scan"
+
+
+def test_the_plan_leaves_the_static_count_to_the_run_and_plans_again_with_it(admin, two_tenants):
+    first = plan(admin, static=True, limit=39)
+    assert (first["path"], first["static"], first["candidates"], first["statement"], first["exact_statement"]) == \
+        ("exact scan", True, None, None, None)
+    assert first["count_limit"] == 8 * 39 + 1  # counted past the limit, for the index's share
+    again = plan(admin, static=True, counted=40, limit=39)
+    assert (again["path"], again["static"], again["candidates"]) == ("shared index", True, 40)
+    assert again["exact_statement"] is None  # an index stopping short: exact_scan's static statements
+    assert plan(admin, static=True, counted=40, limit=40)["path"] == "exact scan"
+
+
+def test_the_plan_takes_the_lone_users_shortcut_only_when_alone_with_an_index(admin, two_tenants):
+    for tenant in ("acme", "solo"):
+        admin.execute("select agentmem.create_tenant_index(tenant_id => %s, model => %s)", (tenant, TINY))
+    admin.execute("analyze agentmem.message_embeddings")
+    # solo's alice is alone: her rows are the index's (pg_class.reltuples), not counted; where the index
+    # counts no more than the limit (on Citus the coordinator's index holds no rows), counted to the limit
+    solo = plan(admin, tenant="solo", static=True, lone="alice", limit=30)
+    rows = admin.execute("select agentmem_private.index_rows(%s)", (solo["index_name"],)).fetchone()[0]
+    assert (solo["alone"], solo["own_index"]) == (True, True)
+    if rows > 30:
+        assert (solo["candidates"], solo["count_limit"]) == (rows, None)
+        assert solo["path"] in ("own index", "exact index")
+    else:
+        assert (solo["candidates"], solo["count_limit"], solo["path"]) == (None, 31, "exact scan")
+    assert plan(admin, tenant="solo", static=True, lone="alice", limit=50)["count_limit"] == 51
+    # acme's alice is not (bob): counted by the static statements
+    acme = plan(admin, static=True, lone="alice", limit=30)
+    assert (acme["alone"], acme["own_index"], acme["candidates"], acme["path"]) == (False, True, None, "exact scan")
+    # no shortcut without the caller's word (lone_user) or outside the static scope
+    assert plan(admin, tenant="solo", static=True, limit=30)["alone"] is False
+    assert plan(admin, tenant="solo", static=False, lone="alice", limit=30)["alone"] is False
+
+
+def test_the_plan_refuses_a_scope_without_its_table(admin):
+    with pytest.raises(psycopg.Error) as refused:
+        admin.execute("select * from agentmem_private.vector_search_plan(table_name => 'facts', id_column => null, "
+                      "tenant_id => 'acme', model => 'm', dimension => 8, k => 5, scope => 'true')")
+    assert refused.value.sqlstate == "AM020"
 
 
 def test_exact_scan_refuses_a_table_it_has_no_statements_for(admin):
