@@ -47,6 +47,8 @@ set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_tenant text := nullif(pg_catalog.current_setting('agentmem.tenant_id', true), '');
+    -- pin_worker_path's first call in this transaction makes it a coordinated one itself
+    v_path_sent boolean := pg_catalog.current_setting('agentmem.path_propagated', true) = 'on';
 begin
     -- Citus forwards to the workers SET LOCAL commands only (not set_config,
     -- not session SET), and only with citus.propagate_set_commands = local.
@@ -57,8 +59,11 @@ begin
     -- Citus sends them with the BEGIN of each worker transaction, but sends no
     -- BEGIN for a read outside a transaction block (psql in autocommit): an
     -- empty intermediate result makes this a coordinated transaction, in which
-    -- every worker connection begins with them.
-    perform pg_catalog.create_intermediate_result('agentmem_tenant', 'select 1 where false');
+    -- every worker connection begins with them. pin_worker_path made one just
+    -- now unless it had run earlier in the transaction: one result, not two.
+    if v_path_sent then
+        perform pg_catalog.create_intermediate_result('agentmem_tenant', 'select 1 where false');
+    end if;
 end
 $$;
 
