@@ -87,7 +87,15 @@ begin
         cross join lateral pg_catalog.unnest(d.doc) as x (lexeme, positions, weights)
         group by x.lexeme
     ) as w;
-    if v_terms is not null then
+    if v_terms is not null and pg_catalog.to_regclass('pg_catalog.pg_dist_partition') is null then
+        -- Without Citus: a static statement, its plan kept for the session
+        -- (the dynamic one below is planned at every call).
+        insert into agentmem.term_stats as s (tenant_id, user_id, term, conversation_id, messages)
+        select p_tenant, p_user, w.term, p_conversation_id, w.n
+        from rows from (pg_catalog.unnest(v_terms), pg_catalog.unnest(v_counts)) with ordinality as w (term, n, i)
+        order by w.i
+        on conflict on constraint term_stats_pkey do update set messages = s.messages + excluded.messages;
+    elsif v_terms is not null then
         -- One multi-row VALUES: Citus routes it to the tenant's shard as one
         -- statement (an insert ... select from unnest would go as COPY,
         -- refused under row-level security).

@@ -248,6 +248,7 @@ declare
     v_first int;
     v_user text;
     v_ids uuid[];
+    v_tsv tsvector;         -- one message's words, as its insert returned them (BM25's counts)
     v_from int;
     v_to int;
     v_dim int;
@@ -394,7 +395,8 @@ begin
         ) values (
             v_tenant, v_ids[1], v_conversation_id, v_user, v_first, store_messages.roles[1],
             store_messages.contents[1], coalesce(store_messages.metadata[1], '{}'::jsonb), v_times[1]
-        );
+        )
+        returning m.content_tsv into v_tsv;
         if store_messages.embeddings[1] is not null then
             insert into agentmem.message_embeddings as e (
                 tenant_id, message_id, model, user_id, conversation_id, embedding, occurred_at
@@ -451,8 +453,13 @@ begin
             v_from := v_to + 1;
         end loop;
     end if;
-    -- The user's word statistics for BM25 (sql/13_bm25.sql).
-    perform agentmem_private.count_messages(v_tenant, v_ids, 1);
+    -- The user's word statistics for BM25 (sql/13_bm25.sql): one message's
+    -- words as its insert returned them, a batch's read back per conversation.
+    if v_n = 1 then
+        perform agentmem_private.count_terms(v_tenant, v_user, v_conversation_id, array[v_tsv], 1);
+    else
+        perform agentmem_private.count_messages(v_tenant, v_ids, 1);
+    end if;
     -- Embedding jobs, in this transaction: for the messages without a vector,
     -- and for every model the tenant is being re-embedded into.
     v_jobs := agentmem_private.embedding_job_models(v_tenant, v_model, pg_catalog.cardinality(v_queued) = 0);

@@ -27,6 +27,9 @@ def as_vector(value: Any) -> Vector | None:
     """
     if value is None or isinstance(value, Vector):
         return value
+    fast = _as_vector_fast(value)
+    if fast is not None:
+        return fast
     if hasattr(value, "tolist") and not isinstance(value, (list, tuple)):
         value = value.tolist()
     if not isinstance(value, (list, tuple)):
@@ -46,6 +49,31 @@ def as_vector(value: Any) -> Vector | None:
                                    sqlstate="AM010")
         numbers.append(number)
     return Vector(numbers)
+
+
+def _as_vector_fast(value: Any) -> Vector | None:
+    """The common shapes checked in a few C-level passes: a one-dimensional numpy array of numbers,
+    or a list of Python floats. None: not one of them, or one that fails a check (as_vector's
+    element-by-element walk then says which error). The checks are as_vector's: every component
+    finite and at most FLOAT32_MAX in size (a NaN fails the comparison too)."""
+    if isinstance(value, list):
+        if not value or not all(type(item) is float for item in value):
+            return None
+        # a NaN or an infinity makes the sum non-finite; finite components of at most FLOAT32_MAX
+        # cannot overflow a float64 sum (16,000 of them stay below 1e43)
+        if not (math.isfinite(sum(value)) and max(map(abs, value)) <= FLOAT32_MAX):
+            return None
+        return Vector(value)
+    dtype = getattr(value, "dtype", None)
+    if dtype is None or getattr(value, "ndim", None) != 1 or getattr(dtype, "kind", None) not in ("f", "i", "u") \
+            or not getattr(value, "size", 0) or not hasattr(value, "tolist"):
+        return None
+    try:
+        if not bool(abs(value).max() <= FLOAT32_MAX):
+            return None
+    except Exception:  # not a numpy-like array after all
+        return None
+    return Vector(value.tolist())
 
 
 def _check_json(value) -> None:
