@@ -87,8 +87,33 @@ def test_caller_type_errors_raise_invalid_argument(app_url, call):
 def test_non_finite_embedding_is_an_invalid_embedding(app_url):
     with Memory.connect(app_url, tenant="acme") as mem:
         cid = mem.start_conversation("alice")
-        for bad in ([float("inf")] * 384, [1e39] * 384):  # 1e39 is infinite in float32
+        nan_at_end = [0.1] * 383 + [float("nan")]
+        for bad in ([float("inf")] * 384, [1e39] * 384, nan_at_end, [-1e39] + [0.1] * 383,  # 1e39: infinite in float32
+                    np.array(nan_at_end), np.array([0.1] * 383 + [np.inf], dtype=np.float32),
+                    np.array([0.1] * 383 + [-1e39])):
             with pytest.raises(agentmem.InvalidEmbedding):
                 mem.store_message(cid, "user", "hi", bad, model="all-minilm")
+        assert mem.recent_messages(cid) == []
         with pytest.raises(agentmem.InvalidEmbedding):  # degenerate in float32: AM010 from SQL
             mem.store_message(cid, "user", "hi", [1e-30] * 384, model="all-minilm")
+
+
+
+def test_embedding_shapes_arrive_as_the_same_vector(app_url):
+    """A numpy array (float32, float64, integers), a list of floats, of ints or of both, and a tuple arrive
+    as the same vector: the driver's fast checks and its element-by-element walk agree on the values."""
+    v32 = np.random.default_rng(3).standard_normal(384).astype(np.float32)
+    ints = np.arange(1, 385)
+    groups = {
+        "floats": (v32, [v32, v32.astype(np.float64), v32.tolist(), tuple(v32.tolist())]),
+        "ints": (ints.astype(np.float32), [ints, ints.astype(np.int32), ints.tolist(),
+                                           [float(x) if x % 2 else int(x) for x in ints.tolist()]]),
+    }
+    with Memory.connect(app_url, tenant="acme") as mem:
+        for user, (query, shapes) in groups.items():
+            cid = mem.start_conversation(user)
+            for n, shape in enumerate(shapes):
+                mem.store_message(cid, "user", f"shape {n}", shape, model="all-minilm")
+            hits = mem.search_messages(user, query, k=10, model="all-minilm")
+            assert sorted(h.content for h in hits) == [f"shape {n}" for n in range(len(shapes))]
+            assert all(abs(h.similarity - 1.0) < 1e-6 for h in hits), [(h.content, h.similarity) for h in hits]
