@@ -6,7 +6,8 @@
 Measures, at 10k and 100k messages (--quick: 10k only) spread over 1,000 tenants where one
 tenant holds 30%:
 * store throughput (messages/s with their embedding) through each system's API, one message per
-  call and in batches, into the populated tables (HNSW index present);
+  call and in batches, into the populated tables (HNSW index present); --index-later adds a login
+  with agentmem.index_later on in the same turns, then times agentmem.index_pending_vectors;
 * search latency p50/p95 and recall@10 against an exact scan, for the big tenant and for small
   tenants, each through its Python API;
 * for agentmem, the embedding calls its cache saves on a re-index of 5,000 texts where 2% changed
@@ -221,7 +222,15 @@ def bench_cache(app_url: str) -> dict:
         stub.stop()
 
 
-def run_size(server_url: str, n: int, sample: int, queries_per_class: int, other: Path | None = None) -> dict:
+def index_later_url(url: str) -> str:
+    """The application login's URL with agentmem.index_later on for its sessions, and room for the whole
+    sample of the benchmark's one writing user (agentmem.index_later_max_rows, default 1,000)."""
+    return (url + ("&" if "?" in url else "?")
+            + "options=-c%20agentmem.index_later%3Don%20-c%20agentmem.index_later_max_rows%3D100000")
+
+
+def run_size(server_url: str, n: int, sample: int, queries_per_class: int, other: Path | None = None,
+             index_later: bool = False) -> dict:
     from langgraph.store.postgres import PostgresStore
     print(f"--- {n:,} messages", flush=True)
     ds = Dataset(n)
@@ -238,6 +247,8 @@ def run_size(server_url: str, n: int, sample: int, queries_per_class: int, other
     def embed(texts):
         return [lookup[t].tolist() for t in texts]
 
+    if index_later:  # this checkout's login with the vectors' index inserts left to index_pending_vectors
+        mems["agentmem (index_later)"] = Memory.connect(index_later_url(app_url), tenant="t0000", max_size=2)
     result: dict = {"n": n}
     with connect(admin_url) as admin, Memory.connect(app_url, tenant="t0000", max_size=2) as mem, \
             PostgresStore.from_conn_string(admin_url, index={"dims": DIM, "embed": embed, "fields": ["text"],
@@ -251,6 +262,12 @@ def run_size(server_url: str, n: int, sample: int, queries_per_class: int, other
         result["own_indexes"] = create_tenant_indexes(admin, MODEL)
         print("tenant indexes", result["own_indexes"], flush=True)
         result["store"] = bench_store(ds, {"agentmem": mem, **mems}, lg, sample, lookup)
+        if index_later:  # the job that pays the index inserts index_later left out of the calls
+            pending = admin.execute("select count(*) from agentmem.message_embeddings where embedding is null").fetchone()[0]
+            t0 = time.perf_counter()
+            moved = admin.execute("select agentmem.index_pending_vectors()").fetchone()[0]
+            result["index_pending"] = {"pending": pending, "moved": moved, "s": time.perf_counter() - t0}
+            print("index_pending_vectors", result["index_pending"], flush=True)
         for m in mems.values():
             m.close()
         print("store", result["store"], flush=True)
@@ -305,9 +322,19 @@ def report(results: list[dict], args, elapsed: float) -> str:
             lines.append(f"| {mode} | {a:,.0f} | {b:,.0f} | {a / b:.2f}× |"
                          + "".join(f" {r['store'][(o, mode)]:,.0f} | {r['store'][(o, mode)] / b:.2f}× |"
                                    for o in others))
-        if others:
-            lines += ["", f"{', '.join(others)}: the same data in a database migrated from that checkout "
-                          "(`--other`), written by this checkout's driver in the same turns.", ""]
+        if set(others) - {"agentmem (index_later)"}:
+            lines += ["", f"{', '.join(o for o in others if o != 'agentmem (index_later)')}: the same data in a "
+                          "database migrated from that checkout (`--other`), written by this checkout's driver in "
+                          "the same turns.", ""]
+        if "index_pending" in r:
+            p = r["index_pending"]
+            lines += ["", "agentmem (index_later): this checkout's login with `agentmem.index_later = on` (each "
+                          "vector written to pending_embedding, no HNSW insert in the call; `index_later_max_rows` 100,000 so that "
+                          "the one writing user's whole sample waits), into the same tables "
+                          f"in the same turns. Afterwards `agentmem.index_pending_vectors()` moved the {p['moved']:,} "
+                          f"pending vectors ({p['pending']:,} counted) into the index in {p['s']:.2f} s "
+                          f"({p['moved'] / max(p['s'], 1e-9):,.0f} per second): the index inserts the calls left out, "
+                          "paid by the job.", ""]
         lines += ["", "| search, k=10 | agentmem p50 / p95 ms | recall@10 | short | "
                       "PostgresStore p50 / p95 ms | recall@10 | short | p95 ratio |",
                   "|---|---:|---:|---:|---:|---:|---:|---:|"]
@@ -336,6 +363,8 @@ def main() -> int:
     parser.add_argument("--database-url", help="a server to use (default: an embedded one on --port)")
     parser.add_argument("--port", type=int, default=55452)
     parser.add_argument("--other", type=Path, help="another checkout whose store rates run in the same turns")
+    parser.add_argument("--index-later", action="store_true",
+                        help="also store through a login with agentmem.index_later on, then time index_pending_vectors")
     parser.add_argument("--store-sample", type=int, default=1000,
                         help="messages stored by each system at 10,000 (half one per call, half in batches)")
     args = parser.parse_args()
@@ -346,9 +375,9 @@ def main() -> int:
                          "pip install 'pg-agentmem[bench]' (or pip install langgraph-checkpoint-postgres)")
     server_url = args.database_url or start_server(args.port)
     started = time.perf_counter()
-    results = [run_size(server_url, 10_000, args.store_sample, 100, args.other)]
+    results = [run_size(server_url, 10_000, args.store_sample, 100, args.other, args.index_later)]
     if not args.quick:
-        results.append(run_size(server_url, 100_000, 2 * args.store_sample, 100, args.other))
+        results.append(run_size(server_url, 100_000, 2 * args.store_sample, 100, args.other, args.index_later))
     write_report(args.out, report(results, args, time.perf_counter() - started))
     return 0
 

@@ -300,7 +300,10 @@ first, without an HNSW pass) or ''hnsw'': its comment, written by agentmem.measu
 DBA in the same form), begins ''agentmem first pass: exact'' or ''agentmem first pass: hnsw''. NULL when
 it records none (never measured) or there is no such index.';
 
-create or replace function agentmem_private.vector_distance(path text, dimension int)
+-- table_name is new in 0023's install (pending vectors): one signature.
+drop function if exists agentmem_private.vector_distance(text, int);
+
+create or replace function agentmem_private.vector_distance(path text, dimension int, table_name text default null)
 returns text
 language sql
 stable
@@ -317,8 +320,17 @@ as $$
     -- matches no index.
     -- pgvector's type, function and operator are qualified with its schema
     -- (agentmem_private.vector_schema says why).
+    -- A message's vector waits in pending_embedding (embedding NULL, in no
+    -- index) while agentmem.index_later holds it back from the index: the
+    -- exact scan of messages reads whichever is set, 'pending scan' the
+    -- pending ones only.
     select case vector_distance.path
-        when 'exact scan' then pg_catalog.format('e.embedding operator(%1$I.<=>) $1', s.name)
+        when 'exact scan' then case
+            when vector_distance.table_name = 'message_embeddings'
+                then pg_catalog.format('coalesce(e.embedding, e.pending_embedding) operator(%1$I.<=>) $1', s.name)
+            else pg_catalog.format('e.embedding operator(%1$I.<=>) $1', s.name)
+        end
+        when 'pending scan' then pg_catalog.format('e.pending_embedding operator(%1$I.<=>) $1', s.name)
         when 'shared index' then pg_catalog.format(
             'e.embedding::%2$I.vector(%1$s) operator(%2$I.<=>) $1::%2$I.vector(%1$s)', vector_distance.dimension, s.name
         )
@@ -336,9 +348,11 @@ as $$
     from (select agentmem_private.vector_schema() as name) as s
 $$;
 
-comment on function agentmem_private.vector_distance(text, int) is
+comment on function agentmem_private.vector_distance(text, int, text) is
 'Internal: the cosine distance of a row (alias e) to the query embedding ($1), as SQL text, in the form
-the search path reads: ''exact scan'' (e.embedding <=> $1, no index), ''shared index'' (the model''s HNSW
+the search path reads: ''exact scan'' (e.embedding <=> $1, no index; of table_name message_embeddings,
+coalesce(e.embedding, e.pending_embedding)), ''pending scan'' (e.pending_embedding: the vectors
+agentmem.index_later holds back from the index), ''shared index'' (the model''s HNSW
 index, on embedding::vector(d)), ''own index'' (a tenant''s HNSW index, on
 l2_normalize(embedding::vector(d))::vector(d), which l2_normalize does not change the cosine distance of)
 or ''exact index'' (a tenant''s exact index, the same in half precision: an ORDER BY only, its rows
@@ -457,7 +471,7 @@ begin
             ) as h;
         end if;$branch$,
             v_table, v_id, v_where,
-            agentmem_private.vector_distance(path => 'exact scan', dimension => null),
+            agentmem_private.vector_distance(path => 'exact scan', dimension => null, table_name => v_table),
             case when v_branches = '' then 'if' else 'elsif' end,
             v_check
         );
@@ -536,13 +550,18 @@ as $$
     -- exactly, nearest first); the exact index's rows are re-ranked by the
     -- exact scan's distance.
     select case
-        when vector_search_statement.path = 'exact scan' then pg_catalog.format(
+        when vector_search_statement.path in ('exact scan', 'pending scan') then pg_catalog.format(
             'select pg_catalog.array_agg(h.id order by h.distance), pg_catalog.array_agg(h.distance order by h.distance) '
             'from (select e.%1$I as id, %2$s as distance from agentmem.%3$I as e '
-            '      where %4$s%5$s order by %2$s limit $2) as h',
+            '      where %4$s%5$s%6$s order by %2$s limit $2) as h',
             vector_search_statement.id_column,
-            agentmem_private.vector_distance(path => 'exact scan', dimension => vector_search_statement.dimension),
+            agentmem_private.vector_distance(
+                path => vector_search_statement.path, dimension => vector_search_statement.dimension,
+                table_name => vector_search_statement.table_name
+            ),
             vector_search_statement.table_name, vector_search_statement.scope,
+            -- the pending vectors (message_embeddings_pending_idx)
+            case when vector_search_statement.path = 'pending scan' then ' and e.embedding is null' else '' end,
             coalesce(vector_search_statement.row_check, '')
         )
         when vector_search_statement.path in ('own index', 'shared index', 'exact index') then pg_catalog.format(
@@ -552,7 +571,7 @@ as $$
             vector_search_statement.id_column,
             agentmem_private.vector_distance(
                 path => case when vector_search_statement.path = 'exact index' then 'exact scan' else vector_search_statement.path end,
-                dimension => vector_search_statement.dimension
+                dimension => vector_search_statement.dimension, table_name => vector_search_statement.table_name
             ),
             vector_search_statement.table_name, vector_search_statement.scope,
             coalesce(vector_search_statement.row_check, ''),
@@ -564,7 +583,8 @@ $$;
 comment on function agentmem_private.vector_search_statement(text, text, text, text, text, int) is
 'Internal: the SQL text of one pass of a vector search, taking the query embedding as $1 and k as $2.
 It returns two arrays (ids, distances), nearest first. path: ''exact scan'' (the k nearest by the
-exact distance), ''own index'', ''shared index'' or ''exact index'' (the k + 20 nearest in that index''s
+exact distance), ''pending scan'' (the same among the vectors agentmem.index_later holds back from the
+index), ''own index'', ''shared index'' or ''exact index'' (the k + 20 nearest in that index''s
 order, the k nearest of them kept); NULL for any other path. table_name and id_column: the caller''s table
 of schema agentmem and its id; scope: the candidates'' SQL condition on alias e; row_check: a condition
 starting with '' and'', checked on every row read (NULL: none). Distances: agentmem_private.vector_distance.';
@@ -761,6 +781,56 @@ index_name; ef_search and ef_search_full (agentmem_private.hnsw_ef_search); stat
 exact_statement (the exact scan when an index stops short; NULL when static):
 agentmem_private.vector_search_statement''s text. Run by agentmem_private.vector_search.';
 
+create or replace function agentmem_private.merge_pending(
+    table_name text,
+    id_column text,
+    scope text,
+    row_check text,
+    dimension int,
+    query_embedding vector,
+    k int,
+    inout ids uuid[],
+    inout distances float8[]
+)
+language plpgsql
+stable
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+declare
+    v_pending_ids uuid[];
+    v_pending_distances float8[];
+begin
+    -- The scope's pending vectors (message_embeddings_pending_idx), the k
+    -- nearest by the exact distance, then the k nearest of both lists.
+    execute agentmem_private.vector_search_statement(
+        path => 'pending scan', table_name => merge_pending.table_name, id_column => merge_pending.id_column,
+        scope => merge_pending.scope, row_check => merge_pending.row_check, dimension => merge_pending.dimension
+    ) into v_pending_ids, v_pending_distances using merge_pending.query_embedding, merge_pending.k;
+    if pg_catalog.cardinality(v_pending_ids) > 0 then
+        select pg_catalog.array_agg(m.id order by m.distance), pg_catalog.array_agg(m.distance order by m.distance)
+        into merge_pending.ids, merge_pending.distances
+        from (
+            select a.id, a.distance
+            from (
+                select u.id, u.distance
+                from rows from (pg_catalog.unnest(merge_pending.ids), pg_catalog.unnest(merge_pending.distances)) as u (id, distance)
+                union all
+                select u.id, u.distance
+                from rows from (pg_catalog.unnest(v_pending_ids), pg_catalog.unnest(v_pending_distances)) as u (id, distance)
+            ) as a
+            order by a.distance
+            limit merge_pending.k
+        ) as m;
+    end if;
+end
+$$;
+
+comment on function agentmem_private.merge_pending(text, text, text, text, int, vector, int, uuid[], float8[]) is
+'Internal: an index search''s ids and distances (nearest first) merged with the scope''s vectors that
+agentmem.index_later holds back from the index (message_embeddings.pending_embedding, read exactly: a
+''pending scan''); the k nearest of both, nearest first. Called by agentmem_private.vector_search.';
+
 create or replace function agentmem_private.vector_search(
     table_name text,
     id_column text,
@@ -825,14 +895,11 @@ begin
         );
     end if;
     if v_plan.path <> 'exact scan' then
-        -- sorts are off (the SET clause) so that the planner keeps to the
-        -- index; hnsw.ef_search is restored on return (the SET clause too)
+        -- sorts off (the SET clause): the planner keeps to the index; hnsw.ef_search restored on return
         perform pg_catalog.set_config('hnsw.ef_search', v_plan.ef_search::text, true);
         execute v_plan.statement into v_ids, v_distances using vector_search.query_embedding, vector_search.k;
-        if v_plan.then_path is not null and not (
-            coalesce(pg_catalog.cardinality(v_distances), 0) >= vector_search.k
-            and v_distances[vector_search.k] <= agentmem_private.escalate_distance()
-        ) then
+        if v_plan.then_path is not null and not (coalesce(pg_catalog.cardinality(v_distances), 0) >= vector_search.k
+                                                and v_distances[vector_search.k] <= agentmem_private.escalate_distance()) then
             if v_plan.then_path <> 'exact index' then
                 perform pg_catalog.set_config('hnsw.ef_search', v_plan.ef_search_full::text, true);
             end if;
@@ -854,6 +921,12 @@ begin
         else
             execute v_plan.exact_statement into v_ids, v_distances using vector_search.query_embedding, vector_search.k;
         end if;
+    elsif vector_search.table_name = 'message_embeddings' then  -- and the vectors index_later holds back
+        select p.ids, p.distances into v_ids, v_distances from agentmem_private.merge_pending(
+            table_name => vector_search.table_name, id_column => vector_search.id_column, scope => vector_search.scope,
+            row_check => vector_search.row_check, dimension => vector_search.dimension,
+            query_embedding => vector_search.query_embedding, k => vector_search.k, ids => v_ids, distances => v_distances
+        ) as p;
     end if;
     return query select u.id, u.distance from rows from (pg_catalog.unnest(v_ids), pg_catalog.unnest(v_distances)) as u (id, distance);
 end
@@ -870,4 +943,5 @@ llm_model, corpus_version, question_max_bytes). It runs the plan: a static count
 call (planned again with the count when that is over the limit), or the plan''s statements through
 EXECUTE ... USING (the query embedding $1, k $2), an index''s first pass at the plan''s ef_search and,
 when its k-th neighbour is farther than agentmem_private.escalate_distance, its then_statement; an exact
-scan when an index stops short of k rows.';
+scan when an index stops short of k rows. Of message_embeddings, an index''s rows are merged with the
+scope''s vectors that agentmem.index_later holds back from the index (a ''pending scan'').';

@@ -198,7 +198,7 @@ begin
     far := 0;
     for v_embedding in
         select e.embedding from agentmem.message_embeddings as e
-        where e.tenant_id = measure_tenant_index.tenant_id and e.model = v_model
+        where e.tenant_id = measure_tenant_index.tenant_id and e.model = v_model and e.embedding is not null
         order by pg_catalog.random() limit 32
     loop
         execute pg_catalog.format(

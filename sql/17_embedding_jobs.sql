@@ -491,7 +491,8 @@ begin
             select m.tenant_id, m.message_id, v_job.model, m.user_id, m.conversation_id, v_vec, m.occurred_at
             from agentmem.messages as m
             where m.tenant_id = v_job.tenant_id and m.message_id = v_job.message_id
-            on conflict on constraint message_embeddings_pkey do update set embedding = excluded.embedding;
+            on conflict on constraint message_embeddings_pkey do update
+                set embedding = excluded.embedding, pending_embedding = null;
             v_outcome := 'embedded';
         elsif v_job.fact_id is not null then
             v_outcome := agentmem_private.apply_fact_vector(v_job, v_vec);

@@ -219,6 +219,49 @@ metadata: a JSON object (AM020) of at most 100,000 characters (AM021), nested at
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
 Called by: the application (agentmem_app).';
 
+create or replace function agentmem_private.index_later(p_tenant text, p_user text, p_model text, p_n int)
+returns boolean
+language plpgsql
+stable
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+declare
+    v_setting text := pg_catalog.lower(pg_catalog.btrim(coalesce(pg_catalog.current_setting('agentmem.index_later', true), '')));
+    v_max int;
+    v_pending int;
+begin
+    if v_setting in ('', 'off', 'false', 'no', '0') then
+        return false;
+    elsif v_setting not in ('on', 'true', 'yes', '1') then
+        raise exception 'agentmem.index_later must be on or off, got %', pg_catalog.quote_literal(pg_catalog.left(v_setting, 100))
+        using
+            errcode = 'AM020',
+            detail = 'It chooses whether a stored message''s vector joins the HNSW index at once (off) or later, moved there by the DBA''s job index_pending_vectors (on).',
+            hint = 'Set it to on or off, or reset it (docs/tuning.md).';
+    end if;
+    v_max := coalesce(nullif(pg_catalog.current_setting('agentmem.index_later_max_rows', true), '')::int, 1000);
+    if p_n > v_max then
+        return false;
+    end if;
+    -- The user's vectors waiting for the index, counted to the limit
+    -- (message_embeddings_pending_idx): every search of the user reads them
+    -- exactly, so past the limit a write indexes its vectors at once.
+    select pg_catalog.count(*) into v_pending
+    from (
+        select from agentmem.message_embeddings as e
+        where e.tenant_id = p_tenant and e.user_id = p_user and e.model = p_model and e.embedding is null
+        limit v_max
+    ) as p;
+    return v_pending + p_n <= v_max;
+end
+$$;
+
+comment on function agentmem_private.index_later(text, text, text, int) is
+'Internal: whether store_messages writes p_n vectors of a user to pending_embedding (the index takes
+them later): agentmem.index_later is on (AM020 for a value other than on/off/true/false/yes/no/1/0) and the
+user''s pending vectors of the model stay within agentmem.index_later_max_rows (default 1,000) with them.';
+
 -- Over 100 lines: the checks of each array and element (each with its own AM code, DETAIL and HINT), then
 -- one write under the conversation's lock; the per-element checks are what makes it long.
 create or replace function agentmem.store_messages(
@@ -249,6 +292,7 @@ declare
     v_user text;
     v_ids uuid[];
     v_tsv tsvector;         -- one message's words, as its insert returned them (BM25's counts)
+    v_later boolean;        -- the vectors go to pending_embedding (agentmem.index_later)
     v_from int;
     v_to int;
     v_dim int;
@@ -384,6 +428,9 @@ begin
         v_queued := array(select g.i from pg_catalog.generate_series(1, v_n) as g (i) where store_messages.embeddings[g.i] is null);
     end if;
 
+    -- With agentmem.index_later on, the vectors wait in pending_embedding
+    -- for agentmem.index_pending_vectors (no index insert in this call).
+    v_later := pg_catalog.cardinality(v_queued) < v_n and agentmem_private.index_later(v_tenant, v_user, v_model, v_n);
     if v_n = 1 then
         -- One message (store_message, an agent's every turn): two static
         -- statements, their plans cached for the session, the vector passed
@@ -397,7 +444,13 @@ begin
             store_messages.contents[1], coalesce(store_messages.metadata[1], '{}'::jsonb), v_times[1]
         )
         returning m.content_tsv into v_tsv;
-        if store_messages.embeddings[1] is not null then
+        if store_messages.embeddings[1] is not null and v_later then
+            insert into agentmem.message_embeddings as e (
+                tenant_id, message_id, model, user_id, conversation_id, pending_embedding, occurred_at
+            ) values (
+                v_tenant, v_ids[1], v_model, v_user, v_conversation_id, store_messages.embeddings[1], v_times[1]
+            );
+        elsif store_messages.embeddings[1] is not null then
             insert into agentmem.message_embeddings as e (
                 tenant_id, message_id, model, user_id, conversation_id, embedding, occurred_at
             ) values (
@@ -439,7 +492,8 @@ begin
             if pg_catalog.cardinality(v_queued) = 0
                 or exists (select from pg_catalog.generate_series(v_from, v_to) as g (i) where store_messages.embeddings[g.i] is not null) then
                 execute 'insert into agentmem.message_embeddings '
-                    || '(tenant_id, message_id, model, user_id, conversation_id, embedding, occurred_at) values '
+                    || '(tenant_id, message_id, model, user_id, conversation_id, '
+                    || case when v_later then 'pending_embedding' else 'embedding' end || ', occurred_at) values '
                     || (
                         select pg_catalog.string_agg(pg_catalog.format(
                             '(%L, %L::uuid, %L, %L, %L::uuid, %L::%I.vector, %L::timestamptz)',

@@ -172,7 +172,9 @@ begin
         pg_catalog.jsonb_build_object('type', 'message') || (pg_catalog.to_jsonb(m) - v_skip_m)
         || pg_catalog.jsonb_build_object('embeddings', coalesce((
             select pg_catalog.jsonb_agg(
-                pg_catalog.jsonb_build_object('model', me.model, 'embedding', me.embedding, 'created_at', me.created_at)
+                pg_catalog.jsonb_build_object(
+                    'model', me.model, 'embedding', coalesce(me.embedding, me.pending_embedding), 'created_at', me.created_at
+                )
                 order by me.model
             )
             from agentmem.message_embeddings as me

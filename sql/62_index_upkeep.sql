@@ -233,3 +233,54 @@ comment on function agentmem.unschedule_index_upkeep() is
 AM050 as
 agentmem.schedule_index_upkeep when pg_cron is out of reach.
 Called by: the DBA (granted to no role).';
+
+-- The vectors agentmem.index_later holds back from the index (pending_embedding)
+-- moved into embedding, where the HNSW indexes take them: the job that pays
+-- their index inserts away from the writers' calls.
+create or replace function agentmem.index_pending_vectors(max_rows int default 100000)
+returns bigint
+language plpgsql
+volatile
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+declare
+    v_tenant text;
+    v_left bigint := index_pending_vectors.max_rows;
+    v_n bigint;
+begin
+    perform agentmem_private.check_range('max_rows', index_pending_vectors.max_rows, 1, 100000000);
+    perform agentmem_private.check_sees_every_tenant(
+        'agentmem.index_pending_vectors', 'it indexes the pending vectors of every tenant',
+        'Run it as a superuser or a role with BYPASSRLS, e.g. from pg_cron every minute (docs/tuning.md).'
+    );
+    -- Tenant by tenant (one shard at a time on Citus), at most v_left rows
+    -- each; a concurrent run waits on the rows this one moves, then finds
+    -- them moved (embedding no longer NULL) and skips them.
+    for v_tenant in
+        select distinct e.tenant_id from agentmem.message_embeddings as e where e.embedding is null order by e.tenant_id
+    loop
+        update agentmem.message_embeddings as e
+        set embedding = e.pending_embedding, pending_embedding = null
+        where
+            e.tenant_id = v_tenant and e.embedding is null
+            and (e.message_id, e.model) in (
+                select p.message_id, p.model from agentmem.message_embeddings as p
+                where p.tenant_id = v_tenant and p.embedding is null
+                limit v_left
+            );
+        get diagnostics v_n = row_count;
+        v_left := v_left - v_n;
+        exit when v_left <= 0;
+    end loop;
+    return index_pending_vectors.max_rows - v_left;
+end
+$$;
+
+comment on function agentmem.index_pending_vectors(int) is
+'Move the message vectors that agentmem.index_later held back into the HNSW indexes; returns how many were moved.
+At most max_rows (1 to 100,000,000; default 100,000) per call, tenant by tenant. Until then every search
+reads a user''s pending vectors exactly, so nothing is missed; agentmem.index_later_max_rows bounds them per
+user. Schedule it where index_later is on, e.g. every minute with pg_cron; runs as a superuser or BYPASSRLS
+role (AM041 otherwise) because it works across tenants.
+Called by: the DBA (granted to no role).';

@@ -135,6 +135,7 @@ from agentmem.claim_embedding_jobs(batch_size => 10) group by lease_token \gset$
         ('measure_tenant_index', $x$select sampled, far, first_pass from agentmem.measure_tenant_index(tenant_id => 'acme');$x$),
         ('drop_tenant_index', $x$select agentmem.drop_tenant_index(tenant_id => 'acme');$x$),
         ('apply_index_upkeep', $x$select job, rows_removed, error from agentmem.apply_index_upkeep(max_builds => 1);$x$),
+        ('index_pending_vectors', $x$select agentmem.index_pending_vectors(max_rows => 100000);$x$),
         ('set_default_lifecycle_policy', $x$select kind, max_inactive from agentmem.set_default_lifecycle_policy(kind => 'facts', max_inactive => '2 years');$x$),
         ('apply_use_log', $x$select agentmem.apply_use_log(batch_size => 100000);$x$),
         ('preview_retention', $x$select kind, tenant_id, would_remove from agentmem.preview_retention(batch_size => 5000);$x$),
@@ -322,6 +323,7 @@ as $parameters$
         ('require_user_item', 'fact_id', 'a fact that must be the user''s'),
         ('import_tenant', 'tenant_id', 'the tenant to import into'),
         ('apply_retention', 'batch_size', 'rows deleted per table per call at most'),
+        ('index_pending_vectors', 'max_rows', 'vectors moved into the index per call at most'),
         ('sweep_cache', 'batch_size', 'expired or withdrawn entries deleted per call at most'),
         ('distribute', 'shard_count', 'shards per distributed table; NULL: citus.shard_count')
     ) as p (fn, parameter, meaning)

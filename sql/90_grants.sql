@@ -110,7 +110,8 @@ grant select, insert, update, delete on agentmem.embedding_job_counts to agentme
 grant select on agentmem.messages, agentmem.models, agentmem.tenant_settings to agentmem_queue;
 grant select, insert on agentmem.embedding_cache, agentmem.message_embeddings, agentmem.fact_history
 to agentmem_queue;
-grant update (embedding) on agentmem.message_embeddings, agentmem.cache_entries to agentmem_queue;
+grant update (embedding, pending_embedding) on agentmem.message_embeddings to agentmem_queue;
+grant update (embedding) on agentmem.cache_entries to agentmem_queue;
 grant select on agentmem.cache_entries to agentmem_queue;
 grant select, insert, update on agentmem.facts to agentmem_queue;
 grant usage, select on all sequences in schema agentmem to agentmem_queue;

@@ -174,7 +174,9 @@ def path_of(plans: list[str], own_index: str) -> str:
         return "own index"
     if "Index Scan using message_embeddings_nomic_embed_text_" in text and "_hnsw" in text:
         return "shared index"
-    assert "Sort Key: ((e.embedding OPERATOR(public.<=>) " in text, text
+    # a message's exact distance reads its pending vector too (agentmem.index_later)
+    assert ("Sort Key: ((COALESCE(e.embedding, e.pending_embedding) OPERATOR(public.<=>) " in text
+            or "Sort Key: ((e.embedding OPERATOR(public.<=>) " in text), text
     return "exact"
 
 

@@ -26,6 +26,7 @@ TESTED_WITH = {
     "32_answer_cache_review": ["test_answer_cache.py"],
     "60_retention": ["test_retention.py"],
     "61_retention_cron": ["test_retention.py"],
+    "62_index_upkeep": ["test_index_upkeep.py", "test_index_later.py"],
     "63_retention_preview": ["test_lifecycle.py"],
     "80_model_indexes": ["test_models.py"],
     "90_grants": ["test_tenant.py"],

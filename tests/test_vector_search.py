@@ -279,12 +279,13 @@ def test_a_tiny_user_gets_an_exact_answer(admin, app):
 def test_generated_static_statements_hold_vector_distances_text_only(admin):
     found = bodies(admin)
     for name, path in GENERATED.items():
-        text = admin.execute("select agentmem_private.vector_distance(path => %s, dimension => 8)",
-                             (path,)).fetchone()[0]
+        # one text per table (a message's reads its pending vector too)
+        texts = {admin.execute("select agentmem_private.vector_distance(path => %s, dimension => 8, table_name => %s)",
+                               (path, table)).fetchone()[0] for table in ("message_embeddings", "facts", "cache_entries")}
         body = found[name]
-        assert text in body, name
-        # each distance operator of the body is one of that text's
-        assert len(DISTANCE.findall(body)) == body.count(text) * len(DISTANCE.findall(text)), name
+        assert len(texts) == 2 and all(text in body for text in texts), (name, texts)
+        # each distance operator of the body is one of those texts'
+        assert len(DISTANCE.findall(body)) == sum(body.count(text) * len(DISTANCE.findall(text)) for text in texts), name
     source = SQL.read_text()
     generator = source[source.index("do $generate$"):source.index("$generate$;")]
     assert not DISTANCE.search(generator), "the generator writes a distance: take it from vector_distance"

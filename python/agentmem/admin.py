@@ -203,6 +203,10 @@ class Admin:
     def unschedule_index_upkeep(self) -> bool:
         return self.run(value(bool, "select agentmem.unschedule_index_upkeep()"))
 
+    def index_pending_vectors(self, max_rows: int = 100000) -> int:
+        """Move the message vectors agentmem.index_later held back into the HNSW indexes; returns how many."""
+        return self.run(value(int, "select agentmem.index_pending_vectors(max_rows => %s)", max_rows))
+
     def drop_tenant_index(self, tenant_id: str, model: str | None = None,
                           table_name: str = "message_embeddings") -> bool:
         return self.run(value(bool, "select agentmem.drop_tenant_index(tenant_id => %s, model => %s, table_name => %s)",
