@@ -19,3 +19,12 @@ comment on column agentmem.message_embeddings.pending_embedding is
 
 create index message_embeddings_pending_idx on agentmem.message_embeddings (tenant_id, user_id, model)
 where embedding is null;
+
+-- The conversation counts its vectors waiting (store_messages adds to it
+-- under the row lock it already takes; index_pending_vectors sets it back to
+-- 0 once none is left): agentmem.index_later_max_rows bounds them without a
+-- count at every write.
+alter table agentmem.conversations add column pending_vectors int not null default 0;
+
+comment on column agentmem.conversations.pending_vectors is
+'How many of the conversation''s message vectors wait in pending_embedding (agentmem.index_later): added to by store_messages, set to 0 by agentmem.index_pending_vectors once none is left; a bound, not an exact count (a delete leaves it higher, a write racing the job may leave it lower until the next run).';

@@ -219,7 +219,7 @@ metadata: a JSON object (AM020) of at most 100,000 characters (AM021), nested at
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
 Called by: the application (agentmem_app).';
 
-create or replace function agentmem_private.index_later(p_tenant text, p_user text, p_model text, p_n int)
+create or replace function agentmem_private.index_later(p_pending int, p_n int)
 returns boolean
 language plpgsql
 stable
@@ -228,10 +228,8 @@ set search_path = pg_catalog, agentmem, pg_temp
 as $$
 declare
     v_setting text := pg_catalog.lower(pg_catalog.btrim(coalesce(pg_catalog.current_setting('agentmem.index_later', true), '')));
-    v_max int;
-    v_pending int;
 begin
-    if v_setting in ('', 'off', 'false', 'no', '0') then
+    if p_n = 0 or v_setting in ('', 'off', 'false', 'no', '0') then
         return false;
     elsif v_setting not in ('on', 'true', 'yes', '1') then
         raise exception 'agentmem.index_later must be on or off, got %', pg_catalog.quote_literal(pg_catalog.left(v_setting, 100))
@@ -240,27 +238,19 @@ begin
             detail = 'It chooses whether a stored message''s vector joins the HNSW index at once (off) or later, moved there by the DBA''s job index_pending_vectors (on).',
             hint = 'Set it to on or off, or reset it (docs/tuning.md).';
     end if;
-    v_max := coalesce(nullif(pg_catalog.current_setting('agentmem.index_later_max_rows', true), '')::int, 1000);
-    if p_n > v_max then
-        return false;
-    end if;
-    -- The user's vectors waiting for the index, counted to the limit
-    -- (message_embeddings_pending_idx): every search of the user reads them
-    -- exactly, so past the limit a write indexes its vectors at once.
-    select pg_catalog.count(*) into v_pending
-    from (
-        select from agentmem.message_embeddings as e
-        where e.tenant_id = p_tenant and e.user_id = p_user and e.model = p_model and e.embedding is null
-        limit v_max
-    ) as p;
-    return v_pending + p_n <= v_max;
+    -- the conversation's vectors waiting for the index (its pending_vectors):
+    -- every search of its user reads them exactly, so past the limit a write
+    -- indexes its vectors at once
+    return coalesce(p_pending, 0) + p_n
+        <= coalesce(nullif(pg_catalog.current_setting('agentmem.index_later_max_rows', true), '')::int, 1000);
 end
 $$;
 
-comment on function agentmem_private.index_later(text, text, text, int) is
-'Internal: whether store_messages writes p_n vectors of a user to pending_embedding (the index takes
-them later): agentmem.index_later is on (AM020 for a value other than on/off/true/false/yes/no/1/0) and the
-user''s pending vectors of the model stay within agentmem.index_later_max_rows (default 1,000) with them.';
+comment on function agentmem_private.index_later(int, int) is
+'Internal: whether store_messages writes p_n vectors to pending_embedding (the index takes them later):
+agentmem.index_later is on (AM020 for a value other than on/off/true/false/yes/no/1/0) and the
+conversation''s pending vectors (p_pending, conversations.pending_vectors) stay within
+agentmem.index_later_max_rows (default 1,000) with them.';
 
 -- Over 100 lines: the checks of each array and element (each with its own AM code, DETAIL and HINT), then
 -- one write under the conversation's lock; the per-element checks are what makes it long.
@@ -293,6 +283,8 @@ declare
     v_ids uuid[];
     v_tsv tsvector;         -- one message's words, as its insert returned them (BM25's counts)
     v_later boolean;        -- the vectors go to pending_embedding (agentmem.index_later)
+    v_nvec int;             -- how many of the messages bring a vector
+    v_pending int;          -- the conversation's vectors waiting for the index
     v_from int;
     v_to int;
     v_dim int;
@@ -384,17 +376,28 @@ begin
 
     -- The user's lock (shared) before the conversation's row lock, in the
     -- order forget_user takes them; a conversation's user never changes.
-    select c.user_id into v_user
+    select c.user_id, c.pending_vectors into v_user, v_pending
     from agentmem.conversations as c
     where c.tenant_id = v_tenant and c.conversation_id = v_conversation_id;
     if not found then
         perform agentmem_private.conv_not_found(v_conversation_id);
     end if;
     perform agentmem_private.lock_user(v_tenant, v_user, false);
+    -- With agentmem.index_later on, the vectors wait in pending_embedding
+    -- for agentmem.index_pending_vectors (no index insert in this call),
+    -- counted on the conversation (read before its row lock: a bound, not a
+    -- count two writers keep exact).
+    v_nvec := case
+        when v_n = 1 then (store_messages.embeddings[1] is not null)::int
+        else (select pg_catalog.count(*)::int from pg_catalog.unnest(store_messages.embeddings) as x where x is not null)
+    end;
+    v_later := agentmem_private.index_later(v_pending, v_nvec);
     -- The row lock on the conversation serialises writers of one conversation
     -- until commit; a rolled-back insert rolls next_index back with it: no gap.
     update agentmem.conversations as c
-    set next_index = c.next_index + v_n, updated_at = pg_catalog.now()
+    set
+        next_index = c.next_index + v_n, updated_at = pg_catalog.now(),
+        pending_vectors = c.pending_vectors + case when v_later then v_nvec else 0 end
     where c.tenant_id = v_tenant and c.conversation_id = v_conversation_id
     returning c.next_index - v_n, c.user_id into v_first, v_user;
     if not found then
@@ -428,9 +431,6 @@ begin
         v_queued := array(select g.i from pg_catalog.generate_series(1, v_n) as g (i) where store_messages.embeddings[g.i] is null);
     end if;
 
-    -- With agentmem.index_later on, the vectors wait in pending_embedding
-    -- for agentmem.index_pending_vectors (no index insert in this call).
-    v_later := pg_catalog.cardinality(v_queued) < v_n and agentmem_private.index_later(v_tenant, v_user, v_model, v_n);
     if v_n = 1 then
         -- One message (store_message, an agent's every turn): two static
         -- statements, their plans cached for the session, the vector passed

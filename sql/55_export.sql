@@ -128,7 +128,8 @@ as $$
 declare
     v_rows bigint := 0;
     v_n bigint;
-    v_skip_c text[] := agentmem_private.export_skip('agentmem.conversations');
+    -- pending_vectors: the count of vectors waiting for the index, which an import writes indexed
+    v_skip_c text[] := agentmem_private.export_skip('agentmem.conversations') || array['pending_vectors'];
     v_skip_m text[] := agentmem_private.export_skip('agentmem.messages');
     v_skip_r text[] := agentmem_private.export_skip('agentmem.retrievals');
     v_skip_f text[] := agentmem_private.export_skip('agentmem.facts');

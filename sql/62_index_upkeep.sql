@@ -248,6 +248,7 @@ declare
     v_tenant text;
     v_left bigint := index_pending_vectors.max_rows;
     v_n bigint;
+    v_conversations uuid[];
 begin
     perform agentmem_private.check_range('max_rows', index_pending_vectors.max_rows, 1, 100000000);
     perform agentmem_private.check_sees_every_tenant(
@@ -260,6 +261,12 @@ begin
     for v_tenant in
         select distinct e.tenant_id from agentmem.message_embeddings as e where e.embedding is null order by e.tenant_id
     loop
+        select pg_catalog.array_agg(distinct p.conversation_id) into v_conversations
+        from (
+            select e.conversation_id from agentmem.message_embeddings as e
+            where e.tenant_id = v_tenant and e.embedding is null
+            limit v_left
+        ) as p;
         update agentmem.message_embeddings as e
         set embedding = e.pending_embedding, pending_embedding = null
         where
@@ -270,6 +277,16 @@ begin
                 limit v_left
             );
         get diagnostics v_n = row_count;
+        -- the conversations left with nothing pending count 0 again (a writer
+        -- adds to the count under the row lock this update waits for)
+        update agentmem.conversations as c
+        set pending_vectors = 0
+        where
+            c.tenant_id = v_tenant and c.conversation_id = any(v_conversations) and c.pending_vectors <> 0
+            and not exists (
+                select from agentmem.message_embeddings as e
+                where e.tenant_id = v_tenant and e.conversation_id = c.conversation_id and e.embedding is null
+            );
         v_left := v_left - v_n;
         exit when v_left <= 0;
     end loop;
@@ -281,6 +298,6 @@ comment on function agentmem.index_pending_vectors(int) is
 'Move the message vectors that agentmem.index_later held back into the HNSW indexes; returns how many were moved.
 At most max_rows (1 to 100,000,000; default 100,000) per call, tenant by tenant. Until then every search
 reads a user''s pending vectors exactly, so nothing is missed; agentmem.index_later_max_rows bounds them per
-user. Schedule it where index_later is on, e.g. every minute with pg_cron; runs as a superuser or BYPASSRLS
+conversation. Schedule it where index_later is on, e.g. every minute with pg_cron; runs as a superuser or BYPASSRLS
 role (AM041 otherwise) because it works across tenants.
 Called by: the DBA (granted to no role).';

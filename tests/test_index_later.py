@@ -4,7 +4,7 @@ With the setting on, store_message(s) write the vector to pending_embedding (emb
 and agentmem.index_pending_vectors moves it into embedding, where the indexes take it. Until then every
 search reads the user's pending vectors exactly: on the exact path (its distance reads either column) and
 on every index path (a pending scan merged by distance). agentmem.index_later_max_rows bounds them per
-user. Erasure, export and the worker see the pending vector as the message's.
+conversation (conversations.pending_vectors). Erasure, export and the worker see the pending vector as the message's.
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def test_index_path_merges_pending_by_distance(admin, app, tiny):
     assert len(got) == 5 and near_id in got[:2] and far_id not in got
 
 
-def test_pending_vectors_are_bounded_per_user(admin, app, tiny):
+def test_pending_vectors_are_bounded_per_conversation(admin, app, tiny):
     cid = start_conversation(app, "alice")
     v = random_unit(12, 8, seed=6)
     app.execute("set agentmem.index_later = on")
@@ -106,10 +106,17 @@ def test_pending_vectors_are_bounded_per_user(admin, app, tiny):
     app.execute("select * from agentmem.store_messages(conversation_id => %s, roles => %s, contents => %s, "
                 "embeddings => %s, model => %s)", (cid, ["user"] * 4, ["b"] * 4, list(v[5:9]), tiny))
     assert pending(admin) == 3
-    # another user has room of their own
-    other = start_conversation(app, "bob")
-    app.execute(STORE, (other, "bob's", v[9], tiny))
+    # another conversation has room of its own
+    other = start_conversation(app, "alice")
+    app.execute(STORE, (other, "another", v[9], tiny))
     assert pending(admin) == 4
+    # the job empties both: their writes wait again
+    assert admin.execute("select agentmem.index_pending_vectors()").fetchone()[0] == 4
+    assert admin.execute("select array_agg(pending_vectors) from agentmem.conversations "
+                         "where tenant_id = 'acme'").fetchone()[0] == [0, 0]
+    for i in range(3):
+        app.execute(STORE, (cid, f"again {i}", v[10 + i % 2], tiny))
+    assert pending(admin) == 3
 
 
 def test_a_bad_setting_is_am020_and_stores_nothing(app, tiny):
