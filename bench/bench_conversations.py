@@ -224,7 +224,7 @@ def bench_cache(app_url: str) -> dict:
 
 def index_later_url(url: str) -> str:
     """The application login's URL with agentmem.index_later on for its sessions, and room for the whole
-    sample of the benchmark's one writing user (agentmem.index_later_max_rows, default 1,000)."""
+    sample of the benchmark's one writing conversation (agentmem.index_later_max_rows, default 1,000)."""
     return (url + ("&" if "?" in url else "?")
             + "options=-c%20agentmem.index_later%3Don%20-c%20agentmem.index_later_max_rows%3D100000")
 
@@ -330,7 +330,7 @@ def report(results: list[dict], args, elapsed: float) -> str:
             p = r["index_pending"]
             lines += ["", "agentmem (index_later): this checkout's login with `agentmem.index_later = on` (each "
                           "vector written to pending_embedding, no HNSW insert in the call; `index_later_max_rows` 100,000 so that "
-                          "the one writing user's whole sample waits), into the same tables "
+                          "the one writing conversation's whole sample waits), into the same tables "
                           f"in the same turns. Afterwards `agentmem.index_pending_vectors()` moved the {p['moved']:,} "
                           f"pending vectors ({p['pending']:,} counted) into the index in {p['s']:.2f} s "
                           f"({p['moved'] / max(p['s'], 1e-9):,.0f} per second): the index inserts the calls left out, "
