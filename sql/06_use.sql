@@ -23,6 +23,15 @@ begin
     if p_user is not null then
         perform agentmem_private.lock_user(p_tenant, p_user, false);
     end if;
+    -- One item (a cache hit, a search of one result): a static statement, whose plan PL/pgSQL
+    -- keeps, not the EXECUTE below, planned at every call.
+    if pg_catalog.cardinality(p_ids) = 1 and pg_catalog.array_ndims(p_ids) = 1 then
+        if p_ids[pg_catalog.array_lower(p_ids, 1)] is not null then
+            insert into agentmem.use_log (tenant_id, kind, item_id, user_id)
+            values (p_tenant, p_kind, p_ids[pg_catalog.array_lower(p_ids, 1)], p_user);
+        end if;
+        return;
+    end if;
     -- A multi-row VALUES, not INSERT ... SELECT: on Citus the latter goes to the shards as COPY,
     -- which row-level security refuses.
     v_values := (
