@@ -169,9 +169,37 @@ security invoker
 rows 10
 set search_path = pg_catalog, agentmem, pg_temp
 as $$
-    select f.id, f.vector_rank, f.text_rank, f.score + coalesce(b.bonus, 0)
-    from agentmem_private.fuse_ranks(p_vector_ids, p_text_ids, p_bm25_ids, p_rrf_k, 2147483647) as f
-    left join rows from (pg_catalog.unnest(p_bonus_ids), pg_catalog.unnest(p_bonus)) as b (id, bonus) on b.id = f.id
+    with ranks as (
+        select v.id, v.r::int as vr, null::int as tr, null::int as br, null::float8 as bonus
+        from pg_catalog.unnest(p_vector_ids) with ordinality as v (id, r)
+        union all
+        select x.id, null, x.r::int, null, null
+        from pg_catalog.unnest(p_text_ids) with ordinality as x (id, r)
+        union all
+        select b.id, null, null, b.r::int, null
+        from pg_catalog.unnest(p_bm25_ids) with ordinality as b (id, r)
+        union all
+        select n.id, null, null, null, n.bonus
+        from rows from (pg_catalog.unnest(p_bonus_ids), pg_catalog.unnest(p_bonus)) as n (id, bonus)
+    ),
+
+    per_id as (
+        select
+            r.id, pg_catalog.min(r.vr) as vr, pg_catalog.min(r.tr) as tr, pg_catalog.min(r.br) as br,
+            pg_catalog.sum(r.bonus) as bonus
+        from ranks as r
+        group by r.id
+    )
+
+    -- one pass, the bonus a fourth list: only ids of the three lists come back
+    select
+        p.id,
+        p.vr,
+        least(p.tr, p.br),
+        coalesce(1.0::float8 / (p_rrf_k + p.vr), 0) + coalesce(1.0::float8 / (p_rrf_k + p.tr), 0)
+        + coalesce(1.0::float8 / (p_rrf_k + p.br), 0) + coalesce(p.bonus, 0)
+    from per_id as p
+    where p.vr is not null or p.tr is not null or p.br is not null
     order by 4 desc, 2 nulls last, 3, 1
     limit p_k
 $$;
@@ -311,8 +339,8 @@ begin
     end if;
 
     -- Neighbour evidence (hybrid search only): a question's words often match
-    -- the turn before or after the one that answers it, so each candidate of the
-    -- pool gains neighbour_weight times the fused scores of the candidates up to
+    -- the turn before or after the one that answers it, so each of the best
+    -- candidates gains neighbour_weight times the fused scores of those up to
     -- two turns before and after it in its conversation (message_index), read
     -- into variables first (for Citus, as above). One sort of the pool by
     -- position and a window over it: a self-join of the pool was a nested loop
@@ -324,13 +352,22 @@ begin
         into v_nb_ids, v_nb_bonus
         from (
             select
-                f.id,
-                pg_catalog.sum(f.score) over (
+                m.message_id as id,
+                pg_catalog.sum(
+                    -- the fused score (fuse_ranks' sum; each id is once in a list)
+                    coalesce(1.0::float8 / (search_messages.rrf_k + pg_catalog.array_position(v_vec_ids, m.message_id)), 0)
+                    + coalesce(1.0::float8 / (search_messages.rrf_k + pg_catalog.array_position(v_txt_ids, m.message_id)), 0)
+                    + coalesce(1.0::float8 / (search_messages.rrf_k + pg_catalog.array_position(v_bm25_ids, m.message_id)), 0)
+                ) over (
                     partition by m.conversation_id order by m.message_index
                     range between 2 preceding and 2 following exclude current row
                 ) as near
-            from agentmem_private.fuse_ranks(v_vec_ids, v_txt_ids, v_bm25_ids, search_messages.rrf_k, 2147483647) as f
-            inner join agentmem.messages as m on m.tenant_id = v_tenant and m.message_id = f.id
+            -- the positions by one index scan over the ids, each scored by its ranks
+            -- (a join of the fused pool to messages was planned as a nested loop:
+            -- 3 ms at 100,000 messages); the best 20 of each list give and take
+            -- (on LoCoMo the same figures as the whole pool, for a third of the rows)
+            from agentmem.messages as m
+            where m.tenant_id = v_tenant and m.message_id = any(v_vec_ids[1:20] || v_txt_ids[1:20] || v_bm25_ids[1:20])
         ) as p
         where p.near is not null;
     end if;
@@ -425,9 +462,9 @@ comment on function agentmem.search_messages(
 - both (hybrid): each list (vector; words by BM25 and/or ts_rank) takes its best candidate_pool
   messages (at least k), fused by reciprocal rank: score = the sum over the lists of
   1 / (rrf_k + rank), a list that missed a row adding nothing.
-- neighbour_weight (0 to 1, default 0.15; 0: off), hybrid search only: each candidate of the pool
-  gains neighbour_weight times the sum of the fused scores of the candidates up to two turns before
-  and after it in its conversation (message_index +-1, +-2); a question''s words often match the turn
+- neighbour_weight (0 to 1, default 0.15; 0: off), hybrid search only: each of the best 20 of each
+  list gains neighbour_weight times the sum of the fused scores of those up to two turns before and
+  after it in its conversation (message_index +-1, +-2); a question''s words often match the turn
   next to the one that answers it. Only candidates gain: no message outside the pool comes back.
 - neither: AM020. A text with no searchable word (blank, punctuation or stop words only) falls back to
   the vector branch when there is an embedding; without one it returns no rows and raises a NOTICE.
