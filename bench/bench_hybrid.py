@@ -217,7 +217,7 @@ LEVERS = [
     ("hybrid, pool 100, rrf_k 20, ts_rank + BM25, no neighbours", True, True, {"rrf_k": 20, "neighbour_weight": 0}),
     ("hybrid, pool 100, rrf_k 5, ts_rank + BM25, no neighbours", True, True, {"rrf_k": 5, "neighbour_weight": 0}),
     ("text only, ts_rank + BM25, no neighbours", False, True, {"neighbour_weight": 0}),
-    ("text only, ts_rank + BM25, neighbour_weight 0.1", False, True, {}),
+    ("text only, ts_rank + BM25 (defaults: neighbour_weight applies to hybrid search only)", False, True, {}),
     ("hybrid, neighbour_weight 0.05", True, True, {"neighbour_weight": 0.05}),
     ("hybrid, neighbour_weight 0.1 (new defaults)", True, True, {}),
     ("hybrid, neighbour_weight 0.15", True, True, {"neighbour_weight": 0.15}),

@@ -145,7 +145,7 @@ begin
         using
             errcode = 'AM020',
             detail = 'Each candidate of a hybrid search gains this share of the fused scores of the candidates up to two turns before and after it.',
-            hint = 'The default, 0.15, was measured on LoCoMo (bench/results/hybrid.md); 0 turns it off.';
+            hint = 'The default, 0.1, was measured on LoCoMo (bench/results/hybrid.md); 0 turns it off.';
     end if;
 end
 $$;
@@ -228,7 +228,7 @@ create or replace function agentmem.search_messages(
     text_ranking text default 'both',
     bm25_k1 double precision default 1.2,
     bm25_b double precision default 0.3,
-    neighbour_weight double precision default 0.15
+    neighbour_weight double precision default 0.1
 ) returns setof agentmem.message_hit
 language plpgsql
 volatile
@@ -344,9 +344,10 @@ begin
     -- two turns before and after it in its conversation (message_index), read
     -- into variables first (for Citus, as above). One sort of the pool by
     -- position and a window over it: a self-join of the pool was a nested loop
-    -- (37 ms at 100,000 messages). LoCoMo at 0.15: top 5 0.586 -> 0.616, top 10
-    -- 0.653 -> 0.698 (bench/results/hybrid.md); by words alone it lowered
-    -- multi-hop and open-domain, so a text-only search is left as it was.
+    -- (37 ms at 100,000 messages). LoCoMo at 0.1: top 5 0.579 -> 0.608, top 10
+    -- 0.662 -> 0.687, session recall 0.935 -> 0.928 (bench/results/hybrid.md;
+    -- 0.15 and more cost more session recall and multi-hop); by words alone it
+    -- lowered multi-hop and open-domain, so a text-only search is left as it was.
     if v_query is not null and search_messages.query_embedding is not null and search_messages.neighbour_weight > 0 then
         select pg_catalog.array_agg(p.id), pg_catalog.array_agg(search_messages.neighbour_weight * p.near)
         into v_nb_ids, v_nb_bonus
@@ -462,7 +463,7 @@ comment on function agentmem.search_messages(
 - both (hybrid): each list (vector; words by BM25 and/or ts_rank) takes its best candidate_pool
   messages (at least k), fused by reciprocal rank: score = the sum over the lists of
   1 / (rrf_k + rank), a list that missed a row adding nothing.
-- neighbour_weight (0 to 1, default 0.15; 0: off), hybrid search only: each of the best 20 of each
+- neighbour_weight (0 to 1, default 0.1; 0: off), hybrid search only: each of the best 20 of each
   list gains neighbour_weight times the sum of the fused scores of those up to two turns before and
   after it in its conversation (message_index +-1, +-2); a question''s words often match the turn
   next to the one that answers it. Only candidates gain: no message outside the pool comes back.
@@ -490,7 +491,7 @@ and used often; the k best come back. A factor, never a filter: any candidate ma
 Off, the results are exactly those without it. Each row returned counts as used (use_count and
 last_used_at, folded in by the use job; nothing is recorded in a read-only transaction).
 Defaults measured on LoCoMo (bench/results/hybrid.md): candidate_pool 100, rrf_k 10, text_ranking
-''both'', bm25_k1 1.2, bm25_b 0.3, neighbour_weight 0.15.
+''both'', bm25_k1 1.2, bm25_b 0.3, neighbour_weight 0.1.
 Limits: k 1 to 1,000; candidate_pool 1 to 1,000; rrf_k 0 to 1,000; use_boost 0 to 0.5; text_ranking
 ''both'', ''bm25'' or ''ts_rank''; bm25_k1 0 to 10; bm25_b 0 to 1; neighbour_weight 0 to 1 (AM020, with DETAIL and HINT for the last four);
 query_text at most 100,000 characters (AM021); AM010/AM011 for a bad query embedding or model.
@@ -565,7 +566,7 @@ create or replace function agentmem.search_with_context(
     text_ranking text default 'both',
     bm25_k1 double precision default 1.2,
     bm25_b double precision default 0.3,
-    neighbour_weight double precision default 0.15
+    neighbour_weight double precision default 0.1
 ) returns setof agentmem.message_in_window
 language plpgsql
 volatile

@@ -364,7 +364,7 @@ def store_turns(conn, user, contents, vectors):
 def neighbour_scene(conn):
     """A question naming the zebracorn (A), the answer right after it without the word (B), and in
     another conversation a message (X) nearer the query vector than B. Fused without neighbours:
-    A (words 2/11 + vector 1/13), X (1/11), B (1/12); B gains 0.15 x A's score with the default."""
+    A (words 2/11 + vector 1/13), X (1/11), B (1/12); B gains 0.1 x A's score with the default."""
     a, b = store_turns(conn, "alice", ["Did you ever see the zebracorn?", "Yes, last spring, by the lake."],
                  [unit(1), unit(2)])
     (x,) = store_turns(conn, "alice", ["Something else entirely."], [unit(3)])
@@ -386,11 +386,11 @@ def test_an_answer_next_to_the_matching_turn_rises_above_a_nearer_vector_hit(app
     off = neighbour_order(app, neighbour_weight=0)
     assert [r[0] for r in off] == [a, x, b]
     assert off[1][1] == pytest.approx(1 / 11) and off[2][1] == pytest.approx(1 / 12)
-    on = neighbour_order(app)   # the default, 0.15
+    on = neighbour_order(app)   # the default, 0.1
     assert [r[0] for r in on] == [a, b, x]
     a_off = 2 / 11 + 1 / 13
-    assert on[0][1] == pytest.approx(a_off + 0.15 * (1 / 12))     # A gains a share of B
-    assert on[1][1] == pytest.approx(1 / 12 + 0.15 * a_off)       # B gains a share of A
+    assert on[0][1] == pytest.approx(a_off + 0.1 * (1 / 12))     # A gains a share of B
+    assert on[1][1] == pytest.approx(1 / 12 + 0.1 * a_off)       # B gains a share of A
     assert on[2][1] == pytest.approx(1 / 11)                      # X: no neighbour in the pool
     heavy = neighbour_order(app, neighbour_weight=1)
     assert heavy[1][1] == pytest.approx(1 / 12 + a_off)

@@ -324,10 +324,10 @@ def test_driver_recall_sends_the_text_by_default_and_hybrid_false_turns_it_off(a
         assert code in {h.message_id for h in hits}
         h = next(h for h in hits if h.message_id == code)
         # a user of 12 messages: the vector branch's pool (100) holds them all, the code last;
-        # first by ts_rank and by BM25 (rrf_k 10), and 0.15 of the fused scores of the two turns
+        # first by ts_rank and by BM25 (rrf_k 10), and 0.1 of the fused scores of the two turns
         # before it (neighbour_weight: the meaning, vector rank 1 and no word; a garden note)
         assert h.text_rank == 1 and h.vector_rank == 12 and h.similarity == pytest.approx(-1.0)
-        assert 2 / 11 + 1 / 22 + 0.15 / 11 < h.score <= 2 / 11 + 1 / 22 + 0.15 * (1 / 11 + 1 / 12) + 1e-12
+        assert 2 / 11 + 1 / 22 + 0.1 / 11 < h.score <= 2 / 11 + 1 / 22 + 0.1 * (1 / 11 + 1 / 12) + 1e-12
         assert code not in {h.message_id for h in mem.recall("alice", "what about INV-2291?", k=3, hybrid=False)}
         assert [h.message_id for h in mem.search_messages("alice", query_text="INV-2291")] == [code]
         windows = mem.search_with_context("alice", query_text="INV-2291", k=1, radius=1)

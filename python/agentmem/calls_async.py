@@ -123,7 +123,7 @@ class AsyncCalls:
                               rrf_k: int = 10, since: dt.datetime | None = None, until: dt.datetime | None = None,
                               recency_half_life: dt.timedelta | None = None, use_boost: float | None = None,
                               text_ranking: str = "both", bm25_k1: float = 1.2, bm25_b: float = 0.3,
-                              neighbour_weight: float = 0.15,
+                              neighbour_weight: float = 0.1,
                               conn: Conn = None) -> list[MessageHit]:
         """By embedding, by words (query_text: BM25 and ts_rank), or both fused by reciprocal rank;
         since/until bound when the messages happened ([since, until)); recency_half_life weighs the
@@ -149,7 +149,7 @@ class AsyncCalls:
                                   since: dt.datetime | None = None, until: dt.datetime | None = None,
                                   recency_half_life: dt.timedelta | None = None, text_ranking: str = "both",
                                   bm25_k1: float = 1.2, bm25_b: float = 0.3,
-                                  neighbour_weight: float = 0.15,
+                                  neighbour_weight: float = 0.1,
                                   conn: Conn = None) -> list[WindowMessage]:
         return await self.run(rows(WindowMessage, "select * from agentmem.search_with_context(user_id => %s, "
                                    "query_embedding => %s, k => %s, radius => %s, model => %s, conversation_id => %s, "
