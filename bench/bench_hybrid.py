@@ -197,23 +197,31 @@ def quality(app, questions, qvecs, where):
 
 # -- the levers, each through the real functions, by category ------------------------------------
 
-OLD_DEFAULTS = {"candidate_pool": 60, "rrf_k": 60, "text_ranking": "ts_rank"}
+OLD_DEFAULTS = {"candidate_pool": 60, "rrf_k": 60, "text_ranking": "ts_rank", "neighbour_weight": 0}
 LEVERS = [
     # (name, use the embedding, use the text, extra named arguments)
     ("vector only", True, False, {}),
-    ("text only, ts_rank", False, True, {"text_ranking": "ts_rank"}),
-    ("text only, BM25 (k1 1.2, b 0.3)", False, True, {"text_ranking": "bm25"}),
-    ("text only, BM25 (k1 1.2, b 0.75)", False, True, {"text_ranking": "bm25", "bm25_b": 0.75}),
+    ("text only, ts_rank", False, True, {"text_ranking": "ts_rank", "neighbour_weight": 0}),
+    ("text only, BM25 (k1 1.2, b 0.3)", False, True, {"text_ranking": "bm25", "neighbour_weight": 0}),
+    ("text only, BM25 (k1 1.2, b 0.75)", False, True, {"text_ranking": "bm25", "bm25_b": 0.75, "neighbour_weight": 0}),
     ("hybrid, old defaults (pool 60, rrf_k 60, ts_rank)", True, True, OLD_DEFAULTS),
-    ("hybrid, pool 100, rrf_k 10, ts_rank", True, True, {"text_ranking": "ts_rank"}),
-    ("hybrid, pool 100, rrf_k 10, BM25", True, True, {"text_ranking": "bm25"}),
-    ("hybrid, pool 100, rrf_k 10, BM25 b 0.75", True, True, {"text_ranking": "bm25", "bm25_b": 0.75}),
+    ("hybrid, pool 100, rrf_k 10, ts_rank", True, True, {"text_ranking": "ts_rank", "neighbour_weight": 0}),
+    ("hybrid, pool 100, rrf_k 10, BM25", True, True, {"text_ranking": "bm25", "neighbour_weight": 0}),
+    ("hybrid, pool 100, rrf_k 10, BM25 b 0.75", True, True, {"text_ranking": "bm25", "bm25_b": 0.75,
+                                                             "neighbour_weight": 0}),
     ("hybrid, pool 100, rrf_k 10, BM25 k1 0.9 b 0.4", True, True, {"text_ranking": "bm25", "bm25_k1": 0.9,
-                                                                    "bm25_b": 0.4}),
-    ("hybrid, pool 100, rrf_k 10, ts_rank + BM25 (new defaults)", True, True, {}),
-    ("hybrid, pool 200, rrf_k 10, ts_rank + BM25", True, True, {"candidate_pool": 200}),
-    ("hybrid, pool 100, rrf_k 20, ts_rank + BM25", True, True, {"rrf_k": 20}),
-    ("hybrid, pool 100, rrf_k 5, ts_rank + BM25", True, True, {"rrf_k": 5}),
+                                                                    "bm25_b": 0.4, "neighbour_weight": 0}),
+    ("hybrid, pool 100, rrf_k 10, ts_rank + BM25, no neighbours", True, True, {"neighbour_weight": 0}),
+    ("hybrid, pool 200, rrf_k 10, ts_rank + BM25, no neighbours", True, True, {"candidate_pool": 200,
+                                                                               "neighbour_weight": 0}),
+    ("hybrid, pool 100, rrf_k 20, ts_rank + BM25, no neighbours", True, True, {"rrf_k": 20, "neighbour_weight": 0}),
+    ("hybrid, pool 100, rrf_k 5, ts_rank + BM25, no neighbours", True, True, {"rrf_k": 5, "neighbour_weight": 0}),
+    ("text only, ts_rank + BM25, no neighbours", False, True, {"neighbour_weight": 0}),
+    ("text only, ts_rank + BM25 (defaults: neighbour_weight applies to hybrid search only)", False, True, {}),
+    ("hybrid, neighbour_weight 0.05", True, True, {"neighbour_weight": 0.05}),
+    ("hybrid, neighbour_weight 0.1 (new defaults)", True, True, {}),
+    ("hybrid, neighbour_weight 0.15", True, True, {"neighbour_weight": 0.15}),
+    ("hybrid, neighbour_weight 0.2", True, True, {"neighbour_weight": 0.2}),
 ]
 METRICS = ("top 5", "top 10", "top 5 ±3", "session@10 any", "session@10 all")
 
@@ -397,7 +405,8 @@ def fill(admin, convs, vectors, total: int, seed: int = 5) -> int:
 
 LATENCY_CALLS = {
     "vector only": ("", False),
-    "hybrid, old defaults": (", candidate_pool => 60, rrf_k => 60, text_ranking => 'ts_rank'", True),
+    "hybrid, old defaults": (", candidate_pool => 60, rrf_k => 60, text_ranking => 'ts_rank', neighbour_weight => 0",
+                             True),
     "hybrid": ("", True),
 }
 
@@ -432,7 +441,8 @@ def report(args, questions, n_turns, q, lev, tune, lat, size, elapsed) -> str:
          f"`speaker: text`), {n_questions} questions of categories 1-4 whose evidence ids resolve; "
          "all-MiniLM-L6-v2 embeddings; every figure through `agentmem.search_messages` (k=10) and "
          "`agentmem.search_with_context` (k=5, radius 3) as the application role, defaults "
-         "candidate_pool 100, rrf_k 10, text_ranking both (BM25 k1 1.2, b 0.3, and ts_rank), text search configuration `english`. Share of each question's evidence turns "
+         "candidate_pool 100, rrf_k 10, text_ranking both (BM25 k1 1.2, b 0.3, and ts_rank), neighbour_weight 0.1, "
+         "text search configuration `english`. Share of each question's evidence turns "
          "inside the results, averaged over questions:", "",
          "| mode | top 5 | top 10 | top 5 with ±3 windows |", "|---|---|---|---|"]
     for mode, (a, b, c) in q.items():

@@ -233,6 +233,7 @@ as $parameters$
         (null, 'text_ranking', 'how the words branch ranks: both (BM25 and ts_rank as two fused lists), bm25 or ts_rank'),
         (null, 'bm25_k1', 'BM25''s k1, 0 to 10: with bm25_b, how much a long message is discounted (each word counts once)'),
         (null, 'bm25_b', 'BM25 length normalisation, 0 (none) to 1 (full)'),
+        (null, 'neighbour_weight', 'hybrid search: the share, 0 to 1, of the fused scores of the candidates up to two turns before and after that each candidate gains; 0: off'),
         (null, 'use_boost', 'the weight of recent and frequent use, 0 to 0.5 (a factor 1 to 1 + use_boost); NULL: the tenant''s setting (agentmem.set_use_boost); 0: off'),
         (null, 'max_inactive', 'a row not returned by any search or lookup for this long may go; NULL: no such limit'),
         (null, 'keep_per_user', 'keep at most this many rows per user, the most used and recent first; NULL: no budget'),

@@ -129,11 +129,12 @@ def test_the_default_fusion_sums_three_lists_with_rrf_k_10(app):
     q = unit(10)  # the zebracorn message's own vector (store_batch: unit(i))
     row = app.execute("select message_id, vector_rank, text_rank, score from agentmem.search_messages("
                       "user_id => 'alice', query_embedding => %s, query_text => 'zebracorn', k => 1, "
-                      "model => 'all-minilm')", (q,)).fetchone()
+                      "model => 'all-minilm', neighbour_weight => 0)", (q,)).fetchone()  # the fusion alone
     assert row[0] == ids[10] and row[1] == 1 and row[2] == 1
     assert row[3] == pytest.approx(3 / 11)  # vector, ts_rank and BM25 each at rank 1
     only_ts = app.execute("select score from agentmem.search_messages(user_id => 'alice', query_embedding => %s, "
-                          "query_text => 'zebracorn', k => 1, model => 'all-minilm', text_ranking => 'ts_rank')",
+                          "query_text => 'zebracorn', k => 1, model => 'all-minilm', text_ranking => 'ts_rank', "
+                          "neighbour_weight => 0)",
                           (q,)).fetchone()
     assert only_ts[0] == pytest.approx(2 / 11)
 

@@ -16,6 +16,7 @@ from helpers import message_counts as counts
 from helpers import sqlstate_of, vec
 from helpers import start_conversation as start
 from helpers import store_message as store
+from helpers import unit
 
 MODEL = "all-minilm"
 DIM = 384
@@ -338,3 +339,126 @@ def test_the_recency_weight_prefers_the_recent_of_two_equal_matches(app, history
 ])
 def test_a_window_backwards_or_a_bad_half_life_is_refused(app, call):
     assert sqlstate_of(app, call) == "AM020"
+
+
+# -- neighbour evidence (issue 35): in a hybrid search, each candidate of the pool gains
+# neighbour_weight times the fused scores of the candidates up to two turns before and after it in
+# its conversation. Its ranking effect (and none with 0 or by one branch), its range errors, the
+# driver's parameter, and that another tenant's turns lend nothing.
+
+def between(i: int, j: int, closer: float) -> np.ndarray:
+    """A query vector between e_i and e_j, nearer e_i (cosines known)."""
+    v = np.zeros(384, dtype=np.float32)
+    v[i], v[j] = closer, 1.0
+    return v / np.linalg.norm(v)
+
+
+def store_turns(conn, user, contents, vectors):
+    cid = conn.execute("select agentmem.start_conversation(user_id => %s)", (user,)).fetchone()[0]
+    rows = conn.execute("select message_id from agentmem.store_messages(conversation_id => %s, roles => %s, "
+                        "contents => %s, embeddings => %s, model => 'all-minilm')",
+                        (cid, ["user"] * len(contents), contents, vectors)).fetchall()
+    return [r[0] for r in rows]
+
+
+def neighbour_scene(conn):
+    """A question naming the zebracorn (A), the answer right after it without the word (B), and in
+    another conversation a message (X) nearer the query vector than B. Fused without neighbours:
+    A (words 2/11 + vector 1/13), X (1/11), B (1/12); B gains 0.1 x A's score with the default."""
+    a, b = store_turns(conn, "alice", ["Did you ever see the zebracorn?", "Yes, last spring, by the lake."],
+                 [unit(1), unit(2)])
+    (x,) = store_turns(conn, "alice", ["Something else entirely."], [unit(3)])
+    return a, b, x
+
+
+NEIGHBOUR_QUERY = between(3, 2, 1.2)   # X (e_3) first, B (e_2) second, A (e_1) third by vector
+
+
+def neighbour_order(conn, **kw):
+    extra = "".join(f", {k} => %({k})s" for k in kw)
+    return conn.execute("select message_id, score from agentmem.search_messages(user_id => 'alice', "
+                        "query_embedding => %(v)s, query_text => 'zebracorn', k => 3, model => 'all-minilm'"
+                        + extra + ")", {"v": NEIGHBOUR_QUERY, **kw}).fetchall()
+
+
+def test_an_answer_next_to_the_matching_turn_rises_above_a_nearer_vector_hit(app):
+    a, b, x = neighbour_scene(app)
+    off = neighbour_order(app, neighbour_weight=0)
+    assert [r[0] for r in off] == [a, x, b]
+    assert off[1][1] == pytest.approx(1 / 11) and off[2][1] == pytest.approx(1 / 12)
+    on = neighbour_order(app)   # the default, 0.1
+    assert [r[0] for r in on] == [a, b, x]
+    a_off = 2 / 11 + 1 / 13
+    assert on[0][1] == pytest.approx(a_off + 0.1 * (1 / 12))     # A gains a share of B
+    assert on[1][1] == pytest.approx(1 / 12 + 0.1 * a_off)       # B gains a share of A
+    assert on[2][1] == pytest.approx(1 / 11)                      # X: no neighbour in the pool
+    heavy = neighbour_order(app, neighbour_weight=1)
+    assert heavy[1][1] == pytest.approx(1 / 12 + a_off)
+
+
+def test_the_windows_follow_the_neighbour_evidence(app):
+    a, b, x = neighbour_scene(app)
+    sql = ("select message_id from agentmem.search_with_context(user_id => 'alice', query_embedding => %s, "
+           "query_text => 'zebracorn', k => 2, radius => 0, model => 'all-minilm'{}) where is_hit")
+    assert {r[0] for r in app.execute(sql.format(""), (NEIGHBOUR_QUERY,)).fetchall()} == {a, b}
+    assert {r[0] for r in app.execute(sql.format(", neighbour_weight => 0"), (NEIGHBOUR_QUERY,)).fetchall()} == {a, x}
+
+
+def test_turns_two_apart_count_and_three_apart_do_not(app):
+    m = store_turns(app, "alice", ["the zebracorn question", "one", "two", "three", "four"],
+              [unit(1), unit(10), unit(11), unit(12), unit(13)])   # message_index 0 to 4
+    sql = ("select message_id, score from agentmem.search_messages(user_id => 'alice', query_embedding => %s, "
+           "query_text => 'zebracorn', k => 5, model => 'all-minilm', neighbour_weight => %s)")
+    base = dict(app.execute(sql, (unit(1), 0)).fetchall())
+    full = dict(app.execute(sql, (unit(1), 1)).fetchall())
+    b = [base[i] for i in m]
+    assert full[m[2]] == pytest.approx(b[2] + b[0] + b[1] + b[3] + b[4])   # the question, two before, counts
+    assert full[m[3]] == pytest.approx(b[3] + b[1] + b[2] + b[4])          # three after it: not
+    assert full[m[4]] == pytest.approx(b[4] + b[2] + b[3])
+
+
+@pytest.mark.parametrize("branch", ["query_embedding => %(v)s", "query_text => 'zebracorn question'"])
+def test_a_search_by_one_branch_is_left_as_it_was(app, branch):
+    # two turns apart, both holding the words: by words alone each would lend the other a share
+    store_turns(app, "alice", ["the zebracorn question", "an answer", "another question"], [unit(1), unit(2), unit(3)])
+    sql = ("select message_id, score from agentmem.search_messages(user_id => 'alice', " + branch
+           + ", k => 3, model => 'all-minilm'{})")
+    plain = app.execute(sql.format(", neighbour_weight => 0"), {"v": unit(1)}).fetchall()
+    assert len(plain) >= 2
+    assert app.execute(sql.format(""), {"v": unit(1)}).fetchall() == plain
+    assert app.execute(sql.format(", neighbour_weight => 1"), {"v": unit(1)}).fetchall() == plain
+
+
+def test_another_tenants_turns_lend_nothing(app, connect, app_url):
+    a, b, x = neighbour_scene(app)
+    before = neighbour_order(app)
+    globex = connect(app_url, tenant="globex")
+    # the same turns in another tenant (same user name), and a zebracorn turn next to nothing of acme's
+    neighbour_scene(globex)
+    store_turns(globex, "alice", ["zebracorn zebracorn", "the zebracorn again"], [unit(2), unit(3)])
+    assert neighbour_order(app) == before
+    assert {r[0] for r in neighbour_order(globex)}.isdisjoint({a, b, x})
+
+
+@pytest.mark.parametrize("value", ["-0.1", "1.5", "'NaN'", "null"])
+@pytest.mark.parametrize("fn", ["search_messages", "search_with_context"])
+def test_bad_neighbour_weight_raises_am020_with_detail_and_hint(app, fn, value):
+    with pytest.raises(psycopg.Error) as info:
+        app.execute(f"select * from agentmem.{fn}(user_id => 'alice', query_text => 'garden', "
+                    f"neighbour_weight => {value})")
+    assert info.value.sqlstate == "AM020"
+    assert "neighbour_weight" in info.value.diag.message_primary
+    assert info.value.diag.message_detail and info.value.diag.message_hint
+
+
+def test_the_driver_passes_neighbour_weight(driver, app):
+    a, b, x = neighbour_scene(app)
+    call = driver()
+    hits = call("search_messages", "alice", NEIGHBOUR_QUERY, k=3, query_text="zebracorn", model="all-minilm")
+    assert [h.message_id for h in hits] == [a, b, x]
+    hits = call("search_messages", "alice", NEIGHBOUR_QUERY, k=3, query_text="zebracorn", model="all-minilm",
+                neighbour_weight=0)
+    assert [h.message_id for h in hits] == [a, x, b]
+    rows = call("search_with_context", "alice", NEIGHBOUR_QUERY, k=2, radius=0, query_text="zebracorn", model="all-minilm",
+                neighbour_weight=0)
+    assert {r.message_id for r in rows if r.is_hit} == {a, x}
