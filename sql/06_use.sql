@@ -32,7 +32,13 @@ begin
         end if;
         return;
     end if;
-    -- A multi-row VALUES, not INSERT ... SELECT: on Citus the latter goes to the shards as COPY,
+    -- Without Citus: one static statement (its plan kept) for the whole list.
+    if pg_catalog.to_regclass('pg_catalog.pg_dist_partition') is null then
+        insert into agentmem.use_log (tenant_id, kind, item_id, user_id)
+        select p_tenant, p_kind, i.id, p_user from pg_catalog.unnest(p_ids) as i (id) where i.id is not null;
+        return;
+    end if;
+    -- On Citus a multi-row VALUES, not INSERT ... SELECT: the latter goes to the shards as COPY,
     -- which row-level security refuses.
     v_values := (
         select pg_catalog.string_agg(pg_catalog.format('(%L, %L, %L::uuid, %L)', p_tenant, p_kind, i.id, p_user), ', ')
@@ -47,7 +53,7 @@ $$;
 
 comment on function agentmem_private.record_use(text, text, text, uuid[]) is
 'Internal: append one use of each of these items (kind message, fact or cached_answer) to agentmem.use_log, '
-'one statement (a multi-row VALUES, as Citus needs); nothing in a read-only transaction. Called by the searches and lookups after they return.';
+'one statement (a static insert, or on Citus a multi-row VALUES); nothing in a read-only transaction. Called by the searches and lookups after they return.';
 
 create or replace function agentmem_private.forget_uses(p_tenant text, p_ids uuid[])
 returns bigint

@@ -55,6 +55,33 @@ comment on function agentmem_private.text_terms(text) is
 installation''s configuration (stop words dropped, stemmed), at most 64 (the first 64 by position).
 NULL when the text holds no searchable word.';
 
+create or replace function agentmem_private.terms_query(p_terms text[])
+returns tsquery
+language plpgsql
+immutable
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+begin
+    -- PL/pgSQL, not SQL: its statement's plan is kept for the session.
+    -- The words OR-ed. Each lexeme is quoted, so & | ! : * ( ) < >
+    -- are characters of a word, never operators. The order of the terms
+    -- changes neither what matches nor ts_rank (it sorts them).
+    return nullif(pg_catalog.array_to_string(
+        array(
+            select '''' || pg_catalog.replace(pg_catalog.replace(w.lexeme, '\', '\\'), '''', '''''') || ''''
+            from pg_catalog.unnest(p_terms) with ordinality as w (lexeme, n)
+            order by w.n
+        ),
+        ' | '
+    ), '')::tsquery;
+end
+$$;
+
+comment on function agentmem_private.terms_query(text[]) is
+'Internal: the full-text query of these lexemes (text_terms'' result), OR-ed, each quoted; NULL for none.
+text_query''s second half, for a caller that needs the terms too (search_messages: BM25 reads them).';
+
 create or replace function agentmem_private.text_query(p_text text)
 returns tsquery
 language plpgsql
@@ -63,18 +90,7 @@ security invoker
 set search_path = pg_catalog, agentmem, pg_temp
 as $$
 begin
-    -- PL/pgSQL, not SQL: its statement's plan is kept for the session.
-    -- The words (text_terms) OR-ed. Each lexeme is quoted, so & | ! : * ( ) < >
-    -- are characters of a word, never operators. The order of the terms
-    -- changes neither what matches nor ts_rank (it sorts them).
-    return nullif(pg_catalog.array_to_string(
-        array(
-            select '''' || pg_catalog.replace(pg_catalog.replace(w.lexeme, '\', '\\'), '''', '''''') || ''''
-            from pg_catalog.unnest(agentmem_private.text_terms(p_text)) with ordinality as w (lexeme, n)
-            order by w.n
-        ),
-        ' | '
-    ), '')::tsquery;
+    return agentmem_private.terms_query(agentmem_private.text_terms(p_text));
 end
 $$;
 

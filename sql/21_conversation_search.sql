@@ -241,6 +241,7 @@ declare
     v_model text := coalesce(search_messages.model, agentmem_private.default_model());
     v_dim int;
     v_query tsquery;
+    v_terms text[];
     v_pool int := greatest(search_messages.candidate_pool, search_messages.k);
     v_vec_ids uuid[];
     v_vec_distances float8[];
@@ -270,7 +271,9 @@ begin
     end if;
     perform agentmem_private.check_text_ranking(search_messages.text_ranking, search_messages.bm25_k1, search_messages.bm25_b);
     perform agentmem_private.check_neighbour_weight(search_messages.neighbour_weight);
-    v_query := agentmem_private.text_query(search_messages.query_text);
+    -- the words once: the query, and BM25's terms
+    v_terms := agentmem_private.text_terms(search_messages.query_text);
+    v_query := agentmem_private.terms_query(v_terms);
 
     if v_query is null and search_messages.query_embedding is null then
         raise notice 'search_messages: query_text holds no searchable word, so nothing was searched'
@@ -333,7 +336,7 @@ begin
             pg_catalog.array_agg(x.message_id order by x.bm25_rank) filter (where x.bm25_rank <= v_pool)
         into v_txt_ids, v_bm25_ids
         from agentmem_private.word_match_messages(
-            v_tenant, search_messages.user_id, v_query, agentmem_private.text_terms(search_messages.query_text), v_pool,
+            v_tenant, search_messages.user_id, v_query, v_terms, v_pool,
             v_conversation_id, search_messages.since, search_messages.until, search_messages.bm25_k1, search_messages.bm25_b
         ) as x;
     end if;
