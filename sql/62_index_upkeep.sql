@@ -249,6 +249,7 @@ declare
     v_left bigint := index_pending_vectors.max_rows;
     v_n bigint;
     v_conversations uuid[];
+    v_started timestamptz := pg_catalog.clock_timestamp();
 begin
     perform agentmem_private.check_range('max_rows', index_pending_vectors.max_rows, 1, 100000000);
     perform agentmem_private.check_sees_every_tenant(
@@ -290,6 +291,12 @@ begin
         v_left := v_left - v_n;
         exit when v_left <= 0;
     end loop;
+    -- Every run is recorded: agentmem.health shows the job index_pending and when it last ran.
+    insert into agentmem.job_runs (tenant_id, job, started_at, finished_at, rows_removed, total_removed)
+    values (
+        '', 'index_pending', v_started, pg_catalog.clock_timestamp(),
+        pg_catalog.jsonb_build_object('vectors_indexed', index_pending_vectors.max_rows - v_left), 0
+    );
     return index_pending_vectors.max_rows - v_left;
 end
 $$;
@@ -298,6 +305,7 @@ comment on function agentmem.index_pending_vectors(int) is
 'Move the message vectors that agentmem.index_later held back into the HNSW indexes; returns how many were moved.
 At most max_rows (1 to 100,000,000; default 100,000) per call, tenant by tenant. Until then every search
 reads a user''s pending vectors exactly, so nothing is missed; agentmem.index_later_max_rows bounds them per
-conversation. Schedule it where index_later is on, e.g. every minute with pg_cron; runs as a superuser or BYPASSRLS
-role (AM041 otherwise) because it works across tenants.
+conversation. Schedule it where index_later is on, e.g. every minute with pg_cron; each run is recorded in
+agentmem.job_runs as job index_pending (rows_removed: vectors_indexed), which agentmem.health shows. Runs as
+a superuser or BYPASSRLS role (AM041 otherwise) because it works across tenants.
 Called by: the DBA (granted to no role).';

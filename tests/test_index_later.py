@@ -140,6 +140,12 @@ def test_index_pending_vectors_limits_and_checks(admin, admin_url, app, tiny):
     with Admin.connect(admin_url) as dba:  # the DBA's driver
         assert dba.index_pending_vectors() == 3
         assert dba.index_pending_vectors(max_rows=10) == 0
+    # each run recorded: agentmem.health shows when the job last ran
+    runs = admin.execute("select rows_removed->>'vectors_indexed' from agentmem.job_runs where job = 'index_pending' "
+                         "order by run_id").fetchall()
+    assert [r[0] for r in runs] == ["2", "3", "0"]
+    assert admin.execute("select last_run_at is not null and status <> 'failing' from agentmem.health "
+                         "where job = 'index_pending'").fetchone() == (True,)
     assert sqlstate_of(admin, "select agentmem.index_pending_vectors(max_rows => 0)") == "AM020"
     # the application may not call it (a DBA's job across tenants)
     assert sqlstate_of(app, "select agentmem.index_pending_vectors()") == "42501"
