@@ -249,6 +249,8 @@ declare
     v_left bigint := index_pending_vectors.max_rows;
     v_n bigint;
     v_conversations uuid[];
+    v_messages uuid[];
+    v_models text[];
     v_started timestamptz := pg_catalog.clock_timestamp();
 begin
     perform agentmem_private.check_range('max_rows', index_pending_vectors.max_rows, 1, 100000000);
@@ -257,33 +259,39 @@ begin
         'Run it as a superuser or a role with BYPASSRLS, e.g. from pg_cron every minute (docs/tuning.md).'
     );
     -- Tenant by tenant (one shard at a time on Citus), at most v_left rows
-    -- each; a concurrent run waits on the rows this one moves, then finds
-    -- them moved (embedding no longer NULL) and skips them.
+    -- each. It never waits for a row another transaction holds (skip locked:
+    -- a concurrent run, an erasure in flight, a writer of the conversation):
+    -- the next run moves or resets what was skipped, and no lock order of
+    -- its own can deadlock with theirs.
     for v_tenant in
         select distinct e.tenant_id from agentmem.message_embeddings as e where e.embedding is null order by e.tenant_id
     loop
-        select pg_catalog.array_agg(distinct p.conversation_id) into v_conversations
+        -- the rows, locked here first (an IN subquery with a limit and skip
+        -- locked may be run again by the update's plan and move more)
+        select pg_catalog.array_agg(p.message_id), pg_catalog.array_agg(p.model), pg_catalog.array_agg(distinct p.conversation_id)
+        into v_messages, v_models, v_conversations
         from (
-            select e.conversation_id from agentmem.message_embeddings as e
+            select e.message_id, e.model, e.conversation_id from agentmem.message_embeddings as e
             where e.tenant_id = v_tenant and e.embedding is null
             limit v_left
+            for update skip locked
         ) as p;
         update agentmem.message_embeddings as e
         set embedding = e.pending_embedding, pending_embedding = null
-        where
-            e.tenant_id = v_tenant and e.embedding is null
-            and (e.message_id, e.model) in (
-                select p.message_id, p.model from agentmem.message_embeddings as p
-                where p.tenant_id = v_tenant and p.embedding is null
-                limit v_left
-            );
+        from rows from (pg_catalog.unnest(v_messages), pg_catalog.unnest(v_models)) as p (message_id, model)
+        where e.tenant_id = v_tenant and e.message_id = p.message_id and e.model = p.model and e.embedding is null;
         get diagnostics v_n = row_count;
-        -- the conversations left with nothing pending count 0 again (a writer
-        -- adds to the count under the row lock this update waits for)
+        -- the conversations left with nothing pending count 0 again (one a
+        -- writer holds is left as it is: its count stays a bound)
+        v_conversations := array(
+            select x.conversation_id from agentmem.conversations as x
+            where x.tenant_id = v_tenant and x.conversation_id = any(v_conversations) and x.pending_vectors <> 0
+            for update skip locked
+        );
         update agentmem.conversations as c
         set pending_vectors = 0
         where
-            c.tenant_id = v_tenant and c.conversation_id = any(v_conversations) and c.pending_vectors <> 0
+            c.tenant_id = v_tenant and c.conversation_id = any(v_conversations)
             and not exists (
                 select from agentmem.message_embeddings as e
                 where e.tenant_id = v_tenant and e.conversation_id = c.conversation_id and e.embedding is null

@@ -212,3 +212,27 @@ def test_writers_and_the_fold_together_lose_nothing(admin, app_url, connect, tin
     assert count(admin, "message_embeddings", "tenant_id = 'acme'") == 160
     assert pending(admin) == 0
     assert count(admin, "message_embeddings", "pending_embedding is not null") == 0
+
+
+def test_the_job_never_waits_for_a_row_another_transaction_holds(admin, admin_url, app, connect, tiny):
+    """A pending row locked by another transaction (an erasure in flight, a writer) is skipped, not waited
+    for; the next run moves it. Its conversation's count, held by that writer, stays as it was."""
+    cid = start_conversation(app, "alice")
+    app.execute("set agentmem.index_later = on")
+    for i, v in enumerate(random_unit(3, 8, seed=11)):
+        app.execute(STORE, (cid, f"m{i}", v, tiny))
+    holder = connect(admin_url)
+    holder.execute("begin")
+    held = holder.execute("select message_id from agentmem.message_embeddings where embedding is null "
+                          "order by message_id limit 1 for update").fetchone()[0]
+    holder.execute("select from agentmem.conversations where conversation_id = %s for update", (cid,))
+    job = connect(admin_url)
+    job.execute("set lock_timeout = '2s'")  # a wait would fail the call with 55P03
+    assert job.execute("select agentmem.index_pending_vectors()").fetchone()[0] == 2
+    assert admin.execute("select message_id from agentmem.message_embeddings where embedding is null").fetchall() \
+        == [(held,)]
+    holder.execute("rollback")
+    assert job.execute("select agentmem.index_pending_vectors()").fetchone()[0] == 1
+    assert pending(admin) == 0
+    assert admin.execute("select pending_vectors from agentmem.conversations where conversation_id = %s",
+                         (cid,)).fetchone()[0] == 0
