@@ -223,9 +223,11 @@ def test_the_job_never_waits_for_a_row_another_transaction_holds(admin, admin_ur
         app.execute(STORE, (cid, f"m{i}", v, tiny))
     holder = connect(admin_url)
     holder.execute("begin")
-    held = holder.execute("select message_id from agentmem.message_embeddings where embedding is null "
-                          "order by message_id limit 1 for update").fetchone()[0]
-    holder.execute("select from agentmem.conversations where conversation_id = %s for update", (cid,))
+    # (the tenant named: Citus locks rows of one shard only)
+    held = holder.execute("select message_id from agentmem.message_embeddings where tenant_id = 'acme' "
+                          "and embedding is null order by message_id limit 1 for update").fetchone()[0]
+    holder.execute("select from agentmem.conversations where tenant_id = 'acme' and conversation_id = %s for update",
+                   (cid,))
     job = connect(admin_url)
     job.execute("set lock_timeout = '2s'")  # a wait would fail the call with 55P03
     assert job.execute("select agentmem.index_pending_vectors()").fetchone()[0] == 2
