@@ -325,12 +325,17 @@ and by BM25 (k1 p_k1, b p_b, each word counting once; statistics of term_stats a
 the top of sql/13_bm25.sql). Returns the
 messages in either top p_k with both ranks (1 = best).';
 
+-- The bonus (search_messages' neighbour evidence) is new in 0023's install: one signature.
+drop function if exists agentmem_private.fuse_ranks(uuid[], uuid[], uuid[], int, int);
+
 create or replace function agentmem_private.fuse_ranks(
     p_vector_ids uuid[],
     p_text_ids uuid[],
     p_bm25_ids uuid[],
     p_rrf_k int,
-    p_k int
+    p_k int,
+    p_bonus_ids uuid[] default null,
+    p_bonus double precision[] default null
 ) returns table (id uuid, vector_rank int, text_rank int, score double precision)
 language sql
 immutable
@@ -340,35 +345,43 @@ rows 10
 set search_path = pg_catalog, agentmem, pg_temp
 as $$
     with ranks as (
-        select v.id, v.r::int as vr, null::int as tr, null::int as br
+        select v.id, v.r::int as vr, null::int as tr, null::int as br, null::float8 as bonus
         from pg_catalog.unnest(p_vector_ids) with ordinality as v (id, r)
         union all
-        select x.id, null, x.r::int, null
+        select x.id, null, x.r::int, null, null
         from pg_catalog.unnest(p_text_ids) with ordinality as x (id, r)
         union all
-        select b.id, null, null, b.r::int
+        select b.id, null, null, b.r::int, null
         from pg_catalog.unnest(p_bm25_ids) with ordinality as b (id, r)
+        union all
+        select n.id, null, null, null, n.bonus
+        from rows from (pg_catalog.unnest(p_bonus_ids), pg_catalog.unnest(p_bonus)) as n (id, bonus)
     ),
 
     per_id as (
-        select r.id, pg_catalog.min(r.vr) as vr, pg_catalog.min(r.tr) as tr, pg_catalog.min(r.br) as br
+        select
+            r.id, pg_catalog.min(r.vr) as vr, pg_catalog.min(r.tr) as tr, pg_catalog.min(r.br) as br,
+            pg_catalog.sum(r.bonus) as bonus
         from ranks as r
         group by r.id
     )
 
+    -- one pass, the bonus a fourth list: only ids of the three lists come back
     select
         p.id,
         p.vr,
         least(p.tr, p.br),
         coalesce(1.0::float8 / (p_rrf_k + p.vr), 0) + coalesce(1.0::float8 / (p_rrf_k + p.tr), 0)
-        + coalesce(1.0::float8 / (p_rrf_k + p.br), 0)
+        + coalesce(1.0::float8 / (p_rrf_k + p.br), 0) + coalesce(p.bonus, 0)
     from per_id as p
+    where p.vr is not null or p.tr is not null or p.br is not null
     order by 4 desc, 2 nulls last, 3, 1
     limit p_k
 $$;
 
-comment on function agentmem_private.fuse_ranks(uuid[], uuid[], uuid[], int, int) is
+comment on function agentmem_private.fuse_ranks(uuid[], uuid[], uuid[], int, int, uuid[], double precision[]) is
 'Internal: reciprocal rank fusion of three ranked id lists (vector, words by ts_rank, words by BM25;
-any may be NULL or empty): score = sum over the lists holding an id of 1 / (p_rrf_k + its rank); the
-p_k best, best first, ties by vector rank, then words rank. text_rank is the better of the two words
-ranks.';
+any may be NULL or empty): score = sum over the lists holding an id of 1 / (p_rrf_k + its rank), plus
+p_bonus[i] for the id p_bonus_ids[i] (search_messages'' neighbour evidence; NULL arrays: no bonus); only
+ids of the three lists come back. The p_k best, best first, ties by vector rank, then words rank.
+text_rank is the better of the two words ranks.';
