@@ -50,7 +50,8 @@ import psycopg
 
 from agentmem.client import Memory
 from agentmem.migrate import Migrator, Source
-from common import DATA, ROOT, Bulk, command, fresh_database, p50_p95, start_server, write_report
+from common import (CACHE_SCALE_DB, CACHE_SCALE_WORDS, DATA, ROOT, Bulk, cache_scale_question, command, fresh_database,
+                    p50_p95, start_server, write_report)
 from common import connect as _connect
 
 THRESHOLDS = [0.85, 0.88, 0.90, 0.92, 0.93, 0.94, 0.95, 0.96, 0.97]
@@ -295,7 +296,7 @@ def scale(server_url: str, entries: int, tenants: int, lookups: int, hnsw: bool,
     checkout's migrations and sql/ applied to it again; the same vectors drawn, nothing loaded."""
     from common import APP_ROLE
     if reuse:
-        admin_url = server_url.rsplit("/", 1)[0] + "/agentmem_bench_cache_scale"
+        admin_url = server_url.rsplit("/", 1)[0] + "/" + CACHE_SCALE_DB
         # The install builds a missing model index (sql/80_model_indexes.sql), hours for these rows:
         # an empty stand-in of that name for the install's time (no scan of the run reads it).
         with _connect(admin_url) as admin:
@@ -306,16 +307,11 @@ def scale(server_url: str, entries: int, tenants: int, lookups: int, hnsw: bool,
         user = admin_url.split("//", 1)[1].split("@", 1)[0]
         app_url = admin_url.replace(f"//{user}@", f"//{APP_ROLE}@", 1)
     else:
-        admin_url, app_url = fresh_database(server_url, "agentmem_bench_cache_scale")
+        admin_url, app_url = fresh_database(server_url, CACHE_SCALE_DB)
     assert app_url is not None
     rng = np.random.default_rng(11)
     per = entries // tenants
-    words = ["refund", "invoice", "password", "shipping", "account", "billing", "delivery", "warranty",
-             "upgrade", "discount", "order", "return", "payment", "login", "address", "plan"]
-
-    def question(t: int, k: int) -> str:
-        w = [words[(t * 7 + k * 3 + i) % len(words)] for i in range(3)]
-        return f"how do I change the {w[0]} {w[1]} settings for my {w[2]} in workspace {t} item {k}"
+    words, question = CACHE_SCALE_WORDS, cache_scale_question
 
     def unit(n):
         v = rng.standard_normal((n, 384)).astype(np.float32)

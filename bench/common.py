@@ -149,3 +149,28 @@ def create_tenant_indexes(admin: psycopg.Connection, model: str) -> list[tuple[s
         admin.execute("select agentmem.create_tenant_index(tenant_id => %s, model => %s)", (tenant, model))
         built.append((tenant, time.perf_counter() - t0))
     return built
+
+
+# The answer cache at scale (bench_cache.py --scale): its database, the questions it stores, and the
+# vectors it drew, which the probes of those rows (probe_cache_lookup.py, probe_cache_floor.py) replay.
+CACHE_SCALE_DB = "agentmem_bench_cache_scale"
+CACHE_SCALE_WORDS = ["refund", "invoice", "password", "shipping", "account", "billing", "delivery", "warranty",
+                     "upgrade", "discount", "order", "return", "payment", "login", "address", "plan"]
+
+
+def cache_scale_question(t: int, k: int) -> str:
+    """The k-th question bench_cache.py --scale stores for tenant t."""
+    w = [CACHE_SCALE_WORDS[(t * 7 + k * 3 + i) % len(CACHE_SCALE_WORDS)] for i in range(3)]
+    return f"how do I change the {w[0]} {w[1]} settings for my {w[2]} in workspace {t} item {k}"
+
+
+def cache_scale_stored(per: int, tenants: int = 200, keep: int = 20) -> dict:
+    """The first `keep` vectors bench_cache.py --scale drew for each of its first `tenants` tenants (`per`
+    entries each): its generator (seed 11), drawn in the same order."""
+    import numpy as np
+    rng = np.random.default_rng(11)
+    stored = {}
+    for t in range(tenants):
+        v = rng.standard_normal((per, 384)).astype(np.float32)
+        stored[t] = (v / np.linalg.norm(v, axis=1, keepdims=True))[:keep]
+    return stored

@@ -30,11 +30,11 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from common import APP_ROLE, connect, p50_p95, start_server  # noqa: E402
+from common import CACHE_SCALE_DB as DB  # noqa: E402
+from common import CACHE_SCALE_WORDS as WORDS  # noqa: E402
+from common import cache_scale_question as question  # noqa: E402
+from common import APP_ROLE, cache_scale_stored, connect, p50_p95, start_server  # noqa: E402
 
-DB = "agentmem_bench_cache_scale"
-WORDS = ["refund", "invoice", "password", "shipping", "account", "billing", "delivery", "warranty",
-         "upgrade", "discount", "order", "return", "payment", "login", "address", "plan"]
 
 TIMERS = """
 create or replace function pg_temp.t_cache(q text, v vector) returns float8 language plpgsql as $$
@@ -64,10 +64,6 @@ end $$
 """
 
 
-def question(t: int, k: int) -> str:
-    w = [WORDS[(t * 7 + k * 3 + i) % len(WORDS)] for i in range(3)]
-    return f"how do I change the {w[0]} {w[1]} settings for my {w[2]} in workspace {t} item {k}"
-
 
 def main() -> None:
     ap = argparse.ArgumentParser()
@@ -83,11 +79,7 @@ def main() -> None:
                       "(like agentmem.cache_hits including defaults including constraints including indexes)")
         admin.execute(f"grant insert on public.plain_hits to {APP_ROLE}")
     # the vectors bench_cache.py drew for tenants 0..199 (the same generator, in the same order)
-    rng = np.random.default_rng(11)
-    stored = {}
-    for t in range(200):
-        v = rng.standard_normal((args.per, 384)).astype(np.float32)
-        stored[t] = (v / np.linalg.norm(v, axis=1, keepdims=True))[:20]
+    stored = cache_scale_stored(args.per)
     r2 = np.random.default_rng(7)
     app = connect(admin_url.replace(f"//{user}@", f"//{APP_ROLE}@", 1))
     app.execute(TIMERS)

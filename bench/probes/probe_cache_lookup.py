@@ -26,17 +26,13 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from common import connect, start_server  # noqa: E402
+from common import CACHE_SCALE_DB as DB  # noqa: E402
+from common import CACHE_SCALE_WORDS as WORDS  # noqa: E402
+from common import cache_scale_question as question  # noqa: E402
+from common import cache_scale_stored, connect, start_server  # noqa: E402
 
 LOGIN = "agentmem_bench_explain"
-DB = "agentmem_bench_cache_scale"
-WORDS = ["refund", "invoice", "password", "shipping", "account", "billing", "delivery", "warranty",
-         "upgrade", "discount", "order", "return", "payment", "login", "address", "plan"]
 
-
-def question(t: int, k: int) -> str:
-    w = [WORDS[(t * 7 + k * 3 + i) % len(WORDS)] for i in range(3)]
-    return f"how do I change the {w[0]} {w[1]} settings for my {w[2]} in workspace {t} item {k}"
 
 
 def label(q: str) -> str:
@@ -67,11 +63,7 @@ def main() -> None:
             admin.execute(f"alter role {LOGIN} in database {DB} set {setting} = '{value}'")
     url = admin_url.replace(f"//{user}@", f"//{LOGIN}@", 1)
     # the vectors bench_cache.py drew for tenants 0..199 (the same generator, in the same order)
-    rng = np.random.default_rng(11)
-    stored = {}
-    for t in range(200):
-        v = rng.standard_normal((args.per, 384)).astype(np.float32)
-        stored[t] = (v / np.linalg.norm(v, axis=1, keepdims=True))[:20]
+    stored = cache_scale_stored(args.per)
     r2 = np.random.default_rng(5)
     notes: list[str] = []
     out: dict[str, dict[str, list[float]]] = {}
