@@ -283,7 +283,6 @@ declare
     v_ids uuid[];
     v_tsv tsvector;         -- one message's words, as its insert returned them (BM25's counts)
     v_later boolean;        -- the vectors go to pending_embedding (agentmem.index_later)
-    v_nvec int;             -- how many of the messages bring a vector
     v_pending int;          -- the conversation's vectors waiting for the index
     v_from int;
     v_to int;
@@ -386,18 +385,20 @@ begin
     -- With agentmem.index_later on, the vectors wait in pending_embedding
     -- for agentmem.index_pending_vectors (no index insert in this call),
     -- counted on the conversation (read before its row lock: a bound, not a
-    -- count two writers keep exact).
-    v_nvec := case
-        when v_n = 1 then (store_messages.embeddings[1] is not null)::int
-        else (select pg_catalog.count(*)::int from pg_catalog.unnest(store_messages.embeddings) as x where x is not null)
-    end;
-    v_later := agentmem_private.index_later(v_pending, v_nvec);
+    -- count two writers keep exact). The messages without a vector are
+    -- queued for the workers (below).
+    if v_n = 1 then
+        v_queued := case when store_messages.embeddings[1] is null then array[1] else '{}'::int[] end;
+    else
+        v_queued := array(select g.i from pg_catalog.generate_series(1, v_n) as g (i) where store_messages.embeddings[g.i] is null);
+    end if;
+    v_later := agentmem_private.index_later(v_pending, v_n - pg_catalog.cardinality(v_queued));
     -- The row lock on the conversation serialises writers of one conversation
     -- until commit; a rolled-back insert rolls next_index back with it: no gap.
     update agentmem.conversations as c
     set
         next_index = c.next_index + v_n, updated_at = pg_catalog.now(),
-        pending_vectors = c.pending_vectors + case when v_later then v_nvec else 0 end
+        pending_vectors = c.pending_vectors + case when v_later then v_n - pg_catalog.cardinality(v_queued) else 0 end
     where c.tenant_id = v_tenant and c.conversation_id = v_conversation_id
     returning c.next_index - v_n, c.user_id into v_first, v_user;
     if not found then
@@ -423,12 +424,6 @@ begin
                 hint = 'Import a history in time order, or into a conversation of its own.';
         end if;
         v_times := store_messages.occurred_at;
-    end if;
-
-    if v_n = 1 then
-        v_queued := case when store_messages.embeddings[1] is null then array[1] else '{}'::int[] end;
-    else
-        v_queued := array(select g.i from pg_catalog.generate_series(1, v_n) as g (i) where store_messages.embeddings[g.i] is null);
     end if;
 
     if v_n = 1 then
