@@ -1041,6 +1041,62 @@ comment on function agentmem_private.check_health_reader(text) is
 or has a tenant set (it then sees that tenant''s rows); AM041 naming p_what otherwise, whose hint names
 the statement a superuser runs. Called as a one-time filter before any table is read.';
 
+-- The vectors agentmem.index_later holds back (62_index_upkeep.sql moves them):
+-- the job's row of agentmem.health, with how many wait.
+create or replace function agentmem_private.index_pending_health()
+returns table (
+    job text,
+    last_run_at timestamptz,
+    last_error text,
+    last_error_at timestamptz,
+    backlog bigint,
+    failed bigint,
+    status text
+)
+language sql
+stable
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+    with runs as materialized (
+        select j.run_id, j.started_at, j.error from agentmem.job_runs as j where j.job = 'index_pending'
+    ),
+
+    last_run as (
+        select
+            pg_catalog.max(runs.started_at) as last_run_at,
+            (pg_catalog.array_agg(runs.error order by runs.started_at desc, runs.run_id desc))[1] as last_error,
+            pg_catalog.max(runs.started_at) filter (where runs.error is not null) as last_error_at
+        from runs
+    ),
+
+    -- read through the partial index message_embeddings_pending_idx
+    pending as materialized (
+        select pg_catalog.count(*) as waiting from agentmem.message_embeddings as e where e.embedding is null
+    )
+
+    select
+        'index_pending',
+        l.last_run_at,
+        l.last_error,
+        l.last_error_at,
+        p.waiting,
+        null::bigint,
+        case
+            when l.last_error is not null then 'failing'
+            when p.waiting > 0 and (l.last_run_at is null or l.last_run_at < pg_catalog.now() - interval '10 minutes')
+                then 'behind'
+            else 'ok'
+        end
+    from last_run as l cross join pending as p
+    -- no row while the job never ran and nothing waits (index_later unused)
+    where l.last_run_at is not null or p.waiting > 0
+$$;
+
+comment on function agentmem_private.index_pending_health() is
+'Internal: the row index_pending of agentmem.health: the last run of index_pending_vectors, backlog = the
+vectors agentmem.index_later holds back, behind when some wait and the job has not run for 10 minutes.';
+
 -- The view reads through a function: on Citus the workers run parts of it, and
 -- the function sends them the pinned search_path first (check_health_reader,
 -- agentmem_private.pin_worker_path), which a plain view cannot.
@@ -1107,8 +1163,12 @@ begin
                 (pg_catalog.array_agg(runs.error order by runs.started_at desc, runs.run_id desc))[1] as last_error,
                 pg_catalog.max(runs.started_at) filter (where runs.error is not null) as last_error_at
             from runs
+            where runs.job <> 'index_pending'
             group by runs.job
         ) as r
+        union all
+        select p.job, p.last_run_at, p.last_error, p.last_error_at, p.backlog, p.failed, p.status
+        from agentmem_private.index_pending_health() as p
         union all
         select
             'embedding_queue' as job,
@@ -1159,7 +1219,8 @@ from agentmem_private.health_rows() as h;
 comment on view agentmem.health is
 'Every background job of agentmem, one row each: the runs recorded in job_runs (retention, index
 upkeep, ...: last run, its error, the last run with an error; status failing when the last run
-failed), and the embedding queue (last minute a job completed, the latest error, backlog = jobs not
+failed); index_pending (index_pending_vectors) also with backlog = vectors agentmem.index_later holds
+back, behind when some wait and the job has not run for 10 minutes or never ran; and the embedding queue (last minute a job completed, the latest error, backlog = jobs not
 done, failed = jobs parked after the retry limit; status failing with parked jobs, behind when a job
 has waited over 10 minutes). For the DBA (reads across tenants).';
 

@@ -317,3 +317,56 @@ conversation. Schedule it where index_later is on, e.g. every minute with pg_cro
 agentmem.job_runs as job index_pending (rows_removed: vectors_indexed), which agentmem.health shows. Runs as
 a superuser or BYPASSRLS role (AM041 otherwise) because it works across tenants.
 Called by: the DBA (granted to no role).';
+
+create or replace function agentmem.schedule_index_pending(
+    schedule text default '* * * * *',
+    max_rows int default 100000
+) returns bigint
+language plpgsql
+volatile
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+begin
+    perform agentmem_private.check_range('max_rows', schedule_index_pending.max_rows, 1, 100000000);
+    -- The job runs index_pending_vectors as this role: one that cannot see
+    -- every tenant would fail on every run, so it is refused now.
+    perform agentmem_private.check_sees_every_tenant(
+        'agentmem.schedule_index_pending', 'the job runs agentmem.index_pending_vectors as this role, across tenants',
+        pg_catalog.format(
+            'Ask a superuser to run "alter role %I bypassrls;", or to schedule it as themselves.', current_user
+        )
+    );
+    return agentmem_private.cron_schedule(
+        'agentmem-index-pending:' || pg_catalog.current_database(), schedule_index_pending.schedule,
+        pg_catalog.format('agentmem.index_pending_vectors(max_rows => %s)', schedule_index_pending.max_rows)
+    );
+end
+$$;
+
+comment on function agentmem.schedule_index_pending(text, int) is
+'Register (or re-register) this database''s job that moves pending vectors into the indexes with pg_cron; returns its job id.
+It runs "select agentmem.index_pending_vectors(max_rows => N)" on the given cron schedule (default every
+minute), as the calling role (a superuser or BYPASSRLS role: AM041 otherwise, the job would fail on every
+run). Schedule it wherever agentmem.index_later is on. Where pg_cron lives as for
+agentmem.schedule_retention (through dblink from another database; AM050 with the statement to run there,
+or without pg_cron, saying to call index_pending_vectors from any scheduler). AM020 for a blank schedule or
+max_rows outside 1 to 100,000,000.
+Called by: the DBA (granted to no role).';
+
+create or replace function agentmem.unschedule_index_pending()
+returns boolean
+language sql
+volatile
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+    select agentmem_private.cron_unschedule(
+        'agentmem-index-pending:' || pg_catalog.current_database(), 'agentmem.index_pending_vectors()'
+    )
+$$;
+
+comment on function agentmem.unschedule_index_pending() is
+'Remove this database''s pending-vector job from pg_cron; returns whether there was one.
+AM050 as agentmem.schedule_index_pending when pg_cron is out of reach.
+Called by: the DBA (granted to no role).';

@@ -152,6 +152,8 @@ select agentmem.switch_default_model(model => 'nomic-embed-text', tenant_id => '
         ('unschedule_retention', $x$select agentmem.unschedule_retention();$x$),
         ('schedule_index_upkeep', $x$select agentmem.schedule_index_upkeep(schedule => '23 * * * *', max_builds => 1);$x$),
         ('unschedule_index_upkeep', $x$select agentmem.unschedule_index_upkeep();$x$),
+        ('schedule_index_pending', $x$select agentmem.schedule_index_pending(schedule => '* * * * *', max_rows => 100000);$x$),
+        ('unschedule_index_pending', $x$select agentmem.unschedule_index_pending();$x$),
         ('distribute', $x$select table_name, distribution from agentmem.distribute();$x$),
         -- The application, last: deleting and forgetting.
         ('list_access_log', $x$select kind, actor, rows_affected, logged_at from agentmem.list_access_log(page_size => 20);$x$),
@@ -325,6 +327,7 @@ as $parameters$
         ('import_tenant', 'tenant_id', 'the tenant to import into'),
         ('apply_retention', 'batch_size', 'rows deleted per table per call at most'),
         ('index_pending_vectors', 'max_rows', 'vectors moved into the index per call at most'),
+        ('schedule_index_pending', 'max_rows', 'vectors each run of the job moves into the index at most'),
         ('sweep_cache', 'batch_size', 'expired or withdrawn entries deleted per call at most'),
         ('distribute', 'shard_count', 'shards per distributed table; NULL: citus.shard_count')
     ) as p (fn, parameter, meaning)

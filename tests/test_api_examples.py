@@ -16,7 +16,8 @@ import pytest
 EXAMPLES_FILE = "sql/88_api_examples.sql"
 # Examples that need what a server may lack: run where it has it, skipped where it has not.
 NEEDS = {"schedule_retention": "pg_cron", "unschedule_retention": "pg_cron",
-         "schedule_index_upkeep": "pg_cron", "unschedule_index_upkeep": "pg_cron", "distribute": "citus"}
+         "schedule_index_upkeep": "pg_cron", "unschedule_index_upkeep": "pg_cron",
+         "schedule_index_pending": "pg_cron", "unschedule_index_pending": "pg_cron", "distribute": "citus"}
 ROLE = {"application": "set role agentmem_app;", "worker": "set role agentmem_worker;", "dba": "reset role;"}
 
 

@@ -18,7 +18,7 @@ import pytest
 from pgvector.psycopg import register_vector
 
 from agentmem.admin import Admin
-from helpers import bulk_load, count, random_unit, sqlstate_of, start_conversation
+from helpers import bulk_load, count, random_unit, sqlstate_of, start_conversation, wait_until
 
 TINY = "tiny-index-later"
 STORE = ("select message_id from agentmem.store_message(conversation_id => %s, role => 'user', content => %s, "
@@ -151,6 +151,36 @@ def test_index_pending_vectors_limits_and_checks(admin, admin_url, app, tiny):
     assert sqlstate_of(app, "select agentmem.index_pending_vectors()") == "42501"
 
 
+def test_health_shows_the_vectors_waiting_and_behind_when_the_job_does_not_run(admin, app, connect, app_url, tiny):
+    def health():
+        return admin.execute("select backlog, status, last_run_at is not null from agentmem.health "
+                             "where job = 'index_pending'").fetchall()
+
+    def age_runs():  # the job's runs 11 minutes old (a literal time: Citus refuses a stable expression of a column)
+        admin.execute("update agentmem.job_runs set started_at = %s where job = 'index_pending'",
+                      (admin.execute("select now() - interval '11 minutes'").fetchone()[0],))
+
+    admin.execute("select agentmem.index_pending_vectors()")
+    admin.execute("delete from agentmem.job_runs where job = 'index_pending'")
+    assert health() == []  # nothing waits and the job never ran: no row
+    cid = start_conversation(app)
+    app.execute("set agentmem.index_later = on")
+    v = random_unit(3, 8, seed=21)
+    for i in range(2):
+        app.execute(STORE, (cid, f"w{i}", v[i], tiny))
+    other = connect(app_url, tenant="globex")  # another tenant's vector counts too (the DBA's view)
+    other.execute("set agentmem.index_later = on")
+    other.execute(STORE, (start_conversation(other, "bob"), "w2", v[2], tiny))
+    assert health() == [(3, "behind", False)]  # waiting, and no job has ever run
+    admin.execute("select agentmem.index_pending_vectors(max_rows => 1)")
+    assert health() == [(2, "ok", True)]  # it ran just now
+    age_runs()
+    assert health() == [(2, "behind", True)]
+    admin.execute("select agentmem.index_pending_vectors()")
+    age_runs()
+    assert health() == [(0, "ok", True)]  # nothing waits: an idle job is not behind
+
+
 def test_erasure_export_and_tenants_see_pending_vectors(admin, app, connect, app_url, tiny):
     cid = start_conversation(app, "alice")
     v = random_unit(2, 8, seed=9)
@@ -238,3 +268,57 @@ def test_the_job_never_waits_for_a_row_another_transaction_holds(admin, admin_ur
     assert pending(admin) == 0
     assert admin.execute("select pending_vectors from agentmem.conversations where conversation_id = %s",
                          (cid,)).fetchone()[0] == 0
+
+
+@pytest.mark.parametrize("call", [
+    "select agentmem.schedule_index_pending(schedule => ' ')",
+    "select agentmem.schedule_index_pending(max_rows => 0)",
+    "select agentmem.schedule_index_pending(max_rows => null)",
+])
+def test_scheduling_the_job_refuses_bad_arguments(admin, call):
+    assert sqlstate_of(admin, call) == "AM020"
+
+
+def test_scheduling_the_job_is_the_dbas_and_needs_every_tenant(app, admin, server, dbname):
+    for call in ("select agentmem.schedule_index_pending()", "select agentmem.unschedule_index_pending()"):
+        assert sqlstate_of(app, call) == "42501"
+    role = "agentmem_pending_dba"
+    admin.execute(f"create role {role} login")
+    admin.execute(f"grant {admin.info.user}, agentmem_owner to {role}")
+    try:
+        with psycopg.connect(server.db_url(dbname, role), autocommit=True) as dba:
+            with pytest.raises(psycopg.Error) as info:  # the job would see no tenant: refused before pg_cron
+                dba.execute("select agentmem.schedule_index_pending()")
+            assert info.value.sqlstate == "AM041" and "bypassrls" in info.value.diag.message_hint
+    finally:
+        admin.execute(f"drop role {role}")
+
+
+def test_without_pg_cron_scheduling_says_to_call_index_pending_vectors(admin):
+    if admin.execute("select current_setting('cron.database_name', true)").fetchone()[0] is not None:
+        pytest.skip("pg_cron is loaded on this server")
+    with pytest.raises(psycopg.Error) as info:
+        admin.execute("select agentmem.schedule_index_pending(max_rows => 500)")
+    assert info.value.sqlstate == "AM050"
+    assert "agentmem.index_pending_vectors(max_rows => 500)" in info.value.diag.message_hint
+
+
+def test_pg_cron_runs_the_job_which_indexes_the_pending_vectors(cron_db, admin, app, dbname, tiny):
+    """Waits for pg_cron (it schedules by the minute): about 1-2 minutes."""
+    cid = start_conversation(app)
+    app.execute("set agentmem.index_later = on")
+    for i, v in enumerate(random_unit(4, 8, seed=31)):
+        app.execute(STORE, (cid, f"c{i}", v, tiny))
+    assert pending(admin) == 4
+    admin.execute("create extension if not exists dblink")
+    jobid = admin.execute("select agentmem.schedule_index_pending(max_rows => 3)").fetchone()[0]
+    assert cron_db.execute("select jobname, schedule, command, database from cron.job where jobid = %s",
+                           (jobid,)).fetchone() == (
+        f"agentmem-index-pending:{dbname}", "* * * * *", "select agentmem.index_pending_vectors(max_rows => 3)", dbname)
+    assert admin.execute("select agentmem.schedule_index_pending(max_rows => 3)").fetchone()[0] == jobid  # replaced
+    wait_until(lambda: pending(admin) < 4, timeout=150, interval=2, what="pg_cron to index the pending vectors")
+    assert admin.execute("select agentmem.unschedule_index_pending()").fetchone() == (True,)
+    runs = [r[0] for r in admin.execute("select rows_removed->>'vectors_indexed' from agentmem.job_runs "
+                                        "where job = 'index_pending' order by run_id").fetchall()]
+    assert runs[0] == "3" and pending(admin) == 4 - sum(map(int, runs))  # max_rows per run, as scheduled
+    assert admin.execute("select agentmem.unschedule_index_pending()").fetchone() == (False,)

@@ -207,6 +207,14 @@ class Admin:
         """Move the message vectors agentmem.index_later held back into the HNSW indexes; returns how many."""
         return self.run(value(int, "select agentmem.index_pending_vectors(max_rows => %s)", max_rows))
 
+    def schedule_index_pending(self, schedule: str = "* * * * *", max_rows: int = 100000) -> int:
+        """Register the pg_cron job that runs index_pending_vectors(max_rows) on the schedule; its job id."""
+        return self.run(value(int, "select agentmem.schedule_index_pending(schedule => %s, max_rows => %s)",
+                              schedule, max_rows))
+
+    def unschedule_index_pending(self) -> bool:
+        return self.run(value(bool, "select agentmem.unschedule_index_pending()"))
+
     def drop_tenant_index(self, tenant_id: str, model: str | None = None,
                           table_name: str = "message_embeddings") -> bool:
         return self.run(value(bool, "select agentmem.drop_tenant_index(tenant_id => %s, model => %s, table_name => %s)",
