@@ -7,7 +7,8 @@ Measures, at 10k and 100k messages (--quick: 10k only) spread over 1,000 tenants
 tenant holds 30%:
 * store throughput (messages/s with their embedding) through each system's API, one message per
   call and in batches, into the populated tables (HNSW index present); --index-later adds a login
-  with agentmem.index_later on in the same turns, then times agentmem.index_pending_vectors;
+  with agentmem.index_later on in the same turns, then times agentmem.index_pending_vectors; --prepared
+  adds this driver with prepare=True (server-side prepared statements, as PostgresStore runs);
 * search latency p50/p95 and recall@10 against an exact scan, for the big tenant and for small
   tenants, each through its Python API;
 * for agentmem, the embedding calls its cache saves on a re-index of 5,000 texts where 2% changed
@@ -230,7 +231,7 @@ def index_later_url(url: str) -> str:
 
 
 def run_size(server_url: str, n: int, sample: int, queries_per_class: int, other: Path | None = None,
-             index_later: bool = False) -> dict:
+             index_later: bool = False, prepared: bool = False) -> dict:
     from langgraph.store.postgres import PostgresStore
     print(f"--- {n:,} messages", flush=True)
     ds = Dataset(n)
@@ -249,6 +250,8 @@ def run_size(server_url: str, n: int, sample: int, queries_per_class: int, other
 
     if index_later:  # this checkout's login with the vectors' index inserts left to index_pending_vectors
         mems["agentmem (index_later)"] = Memory.connect(index_later_url(app_url), tenant="t0000", max_size=2)
+    if prepared:  # the driver with server-side prepared statements, as PostgresStore runs (prepare_threshold 0)
+        mems["agentmem (prepare=True)"] = Memory.connect(app_url, tenant="t0000", max_size=2, prepare=True)
     result: dict = {"n": n}
     with connect(admin_url) as admin, Memory.connect(app_url, tenant="t0000", max_size=2) as mem, \
             PostgresStore.from_conn_string(admin_url, index={"dims": DIM, "embed": embed, "fields": ["text"],
@@ -322,8 +325,13 @@ def report(results: list[dict], args, elapsed: float) -> str:
             lines.append(f"| {mode} | {a:,.0f} | {b:,.0f} | {a / b:.2f}× |"
                          + "".join(f" {r['store'][(o, mode)]:,.0f} | {r['store'][(o, mode)] / b:.2f}× |"
                                    for o in others))
-        if set(others) - {"agentmem (index_later)"}:
-            lines += ["", f"{', '.join(o for o in others if o != 'agentmem (index_later)')}: the same data in a "
+        if "agentmem (prepare=True)" in others:
+            lines += ["", "agentmem (prepare=True): this checkout's driver connected with `prepare=True` (psycopg "
+                          "prepares a statement run five times on a connection), as PostgresStore runs "
+                          "(`prepare_threshold=0`); the driver's default, `prepare=False`, is what works behind a "
+                          "transaction pooler (docs/pooling.md), at one parse and plan per call.", ""]
+        if set(others) - {"agentmem (index_later)", "agentmem (prepare=True)"}:
+            lines += ["", f"{', '.join(o for o in others if o not in ('agentmem (index_later)', 'agentmem (prepare=True)'))}: the same data in a "
                           "database migrated from that checkout (`--other`), written by this checkout's driver in "
                           "the same turns.", ""]
         if "index_pending" in r:
@@ -367,6 +375,8 @@ def main() -> int:
                         help="also store through a login with agentmem.index_later on, then time index_pending_vectors")
     parser.add_argument("--store-sample", type=int, default=1000,
                         help="messages stored by each system at 10,000 (half one per call, half in batches)")
+    parser.add_argument("--prepared", action="store_true",
+                        help="also store through the driver with prepare=True (server-side prepared statements)")
     args = parser.parse_args()
     try:
         import langgraph.store.postgres  # noqa: F401
@@ -375,9 +385,10 @@ def main() -> int:
                          "pip install 'pg-agentmem[bench]' (or pip install langgraph-checkpoint-postgres)")
     server_url = args.database_url or start_server(args.port)
     started = time.perf_counter()
-    results = [run_size(server_url, 10_000, args.store_sample, 100, args.other, args.index_later)]
+    results = [run_size(server_url, 10_000, args.store_sample, 100, args.other, args.index_later, args.prepared)]
     if not args.quick:
-        results.append(run_size(server_url, 100_000, 2 * args.store_sample, 100, args.other, args.index_later))
+        results.append(run_size(server_url, 100_000, 2 * args.store_sample, 100, args.other, args.index_later,
+                                args.prepared))
     write_report(args.out, report(results, args, time.perf_counter() - started))
     return 0
 

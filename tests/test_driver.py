@@ -709,6 +709,25 @@ def test_remember_costs_one_round_trip_beyond_the_embedding(app_url, stub, tmp_p
         assert trips() == (1, ["set_tenant", "store_message"])
 
 
+def test_a_batch_sends_its_vectors_in_binary(app_url, tmp_path):
+    """A list of vectors goes in pgvector's binary form (as one vector does): as text, psycopg formats
+    every component (about 90 ms and 1.9 MB for 250 vectors of 384 dimensions, against 1 ms and 0.4 MB)."""
+    with Memory.connect(app_url, tenant="acme", max_size=1) as mem:
+        cid = mem.start_conversation("alice")
+        trips = RoundTrips(mem, tmp_path)
+        stored = mem.store_messages(cid, ["user", "user", "user"], ["a", "b", "c"],
+                                    [[0.125] * 384, None, np.tile(np.float32([0.25, -0.25]), 192)], model="all-minilm")
+        assert mem.embedding_cache_store("all-minilm", ["cached"], [[0.375] * 384]) == 1
+        assert trips() == (2, ["set_tenant", "store_messages", "set_tenant", "embedding_cache_store"])
+        trace = trips.path.read_text()
+        for written in ("0.125,0.125", "0.25,-0.25", "0.375,0.375"):
+            assert written not in trace  # no component written out as text
+        # and they arrive as sent
+        found = mem.search_messages("alice", [0.25, -0.25] * 192, k=3, model="all-minilm")
+        assert found[0].message_id == stored[2].message_id and found[0].similarity == pytest.approx(1.0)
+        assert [m.message_index for m in stored] == [0, 1, 2]
+
+
 def test_a_client_opened_without_a_check_reads_the_prefixes_at_first_use(app_url, stub, tmp_path):
     emb = OllamaEmbedder("nomic-embed-text", host=stub.host)
     with Memory.connect(app_url, tenant="acme", max_size=1, embedder=emb, check=False) as mem:

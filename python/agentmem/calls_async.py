@@ -103,7 +103,7 @@ class AsyncCalls:
                              conn: Conn = None) -> list[StoredMessage]:
         """occurred_at: one aware datetime per message, in time order (imported history); None: now."""
         return await self.run(rows(StoredMessage, "select * from agentmem.store_messages(conversation_id => %s, roles => %s, "
-                                   "contents => %s, embeddings => %s, model => %s, metadata => %s::jsonb[], "
+                                   "contents => %s, embeddings => %b, model => %s, metadata => %s::jsonb[], "
                                    "occurred_at => %s::timestamptz[])",
                                    conversation_id, list(roles), list(contents),
                                    None if embeddings is None else as_vectors(embeddings), _model(self, model),
@@ -203,7 +203,7 @@ class AsyncCalls:
     async def embedding_cache_store(self, model: str | None, texts: Sequence[str], embeddings: Sequence[Embedding], *,
                                     conn: Conn = None) -> int:
         """Store embeddings in the tenant's cache; returns how many were new."""
-        return await self.run(value(int, "select agentmem.embedding_cache_store(model => %s, texts => %s, embeddings => %s)",
+        return await self.run(value(int, "select agentmem.embedding_cache_store(model => %s, texts => %s, embeddings => %b)",
                                     _model(self, model), list(texts), as_vectors(embeddings)), conn)
 
     # -- answer cache -------------------------------------------------------------------------
