@@ -13,7 +13,7 @@ import pytest
 
 from helpers import fill_conversation as fill
 from helpers import message_counts as counts
-from helpers import sqlstate_of, vec
+from helpers import count, sqlstate_of, vec
 from helpers import start_conversation as start
 from helpers import store_message as store
 from helpers import unit
@@ -47,9 +47,10 @@ def test_search_with_context_merges_overlapping_windows(app):
     app.execute("select agentmem.store_messages(conversation_id => %s, roles => %s, contents => %s, "
                 "embeddings => %s, model => %s)",
                 (cid, ["user"] * 30, contents, [vec(c, DIM) for c in contents], MODEL))
+    # min_similarity: the fillers out of the ranking, so no window leans (below)
     rows = app.execute("select window_rank, message_index, is_hit, similarity is not null, window_similarity "
                        "from agentmem.search_with_context(user_id => 'alice', query_embedding => %s, k => 3, "
-                       "radius => 2, model => 'all-minilm')", (vec("zebra", DIM),)).fetchall()
+                       "radius => 2, model => 'all-minilm', min_similarity => 0.1)", (vec("zebra", DIM),)).fetchall()
     windows: dict[int, list[int]] = {}
     for rank, index, *_ in rows:
         windows.setdefault(rank, []).append(index)
@@ -64,6 +65,25 @@ def test_search_with_context_merges_overlapping_windows(app):
                        "query_embedding => %s, k => 3, radius => 0, model => 'all-minilm')",
                        (vec("zebra", DIM),)).fetchall()
     assert sorted(r[1] for r in rows) == [5, 8, 25] and len({r[0] for r in rows}) == 3
+
+
+@pytest.mark.parametrize("other, window", [(13, list(range(9, 14))), (7, list(range(7, 12))), (None, list(range(8, 13)))],
+                         ids=["after", "before", "none"])
+def test_a_window_leans_one_turn_toward_where_the_rest_of_the_ranking_scored(app, admin, other, window):
+    """k 1, radius 2 around the hit at 10: a weaker match at 13 (or 7), outside the centred window 8-12,
+    moves it one turn that way (9-13, 7-11); with no other match it stays centred. The other match is read,
+    not returned as a hit, and not recorded as used."""
+    cid = start(app)
+    contents = [f"filler number {i}" for i in range(20)]
+    contents[10] = "the zebra escaped from the zoo"
+    if other is not None:
+        contents[other] = "a zebra"
+    app.execute("select agentmem.store_messages(conversation_id => %s, roles => %s, contents => %s, "
+                "embeddings => %s, model => %s)", (cid, ["user"] * 20, contents, [vec(c, DIM) for c in contents], MODEL))
+    rows = app.execute("select message_index, is_hit from agentmem.search_with_context(user_id => 'alice', "
+                       "query_text => 'zebra escaped zoo', k => 1, radius => 2)").fetchall()
+    assert [r[0] for r in rows] == window and [r[0] for r in rows if r[1]] == [10]
+    assert count(admin, "use_log", "kind = 'message'") == 1
 
 
 def test_two_hits_whose_windows_touch_without_overlapping_come_back_as_one_window(app):

@@ -49,7 +49,7 @@ def test_no_function_but_vector_distance_writes_a_search_distance(admin):
                      if DISTANCE.search(body) and name not in NOT_A_SEARCH and name not in GENERATED)
     assert writers == [], ("these functions write a distance of their own; call "
                            f"agentmem_private.vector_distance (or vector_search) instead: {writers}")
-    for name in ("agentmem.search_messages", "agentmem.recall_facts", "agentmem_private.cache_nearest"):
+    for name in ("agentmem_private.search_messages_ranked", "agentmem.recall_facts", "agentmem_private.cache_nearest"):
         assert "agentmem_private.vector_search(" in found[name], name
     # the cache's small keys: exact_scan's static statements, its large ones vector_search
     assert "agentmem_private.cache_nearest(" in found["agentmem.cache_lookup"]
