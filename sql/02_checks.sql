@@ -168,13 +168,16 @@ as $$
 begin
     if p_value is null or p_value not between p_min and p_max then
         raise exception '% must be between % and %, got %', p_what, p_min, p_max, coalesce(p_value::text, 'NULL')
-        using errcode = 'AM020';
+        using
+            errcode = 'AM020',
+            detail = pg_catalog.format('%s is an integer from %s to %s; NULL is not one.', p_what, p_min, p_max),
+            hint = pg_catalog.format('Pass %s => a value from %s to %s.', p_what, p_min, p_max);
     end if;
 end
 $$;
 
 comment on function agentmem_private.check_range(text, int, int, int) is
-'Internal: AM020 unless p_min <= p_value <= p_max.';
+'Internal: AM020 (with DETAIL and HINT) unless p_min <= p_value <= p_max.';
 
 create or replace function agentmem_private.check_similarity(p_what text, p_value double precision)
 returns void

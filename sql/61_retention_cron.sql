@@ -144,7 +144,11 @@ declare
 begin
     if agentmem_private.is_blank(p_schedule) or pg_catalog.length(p_schedule) > 200 then
         raise exception 'schedule must be a cron expression of at most 200 characters, e.g. */15 * * * *'
-        using errcode = 'AM020';
+        using
+            errcode = 'AM020',
+            detail = pg_catalog.format('Got %s.', coalesce(pg_catalog.quote_literal(pg_catalog.left(p_schedule, 60)), 'NULL')),
+            hint = 'Five fields: minute, hour, day of month, month, day of week (''* * * * *'': every minute), '
+                'or pg_cron''s ''N seconds''.';
     end if;
     if agentmem_private.cron_database(p_call) = pg_catalog.current_database() then
         v_sql := pg_catalog.format('select cron.schedule(%L, %L, %L)', p_jobname, p_schedule, 'select ' || p_call);
