@@ -4,6 +4,9 @@ BM25's ranking (rare words weigh more), the fusion's defaults and the parameters
 
 from __future__ import annotations
 
+import math
+import re
+
 import psycopg
 import pytest
 
@@ -179,3 +182,46 @@ def test_a_switch_of_the_text_search_configuration_recounts_the_words(app, admin
     admin.execute("select agentmem.set_text_search_config(config => 'simple')")
     assert_stats_right(admin)
     assert admin.execute("select count(*) from agentmem.term_stats where term = 'the'").fetchone() == (2,)
+
+
+def bm25_expected(admin, user, query, k1=1.2, b=0.3):
+    """BM25 as sql/13_bm25.sql defines it, worked out here from the user's messages."""
+    rows = admin.execute("select message_id, content_tsv::text, length(content_tsv) from agentmem.messages "
+                         "where tenant_id = 'acme' and user_id = %s", (user,)).fetchall()
+    terms = admin.execute("select agentmem_private.text_terms(%s)", (query,)).fetchone()[0]
+    words = {mid: set(re.findall(r"'([^']+)'", tsv)) for mid, tsv, _ in rows}
+    n, avg = len(rows), max(sum(r[2] for r in rows) / max(len(rows), 1), 1)
+    idf = {t: math.log(1 + (n - sum(t in w for w in words.values()) + 0.5)
+                       / (sum(t in w for w in words.values()) + 0.5)) for t in terms}
+    return terms, {mid: (k1 + 1) / (1 + k1 * (1 - b + b * length / avg)) * sum(idf[t] for t in terms if t in words[mid])
+                   for mid, _, length in rows if words[mid] & set(terms)}
+
+
+@pytest.mark.parametrize("query", [
+    "zebra",
+    "amber basil cedar",
+    # twelve words: past the eight that bm25_words tests in line (bm25_rest sums the others)
+    "amber basil cedar dahlia ember fennel ginger hazel indigo juniper kelp lotus",
+])
+def test_bm25_ranks_every_message_by_the_sum_of_its_words_idf(app, admin, query):
+    vocab = "amber basil cedar dahlia ember fennel ginger hazel indigo juniper kelp lotus".split()
+    # word i in (i + 1) of the messages, each message a different mix and length: every word's idf differs
+    contents = [" ".join(w for i, w in enumerate(vocab) if (m * 7 + i * 3) % (i + 2) == 0) + " zebra" * (m % 3 == 0)
+                + " filler" * (m % 4) for m in range(40)]
+    store_batch(app, "alice", [c.strip() or "nothing" for c in contents])
+    terms, expected = bm25_expected(admin, "alice", query)
+    assert len(terms) == len(query.split())
+    found = app.execute("select message_id from agentmem.search_messages(user_id => 'alice', query_text => %s, "
+                        "k => 100, text_ranking => 'bm25')", (query,)).fetchall()
+    got = [r[0] for r in found]
+    assert set(got) == set(expected)  # every message holding a word, and no other
+    scores = [expected[m] for m in got]
+    assert all(a >= b - 1e-9 for a, b in zip(scores, scores[1:])), "not in BM25's order"
+    assert len({round(s, 9) for s in scores}) >= 5  # the order is informative: not all ties
+
+
+def test_bm25_words_is_inlined_into_the_statement(admin):
+    plan = "\n".join(r[0] for r in admin.execute(
+        "explain (verbose) select agentmem_private.bm25_words(m.content_tsv, array['garden'::tsquery], "
+        "array[1.5::float8]) from agentmem.messages as m").fetchall())
+    assert "bm25_words" not in plan and "CASE" in plan

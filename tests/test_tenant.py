@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import psycopg
 import pytest
 
@@ -59,6 +61,8 @@ def test_grant_app_role_refuses_unknown_and_rls_bypassing_roles(admin):
 
 
 DEFINER_REASON = "Security definer: "
+# SQL functions inlined into their callers' statements (so they pin no search_path).
+INLINED = {"agentmem_private.bm25_words(tsvector,tsquery[],double precision[])"}
 # The line before the last of every definer function's comment (sql/README.md, "Security"); the last
 # line says who calls it (AUDIENCE_LINES).
 DEFINER_LINE = ("Security definer: runs as agentmem_owner because the application role holds no privilege on "
@@ -85,6 +89,16 @@ def test_every_function_is_documented_pinned_and_definer_only_with_a_reason(admi
         assert comment and comment.splitlines()[0].strip(), f"{name} has no comment"
         # Only schemas no caller can write: never pgvector's (often public), where an exact-type overload
         # planted by another role would beat pg_catalog's (test_tenant_binding.py plants them).
+        if name in INLINED:
+            # Inlined into its caller's statement, which a pinned setting would prevent: no setting,
+            # and every operator and function in its body named with its schema.
+            assert config is None, f"{name} must stay inlinable"
+            body = admin.execute("select prosrc from pg_proc where oid = %s::regprocedure", (name,)).fetchone()[0]
+            bare = re.sub(r"operator\(pg_catalog\.[^)]+\)", "", body)
+            assert not re.search(r"[-+*/<>=@|&!~]", bare), f"{name}: an operator not named with its schema"
+            calls = re.findall(r"([\w.]+)\s*\(", body)
+            assert calls and all(c == "operator" or "." in c for c in calls), f"{name} calls {calls}"
+            continue
         assert "search_path=pg_catalog, agentmem, pg_temp" in (config or []), f"{name} pins {config}"
         if schema == "agentmem":
             assert not name.startswith("agentmem._"), f"{name}: internal helpers belong in agentmem_private"
