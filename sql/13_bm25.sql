@@ -243,9 +243,15 @@ comment on function agentmem_private.bm25_words(tsvector, tsquery[], double prec
 are the words as one-word queries, p_idf their idf in the same order; 0 for none. Inlined into the
 calling statement, so it pins no search_path: every operator and function in it is schema-qualified.';
 
+-- Earlier installs returned the two rankings as rows (message_id, ts_rank_rank, bm25_rank),
+-- which search_messages sorted again into its lists.
+drop function if exists agentmem_private.word_match_messages(
+    text, text, tsquery, text[], int, uuid, timestamptz, timestamptz, double precision, double precision
+);
+
 -- Over 100 lines: one pass over the user's matching messages that ranks them two ways (ts_rank and BM25)
 -- from the same rows, with the per-user statistics read once; split, the rows would be read twice.
-create or replace function agentmem_private.word_match_messages(
+create or replace function agentmem_private.word_match_ranks(
     p_tenant text,
     p_user_id text,
     p_query tsquery,
@@ -256,7 +262,7 @@ create or replace function agentmem_private.word_match_messages(
     p_until timestamptz,
     p_k1 double precision,
     p_b double precision
-) returns table (message_id uuid, ts_rank_rank int, bm25_rank int)
+) returns table (ts_rank_ids uuid[], bm25_ids uuid[])
 language plpgsql
 stable
 security invoker
@@ -267,7 +273,6 @@ declare
     v_n float8;
     v_avg float8;
     v_idf float8[];
-    v_sql text;
     v_rows int;
     -- Each word as a one-word query: a message holds it when it matches.
     v_words tsquery[] := array(
@@ -311,10 +316,17 @@ begin
             limit 1001
         ) as s;
     end if;
-    if v_rows <= 1000 and p_since is null and p_until is null then
+    if v_rows <= 1000 then
         perform pg_catalog.set_config('enable_bitmapscan', 'off', true);
+    end if;
+    -- Both lists as arrays from one pass (each sorted once, by its ordered
+    -- aggregate): no rows for the caller to sort again.
+    if v_rows <= 1000 and p_since is null and p_until is null then
         return query
-        with scored as materialized (
+        select
+            (pg_catalog.array_agg(s.message_id order by s.ts desc, s.message_id))[1:p_k],
+            (pg_catalog.array_agg(s.message_id order by s.bm25 desc, s.message_id))[1:p_k]
+        from (
             select
                 m.message_id,
                 pg_catalog.ts_rank(m.content_tsv, p_query) as ts,
@@ -324,54 +336,36 @@ begin
             where
                 m.tenant_id = p_tenant and m.user_id = p_user_id and m.content_tsv @@ p_query
                 and (p_conversation_id is null or m.conversation_id = p_conversation_id)
-        ),
-
-        ranked as (
-            select
-                s.message_id,
-                (pg_catalog.row_number() over (order by s.ts desc, s.message_id))::int as r_ts,
-                (pg_catalog.row_number() over (order by s.bm25 desc, s.message_id))::int as r_bm
-            from scored as s
-        )
-
-        select r.message_id, r.r_ts, r.r_bm from ranked as r
-        where r.r_ts <= p_k or r.r_bm <= p_k;
+        ) as s;
         return;
-    end if;
-    if v_rows <= 1000 then
-        perform pg_catalog.set_config('enable_bitmapscan', 'off', true);
     end if;
     -- A bigger user, or a time window: planned with the query's own words and
     -- window, so that the planner weighs the GIN index against the B-trees.
-    v_sql := pg_catalog.format(
-        'with scored as materialized ('
+    return query execute pg_catalog.format(
+        'select'
+        '  (pg_catalog.array_agg(s.message_id order by s.ts desc, s.message_id))[1:$4],'
+        '  (pg_catalog.array_agg(s.message_id order by s.bm25 desc, s.message_id))[1:$4] '
+        'from ('
         '  select m.message_id, pg_catalog.ts_rank(m.content_tsv, $3) as ts,'
-        '    ($6 + 1) / (1 + $6 * (1 - $7 + $7 * pg_catalog.length(m.content_tsv) / $8)) *'
-        '    agentmem_private.bm25_words(m.content_tsv, $9, $10) as bm25'
+        '    ($6 + 1) / (1 + $6 * (1 - $7 + $7 * pg_catalog.length(m.content_tsv) / $8))'
+        '    * agentmem_private.bm25_words(m.content_tsv, $9, $10) as bm25'
         '  from agentmem.messages as m'
         '  where m.tenant_id = $1 and m.user_id = $2 and m.content_tsv @@ $3 %s%s%s'
-        '), ranked as ('
-        '  select s.message_id,'
-        '    (pg_catalog.row_number() over (order by s.ts desc, s.message_id))::int as r_ts,'
-        '    (pg_catalog.row_number() over (order by s.bm25 desc, s.message_id))::int as r_bm'
-        '  from scored as s'
-        ') '
-        'select r.message_id, r.r_ts, r.r_bm from ranked as r where r.r_ts <= $4 or r.r_bm <= $4',
+        ') as s',
         case when p_conversation_id is null then '' else 'and m.conversation_id = $5' end,
         case when p_since is null then '' else pg_catalog.format(' and m.occurred_at >= %L::timestamptz', p_since) end,
         case when p_until is null then '' else pg_catalog.format(' and m.occurred_at < %L::timestamptz', p_until) end
-    );
-    return query execute v_sql
+    )
     using p_tenant, p_user_id, p_query, p_k, p_conversation_id, p_k1, p_b, v_avg, v_words, v_idf;
 end
 $$;
 
-comment on function agentmem_private.word_match_messages(text, text, tsquery, text[], int, uuid, timestamptz, timestamptz, double precision, double precision) is
+comment on function agentmem_private.word_match_ranks(text, text, tsquery, text[], int, uuid, timestamptz, timestamptz, double precision, double precision) is
 'Internal: the words branch of message search, ranked two ways in one pass over the user''s messages
 matching p_query (the OR of p_terms; optionally in one conversation and a time window): by ts_rank
 and by BM25 (k1 p_k1, b p_b, each word counting once; statistics of term_stats and term_totals, see
-the top of sql/13_bm25.sql). Returns the
-messages in either top p_k with both ranks (1 = best).';
+the top of sql/13_bm25.sql). One row: the ids of the p_k best by each, best first (ties by id); NULL
+arrays when no message matches.';
 
 -- The bonus (search_messages' neighbour evidence) is new in 0023's install: one signature.
 drop function if exists agentmem_private.fuse_ranks(uuid[], uuid[], uuid[], int, int);

@@ -278,11 +278,9 @@ begin
         ) as x;
     elsif v_query is not null then
         -- BM25 (sql/13_bm25.sql), with ts_rank's list beside it for 'both'.
-        select
-            pg_catalog.array_agg(x.message_id order by x.ts_rank_rank) filter (where search_messages_ranked.text_ranking = 'both' and x.ts_rank_rank <= v_pool),
-            pg_catalog.array_agg(x.message_id order by x.bm25_rank) filter (where x.bm25_rank <= v_pool)
+        select case when search_messages_ranked.text_ranking = 'both' then x.ts_rank_ids end, x.bm25_ids
         into v_txt_ids, v_bm25_ids
-        from agentmem_private.word_match_messages(
+        from agentmem_private.word_match_ranks(
             v_tenant, search_messages_ranked.user_id, v_query, v_terms, v_pool,
             v_conversation_id, search_messages_ranked.since, search_messages_ranked.until, search_messages_ranked.bm25_k1, search_messages_ranked.bm25_b
         ) as x;
