@@ -224,4 +224,4 @@ def test_bm25_words_is_inlined_into_the_statement(admin):
     plan = "\n".join(r[0] for r in admin.execute(
         "explain (verbose) select agentmem_private.bm25_words(m.content_tsv, array['garden'::tsquery], "
         "array[1.5::float8]) from agentmem.messages as m").fetchall())
-    assert "bm25_words" not in plan and "CASE" in plan
+    assert "bm25_words(" not in plan and "CASE" in plan  # (on Citus the column keeps the name)
