@@ -111,17 +111,19 @@ def pytest_configure(config):
     config.option.postgresql_port = SERVER.port
     config.option.postgresql_user = SERVER.user
     config.option.postgresql_dbname = os.environ.get("AGENTMEM_TEST_DBNAME", "agentmem_test")
-    _drop_stale_template(SERVER, f"{config.option.postgresql_dbname}_tmpl")
+    _drop_stale_databases(SERVER, config.option.postgresql_dbname)
 
 
-def _drop_stale_template(server: Server, name: str) -> None:
-    """A run that was killed leaves pytest-postgresql's template database behind, and every test of
-    the next run would fail on it (DuplicateDatabase). Two runs at once against one server need
-    different AGENTMEM_TEST_DBNAME values anyway, so a template of this name is this run's to drop."""
+def _drop_stale_databases(server: Server, name: str) -> None:
+    """A run that was killed leaves pytest-postgresql's template database behind, and the test's own
+    database when it was killed inside a test, and every test of the next run would fail on them
+    (DuplicateDatabase). Two runs at once against one server need different AGENTMEM_TEST_DBNAME
+    values anyway, so databases of these names are this run's to drop."""
     with psycopg.connect(server.db_url("postgres"), autocommit=True) as conn:
-        if conn.execute("select from pg_database where datname = %s", (name,)).fetchone() is not None:
-            conn.execute(f'alter database "{name}" is_template false')
-            conn.execute(f'drop database "{name}" with (force)')
+        for stale in (f"{name}_tmpl", name):
+            if conn.execute("select from pg_database where datname = %s", (stale,)).fetchone() is not None:
+                conn.execute(f'alter database "{stale}" is_template false')
+                conn.execute(f'drop database "{stale}" with (force)')
 
 
 def pytest_report_header(config):

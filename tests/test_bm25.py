@@ -220,6 +220,30 @@ def test_bm25_ranks_every_message_by_the_sum_of_its_words_idf(app, admin, query)
     assert len({round(s, 9) for s in scores}) >= 5  # the order is informative: not all ties
 
 
+@pytest.mark.parametrize("ranking", ["bm25", "both", "ts_rank"])
+@pytest.mark.parametrize("window", ["since", "until", "both"])
+def test_a_time_window_that_holds_every_message_ranks_them_as_no_window_does(app, admin, ranking, window):
+    """A time window takes the words branch's other path (a statement planned with the window's own
+    bounds): over a window that holds every message, both rankings come out as they do without one."""
+    vocab = "amber basil cedar dahlia ember fennel".split()
+    contents = [" ".join(w for i, w in enumerate(vocab) if (m * 5 + i) % (i + 2) == 0) + " filler" * (m % 5)
+                for m in range(30)]
+    store_batch(app, "alice", [c.strip() or "nothing" for c in contents])
+    bounds = {"since": "now() - interval '1 day'", "until": "now() + interval '1 day'"}
+    args = ", ".join(f"{b} => {bounds[b]}" for b in (["since", "until"] if window == "both" else [window]))
+    sql = ("select message_id from agentmem.search_messages(user_id => 'alice', query_text => %s, k => 100, "
+           "text_ranking => %s{})")
+    query = "amber cedar ember"
+    plain = [r[0] for r in app.execute(sql.format(""), (query, ranking)).fetchall()]
+    windowed = [r[0] for r in app.execute(sql.format(", " + args), (query, ranking)).fetchall()]
+    assert len(plain) >= 10
+    assert windowed == plain
+    if ranking == "bm25":
+        _, expected = bm25_expected(admin, "alice", query)
+        scores = [expected[m] for m in windowed]
+        assert all(a >= b - 1e-9 for a, b in zip(scores, scores[1:])), "not in BM25's order"
+
+
 def test_bm25_words_is_inlined_into_the_statement(admin):
     plan = "\n".join(r[0] for r in admin.execute(
         "explain (verbose) select agentmem_private.bm25_words(m.content_tsv, array['garden'::tsquery], "
