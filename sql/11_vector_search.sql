@@ -400,7 +400,7 @@ value or a parameter); a NULL user_id or acl_hash leaves that part out. The scop
 agentmem_private.vector_search passes (search_messages, recall_facts, cache_nearest: quoted values) and
 agentmem_private.exact_scan''s (parameters), the one place it is written.';
 
-create or replace function agentmem_private.cache_row_check(question_max_bytes text)
+create or replace function agentmem_private.cache_live_check()
 returns text
 language sql
 immutable
@@ -408,8 +408,27 @@ security invoker
 set search_path = pg_catalog, agentmem, pg_temp
 as $$
     -- a cached answer serves while unexpired and not withdrawn by a review
-    -- (review_hit), and only a question the guard reads whole is a candidate
+    -- (review_hit): the entries cache_entries_live_scope_idx holds, expiry a
+    -- range of it (migration 0024)
     select ' and e.expires_at > pg_catalog.now() and e.withdrawn_at is null'
+$$;
+
+comment on function agentmem_private.cache_live_check() is
+'Internal: the SQL condition (on alias e, starting with '' and'') of a cache entry that can serve:
+unexpired, not withdrawn. Part of agentmem_private.cache_row_check, and the condition under which
+exact_scan counts a key (an index-only scan of cache_entries_live_scope_idx); the one place it is
+written.';
+
+create or replace function agentmem_private.cache_row_check(question_max_bytes text)
+returns text
+language sql
+immutable
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+    -- an entry that can serve (cache_live_check), and only a question the
+    -- guard reads whole is a candidate
+    select agentmem_private.cache_live_check()
         || pg_catalog.format(
             ' and (%1$s is null or pg_catalog.octet_length(e.question) <= %1$s)',
             coalesce(cache_row_check.question_max_bytes, 'null::int')
@@ -418,9 +437,10 @@ $$;
 
 comment on function agentmem_private.cache_row_check(text) is
 'Internal: the SQL condition (on alias e, starting with '' and'') a cache entry meets to be a semantic
-candidate: unexpired, not withdrawn, its question at most question_max_bytes bytes (an SQL expression:
-a quoted number or a parameter; NULL: no limit). Checked on every row a vector search of the cache reads
-(vector_search''s statements and exact_scan''s), not counted; the one place it is written.';
+candidate: unexpired, not withdrawn (agentmem_private.cache_live_check), its question at most
+question_max_bytes bytes (an SQL expression: a quoted number or a parameter; NULL: no limit). Checked on
+every row a vector search of the cache reads (vector_search''s statements and exact_scan''s); the one
+place it is written.';
 
 -- exact_scan took no cache key before 0021's install (a new signature).
 drop function if exists agentmem_private.exact_scan(vector, text, text, text, text, int, int, int);
@@ -445,7 +465,8 @@ begin
     foreach v_table in array array['message_embeddings', 'facts', 'cache_entries'] loop
         v_id := case v_table when 'message_embeddings' then 'message_id' when 'facts' then 'fact_id' else 'entry_id' end;
         -- a user's messages or facts; the cache's key (no user), its entries
-        -- in service and of at most question_max_bytes (cache_row_check)
+        -- in service and of at most question_max_bytes (cache_row_check),
+        -- counted by those in service (cache_live_check: an index-only scan)
         v_where := agentmem_private.vector_search_scope(
             table_name => v_table, tenant_id => 'exact_scan.tenant_id', model => 'exact_scan.model',
             user_id => case when v_table <> 'cache_entries' then 'exact_scan.user_id' end,
@@ -460,7 +481,7 @@ begin
     %5$s exact_scan.table_name = %1$L then
         if exact_scan.count_limit is not null then
             select pg_catalog.count(*) into exact_scan.candidates
-            from (select from agentmem.%1$I as e where %3$s limit exact_scan.count_limit) as s;
+            from (select from agentmem.%1$I as e where %3$s%7$s limit exact_scan.count_limit) as s;
         end if;
         if exact_scan.k is not null and coalesce(exact_scan.candidates <= exact_scan.scan_max, true) then
             select pg_catalog.array_agg(h.id order by h.distance), pg_catalog.array_agg(h.distance order by h.distance)
@@ -473,7 +494,8 @@ begin
             v_table, v_id, v_where,
             agentmem_private.vector_distance(path => 'exact scan', dimension => null, table_name => v_table),
             case when v_branches = '' then 'if' else 'elsif' end,
-            v_check
+            v_check,
+            case when v_table = 'cache_entries' then agentmem_private.cache_live_check() else '' end
         );
     end loop;
     execute pg_catalog.format(
@@ -522,7 +544,7 @@ or of a key of the answer cache (tenant, model, acl_hash, prompt_version, llm_mo
 user; the entries that pass agentmem_private.cache_row_check with question_max_bytes), in
 static statements, generated at install from agentmem_private.vector_search_scope and
 agentmem_private.vector_distance (path ''exact scan''). candidates: the rows counted, up to count_limit
-(NULL: not counted); ids and distances: the k nearest, nearest first, when k is given and the count is
+(NULL: not counted; of a cache key, its entries in service: agentmem_private.cache_live_check); ids and distances: the k nearest, nearest first, when k is given and the count is
 NULL or at most scan_max (else NULL). The query embedding is its first argument ($1 of the distance).';
 
 -- The vector_search of earlier installs, which knew each table, its id column and its filters by name:

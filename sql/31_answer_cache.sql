@@ -174,7 +174,8 @@ begin
     -- A key of at most agentmem.exact_search_max_rows entries (every key of a
     -- cache of 1,000,000 entries over 1,000 tenants): counted, to one past the
     -- limit, and scanned in exact_scan's static statements, whose plans
-    -- PL/pgSQL keeps (the count an index-only scan of cache_entries_vector_scope_idx),
+    -- PL/pgSQL keeps (both through cache_entries_live_scope_idx, the count
+    -- an index-only scan),
     -- without vector_search's EXECUTEs, planned at every call, and its SET
     -- clauses. A larger key: vector_search, which counts on and reads an HNSW index.
     v_scan := agentmem_private.exact_scan(
@@ -485,7 +486,7 @@ begin
         v_features := agentmem_private.guard_features(v_tokens);
         -- The nearest questions in the key, unexpired and of at most the guard's size
         -- (agentmem_private.cache_nearest: an exact scan of a small key, counted through
-        -- cache_entries_vector_scope_idx; above agentmem.exact_search_max_rows entries
+        -- cache_entries_live_scope_idx; above agentmem.exact_search_max_rows entries
         -- vector_search, the tenant's own HNSW index, else the model's). Their ids first, into variables: on a Citus
         -- cluster a statement that both reads a distributed table and calls a function that
         -- reads one is sent whole to a worker, where the nested query fails.

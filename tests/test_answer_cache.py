@@ -8,6 +8,7 @@ deterministically.
 
 from __future__ import annotations
 
+import re
 import threading
 
 import numpy as np
@@ -546,24 +547,37 @@ def test_a_small_key_is_scanned_by_static_statements_and_a_large_one_by_vector_s
         assert got["entry_id"] is None and got["matched_question"] != "Which API key do I rotate first?", limit
 
 
-def test_the_key_count_reads_only_the_index(admin, app):
-    """cache_entries_vector_scope_idx (migration 0021) holds the entries with a vector: the count of a
-    key is an index-only scan (it read every entry of the key from the heap before)."""
-    for i in range(20):
-        store(app, f"Question {i} about invoices?", at_cosine(0.3, other=i + 1))
+def test_a_key_is_counted_and_scanned_through_its_live_entries(admin, app):
+    """cache_entries_live_scope_idx (migration 0024) holds the entries with a vector that are not withdrawn,
+    expiry its last column: a key's count is its entries in service, read from the index alone, and its
+    scan takes "unexpired" as a range of the index instead of testing each entry's row."""
+    ids = [store(app, f"Question {i} about invoices?", at_cosine(0.3 + i / 100, other=i + 1))[1] for i in range(20)]
+    for i in range(150):  # the tenant's other keys: what a B-tree on the tenant alone would read too
+        store(app, f"Question {i} about refunds?", at_cosine(0.3, other=i + 1), acl_hash=f"team-{i % 3}")
+    admin.execute("update agentmem.cache_entries set withdrawn_at = now() where entry_id = %s", (ids[0],))
+    admin.execute("update agentmem.cache_entries set expires_at = now() - interval '1 second' where entry_id = %s",
+                  (ids[1],))
     admin.execute("vacuum (analyze) agentmem.cache_entries")
-    admin.execute("begin")
-    if admin.execute("select agentmem.is_distributed()").fetchone()[0]:
-        admin.execute("set local citus.propagate_set_commands = 'local'")  # the settings below reach the shard
-    admin.execute("set local enable_seqscan = off")  # 20 rows: the table's one page would do, as a big key's would not
-    admin.execute("set local enable_bitmapscan = off")
-    plan = "\n".join(r[0] for r in admin.execute(
-        "explain (analyze, costs off, timing off, summary off) select count(*) from (select from agentmem.cache_entries "
-        "as e where e.tenant_id = 'acme' and e.model = 'all-minilm' and e.embedding is not null and e.acl_hash = '' "
-        "and e.prompt_version = '' and e.llm_model = '' and e.corpus_version = 0 limit 6001) as s").fetchall())
-    admin.execute("rollback")
+    candidates, found, _ = admin.execute(
+        "select * from agentmem_private.exact_scan(query_embedding => %s, table_name => 'cache_entries', "
+        "tenant_id => 'acme', model => 'all-minilm', user_id => null, k => 30, count_limit => 100, scan_max => 100, "
+        "acl_hash => '', prompt_version => '', llm_model => '', corpus_version => 0, question_max_bytes => 16384)",
+        (unit(0),)).fetchone()
+    assert candidates == 18  # neither the withdrawn entry nor the expired one is counted
+    assert sorted(found) == sorted(ids[2:])
+    # 20 rows: the table's one page would do, as a big key's would not
+    _, plans = plans_of(admin, "select hit from agentmem.cache_lookup(question => 'Something else?', "
+                        "question_embedding => %s, model => 'all-minilm')", (unit(0),),
+                        settings={"enable_seqscan": "off", "enable_bitmapscan": "off"})
+    text = "\n---\n".join(plans)
+    counted = [p for p in plans if "count(*)" in p and "cache_entries" in p]
+    scanned = [p for p in plans if "<=>" in p and "Index Scan using cache_entries_live_scope_idx" in p]
     # (the heap is read only for pages not yet all-visible: the vacuum in a busy test database may leave some)
-    assert "Index Only Scan using cache_entries_vector_scope_idx" in plan, plan
+    assert counted and "Index Only Scan using cache_entries_live_scope_idx" in counted[0], text
+    assert scanned, text
+    assert re.search(r"Index Cond: \(.*expires_at > now\(\)", scanned[0]), scanned[0]
+    filters = re.findall(r"Filter: .*", scanned[0])
+    assert not [f for f in filters if "withdrawn_at" in f or "expires_at" in f], scanned[0]  # no test of each row
 
 
 def test_a_lookup_does_not_lock_the_entry_it_logs(app, admin, connect, app_url):
