@@ -51,7 +51,7 @@ import psycopg
 from agentmem.client import Memory
 from agentmem.migrate import Migrator, Source
 from common import (CACHE_SCALE_DB, CACHE_SCALE_WORDS, DATA, ROOT, Bulk, cache_scale_question, command, fresh_database,
-                    p50_p95, start_server, write_report)
+                    p50_p95, sized_server, start_server, warm, write_report)
 from common import connect as _connect
 
 THRESHOLDS = [0.85, 0.88, 0.90, 0.92, 0.93, 0.94, 0.95, 0.96, 0.97]
@@ -288,12 +288,15 @@ end $$
 """
 
 
-def scale(server_url: str, entries: int, tenants: int, lookups: int, hnsw: bool, reuse: bool = False) -> dict:
+def scale(server_url: str, entries: int, tenants: int, lookups: int, hnsw: bool, reuse: bool = False,
+          prewarm: bool = False) -> dict:
     """cache_lookup p50/p95 (exact hit, semantic hit, miss) at `entries` entries over `tenants` tenants,
     beside a plain pgvector threshold query on a copy of the same rows, each timed in the server, the
     outcomes in turn and both queries back to back. Synthetic 384-d vectors (no model needed).
     reuse: the database a previous run of the same size left (its rows and plain copy kept), this
-    checkout's migrations and sql/ applied to it again; the same vectors drawn, nothing loaded."""
+    checkout's migrations and sql/ applied to it again; the same vectors drawn, nothing loaded.
+    prewarm: both tables and their indexes read into memory first (pg_prewarm; into shared_buffers where
+    they fit in 90% of it, see --shared-buffers), as on a server sized for its data."""
     from common import APP_ROLE
     if reuse:
         admin_url = server_url.rsplit("/", 1)[0] + "/" + CACHE_SCALE_DB
@@ -371,35 +374,44 @@ def scale(server_url: str, entries: int, tenants: int, lookups: int, hnsw: bool,
             index_s = time.perf_counter() - t1
             size = admin.execute("select pg_size_pretty(pg_total_relation_size('agentmem.cache_entries')), "
                                  "pg_size_pretty(pg_total_relation_size('plain_cache'))").fetchone()
+    warmed = None
+    with _connect(admin_url) as admin:
+        if prewarm:
+            warmed = warm(admin)
+        shared_buffers = admin.execute("select current_setting('shared_buffers')").fetchone()[0]
     app = _connect(app_url)
     app.execute(SCALE_TIMERS)
     times: dict[tuple[str, str], list[float]] = {}
     kinds: dict[tuple[str, str], list[str]] = {}
-    for i in range(lookups + 20):
+    # One outcome per visit to a tenant, both systems back to back on it (which goes first turning): each
+    # system reads the tenant's rows once per visit, so that neither is timed on rows the other outcome's
+    # lookup just brought into memory (an exact hit reads no vector; the plain query always scans).
+    outcomes = ("exact hit", "semantic hit", "miss")
+    for i in range(3 * (lookups + 20)):
         t = int(rng.integers(0, min(tenants, 200)))
         k = int(rng.integers(0, len(stored[t])))
         base = stored[t][k]
         near = base + rng.standard_normal(384).astype(np.float32) * 0.01
         near /= np.linalg.norm(near)
-        cases = {"exact hit": (question(t, k), base), "semantic hit": ("please, " + question(t, k), near),
-                 "miss": (f"what is the {words[i % len(words)]} of workspace {t} on day {i}", unit(1)[0])}
+        far = unit(1)[0]
+        outcome = outcomes[i % 3]
+        q, v = {"exact hit": (question(t, k), base), "semantic hit": ("please, " + question(t, k), near),
+                "miss": (f"what is the {words[i % len(words)]} of workspace {t} on day {i}", far)}[outcome]
         app.execute("select agentmem.set_tenant(tenant_id => %s)", (f"c{t:04d}",))
-        for outcome in (list(cases) if i % 2 else list(cases)[::-1]):
-            q, v = cases[outcome]
-            got = {}
-            for system in (("agentmem", "plain") if i % 2 else ("plain", "agentmem")):
-                if system == "agentmem":
-                    got[system] = app.execute("select * from pg_temp.timed_cache(%s, %s)", (q, v)).fetchone()
-                else:
-                    got[system] = app.execute("select * from pg_temp.timed_plain(%s, %s, 0.9)",
-                                              (f"c{t:04d}", v)).fetchone()
-            if i >= 20:  # the first twenty warm the caches
-                for system, (ms, kind) in got.items():
-                    times.setdefault((outcome, system), []).append(ms)
-                    kinds.setdefault((outcome, system), []).append(kind or "miss")
+        got = {}
+        for system in (("agentmem", "plain") if (i // 3) % 2 else ("plain", "agentmem")):
+            if system == "agentmem":
+                got[system] = app.execute("select * from pg_temp.timed_cache(%s, %s)", (q, v)).fetchone()
+            else:
+                got[system] = app.execute("select * from pg_temp.timed_plain(%s, %s, 0.9)",
+                                          (f"c{t:04d}", v)).fetchone()
+        if i >= 60:  # the first twenty visits of each outcome warm the caches
+            for system, (ms, kind) in got.items():
+                times.setdefault((outcome, system), []).append(ms)
+                kinds.setdefault((outcome, system), []).append(kind or "miss")
     app.close()
     return {"entries": entries, "tenants": tenants, "per": per, "load_s": load_s, "index_s": index_s,
-            "size": size, "hnsw": hnsw, "lookups": lookups,
+            "size": size, "hnsw": hnsw, "lookups": lookups, "warmed": warmed, "shared_buffers": shared_buffers,
             "rows": {key: (p50_p95(ms), kinds[key]) for key, ms in times.items()}}
 
 
@@ -465,9 +477,13 @@ def scale_report(r: dict) -> str:
             "(agentmem.exact_search_max_rows, 6,000 by default), which never reads it, and the plain query's "
             "planner takes the tenant's B-tree for so few rows; building it for 1,000,000 vectors takes hours "
             "on this machine (`--scale-hnsw` builds it)."),
-         f"- {r['lookups']} lookups per outcome, as the application login, each timed in the server "
+         f"- shared_buffers {r['shared_buffers']}; "
+         + (f"both tables and their indexes read into memory first (pg_prewarm, {r['warmed'][1]} mode, "
+            f"{r['warmed'][0]:.0f} s). " if r["warmed"] else "nothing read into memory first (`--scale-warm` does). ")
+         + f"{r['lookups']} lookups per outcome, as the application login, each timed in the server "
          "(clock_timestamp around the call in a pg_temp function: no round trip), the tenant drawn among 200; "
-         "cache_lookup and the plain query back to back, which goes first turning. The plain query: the "
+         "one outcome per visit to a tenant (the three in turn), cache_lookup and the plain query back to back "
+         "on it, which goes first turning, so that each system reads the tenant's rows once a visit. The plain query: the "
          "tenant's nearest question by cosine distance if its similarity is >= 0.9 (one table, no key, no "
          "guard, no log of the lookup); cache_lookup does the exact lookup, the guarded semantic one and "
          "logs the lookup in cache_hits.", "",
@@ -561,14 +577,19 @@ def main():
     ap.add_argument("--scale-tenants", type=int, default=1000)
     ap.add_argument("--scale-lookups", type=int, default=300)
     ap.add_argument("--scale-hnsw", action="store_true", help="build the HNSW indexes for the scale run")
+    ap.add_argument("--shared-buffers", metavar="SIZE",
+                    help="restart the bench server with this shared_buffers first (e.g. 8GB; kept for later runs)")
+    ap.add_argument("--scale-warm", action="store_true",
+                    help="read both tables and their indexes into memory before the scale run's lookups")
     ap.add_argument("--scale-reuse", action="store_true",
                     help="reuse the rows a previous --scale run of the same size left (sql/ applied again)")
     ap.add_argument("--scale-gptcache", type=int, nargs="*", metavar="SIZE",
                     help="also GPTCache holding each SIZE entries (e.g. 1000 100000)")
     args = ap.parse_args()
     if args.scale:
-        server = args.database_url or start_server(args.port)
-        result = scale(server, args.scale, args.scale_tenants, args.scale_lookups, args.scale_hnsw, args.scale_reuse)
+        server = args.database_url or sized_server(start_server(args.port), args.shared_buffers, fast=True)
+        result = scale(server, args.scale, args.scale_tenants, args.scale_lookups, args.scale_hnsw, args.scale_reuse,
+                       args.scale_warm)
         if args.scale_gptcache:
             result["gptcache"] = gptcache_scale(args.scale_gptcache, args.scale_lookups)
         write_report(args.out, scale_report(result))

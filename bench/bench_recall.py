@@ -44,7 +44,7 @@ sys.path.insert(0, str(ROOT / "python"))
 from agentmem.client import Memory  # noqa: E402
 from agentmem.migrate import Migrator, Source  # noqa: E402
 from common import (APP_ROLE, command, connect, copy_into_postgresstore, create_tenant_indexes,  # noqa: E402
-                    fresh_database)
+                    fresh_database, sized_server, warm)
 
 K = 10
 SHARES = (0.001, 0.01, 0.10, 0.30)
@@ -185,36 +185,6 @@ def path_of(admin, ds: Dataset, t: int) -> str:
     if exact and first:
         return "tenant's exact index (measured far)"
     return "tenant's own index" + (" (+ exact index)" if exact else "")
-
-
-def warm(admin) -> tuple[float, str]:
-    """Read every table and index of both systems into memory (pg_prewarm), so that both are measured as
-    on a server whose memory holds its data, not against this machine's disk (at 1M vectors a search's
-    first read of a cold page cost milliseconds): into shared_buffers ('buffer') when they fit in 90%
-    of it, else into the OS page cache ('read'), which other work on this machine evicts within
-    minutes. Returns the seconds taken and the mode."""
-    t0 = time.perf_counter()
-    admin.execute("create extension if not exists pg_prewarm")
-    relations = ("from pg_class as c where c.relnamespace in ('agentmem'::regnamespace, 'public'::regnamespace) "
-                 "and c.relkind in ('r', 'i')")
-    fits = admin.execute(f"select sum(pg_relation_size(c.oid)) < 0.9 * (select setting::bigint * 8192 from "
-                         f"pg_settings where name = 'shared_buffers') {relations}").fetchone()[0]
-    mode = "buffer" if fits else "read"
-    admin.execute(f"select pg_prewarm(c.oid, %s) {relations}", (mode,))
-    return time.perf_counter() - t0, mode
-
-
-def sized_server(server_url: str, shared_buffers: str | None) -> str:
-    """The bench server restarted with `shared_buffers` (ALTER SYSTEM) when it runs with another value."""
-    if not shared_buffers:
-        return server_url
-    from agentmem_dev import devserver
-    with psycopg.connect(server_url, autocommit=True) as c:
-        if c.execute("select current_setting('shared_buffers') = %s", (shared_buffers,)).fetchone()[0]:
-            return server_url
-        c.execute(sql.SQL("alter system set shared_buffers = {}").format(sql.Literal(shared_buffers)))
-    devserver.stop(ROOT / ".pgdata" / "bench")
-    return devserver.start(ROOT / ".pgdata" / "bench", port=int(server_url.rsplit(":", 1)[1].split("/")[0]))
 
 
 def run_dataset(server_url: str, kind: str, n: int, dim: int, queries: int, reuse: bool = False,

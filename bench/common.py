@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import psycopg
+from psycopg import sql
 from pgvector.psycopg import register_vector
 
 from agentmem_dev import devserver
@@ -174,3 +175,33 @@ def cache_scale_stored(per: int, tenants: int = 200, keep: int = 20) -> dict:
         v = rng.standard_normal((per, 384)).astype(np.float32)
         stored[t] = (v / np.linalg.norm(v, axis=1, keepdims=True))[:keep]
     return stored
+
+
+def warm(admin) -> tuple[float, str]:
+    """Read every table and index of both systems into memory (pg_prewarm), so that both are measured as
+    on a server whose memory holds its data, not against this machine's disk (at 1M vectors a search's
+    first read of a cold page cost milliseconds): into shared_buffers ('buffer') when they fit in 90%
+    of it, else into the OS page cache ('read'), which other work on this machine evicts within
+    minutes. Returns the seconds taken and the mode."""
+    t0 = time.perf_counter()
+    admin.execute("create extension if not exists pg_prewarm")
+    relations = ("from pg_class as c where c.relnamespace in ('agentmem'::regnamespace, 'public'::regnamespace) "
+                 "and c.relkind in ('r', 'i')")
+    fits = admin.execute(f"select sum(pg_relation_size(c.oid)) < 0.9 * (select setting::bigint * 8192 from "
+                         f"pg_settings where name = 'shared_buffers') {relations}").fetchone()[0]
+    mode = "buffer" if fits else "read"
+    admin.execute(f"select pg_prewarm(c.oid, %s) {relations}", (mode,))
+    return time.perf_counter() - t0, mode
+
+
+def sized_server(server_url: str, shared_buffers: str | None, fast: bool | None = None) -> str:
+    """The bench server restarted with `shared_buffers` (ALTER SYSTEM) when it runs with another value;
+    `fast` as devserver.start takes it (the settings it was started with)."""
+    if not shared_buffers:
+        return server_url
+    with psycopg.connect(server_url, autocommit=True) as c:
+        if c.execute("select current_setting('shared_buffers') = %s", (shared_buffers,)).fetchone()[0]:
+            return server_url
+        c.execute(sql.SQL("alter system set shared_buffers = {}").format(sql.Literal(shared_buffers)))
+    devserver.stop(ROOT / ".pgdata" / "bench")
+    return devserver.start(ROOT / ".pgdata" / "bench", port=int(server_url.rsplit(":", 1)[1].split("/")[0]), fast=fast)
