@@ -581,7 +581,7 @@ comment on function agentmem.cache_lookup(text, vector, text, text, text, text, 
 1. Exact: the normalised question (normalize_question) in the full key: current tenant, acl_hash,
    the tenant''s corpus version, prompt_version, llm_model; not expired, not withdrawn (review_hit).
 2. Semantic, only when exact misses and the intent is not high-stakes: the nearest cached questions in
-   the same key, not withdrawn (an exact scan up to agentmem.exact_search_max_rows entries in the key, above it the
+   the same key, not withdrawn (an exact scan up to agentmem.exact_search_max_rows entries in service in the key, above it the
    tenant''s own HNSW index when a DBA built one, else the model''s); the nearest one with cosine similarity at or above the threshold
    (the larger of the asking and the cached intent''s) that passes the guard with the asked question
    (question_guard_agrees: the same question_guard_features, negation scope compared on shared words)
