@@ -544,8 +544,9 @@ or of a key of the answer cache (tenant, model, acl_hash, prompt_version, llm_mo
 user; the entries that pass agentmem_private.cache_row_check with question_max_bytes), in
 static statements, generated at install from agentmem_private.vector_search_scope and
 agentmem_private.vector_distance (path ''exact scan''). candidates: the rows counted, up to count_limit
-(NULL: not counted; of a cache key, its entries in service: agentmem_private.cache_live_check); ids and distances: the k nearest, nearest first, when k is given and the count is
-NULL or at most scan_max (else NULL). The query embedding is its first argument ($1 of the distance).';
+(NULL: not counted; of a cache key, its entries in service: agentmem_private.cache_live_check); ids and
+distances: the k nearest, nearest first, when k is given and the count is NULL or at most scan_max (else
+NULL). The query embedding is its first argument ($1 of the distance).';
 
 -- The vector_search of earlier installs, which knew each table, its id column and its filters by name:
 -- each caller now passes its own scope (the function below).
