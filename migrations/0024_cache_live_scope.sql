@@ -6,7 +6,7 @@
 -- withdrawn, and carries expiry after the key's columns: "unexpired" is a
 -- range of the index, not a test of each entry's row. Before, every entry of
 -- the key was read past its vector to its expiry and withdrawal columns (at
--- 1,000,000 entries over 1,000 tenants, about a sixth of the key's scan).
+-- 1,000,000 entries over 1,000 tenants, about a fifth of the key's scan).
 -- The count of a key is the count of its live entries, the candidates a scan
 -- reads, and stays an index-only scan.
 
