@@ -291,8 +291,9 @@ end $$
 def scale(server_url: str, entries: int, tenants: int, lookups: int, hnsw: bool, reuse: bool = False,
           prewarm: bool = False) -> dict:
     """cache_lookup p50/p95 (exact hit, semantic hit, miss) at `entries` entries over `tenants` tenants,
-    beside a plain pgvector threshold query on a copy of the same rows, each timed in the server, the
-    outcomes in turn and both queries back to back. Synthetic 384-d vectors (no model needed).
+    beside a plain pgvector threshold query on a copy of the same rows, each timed in the server: one
+    outcome per visit to a tenant (the three in turn), both queries back to back on it. Synthetic 384-d
+    vectors (no model needed).
     reuse: the database a previous run of the same size left (its rows and plain copy kept), this
     checkout's migrations and sql/ applied to it again; the same vectors drawn, nothing loaded.
     prewarm: both tables and their indexes read into memory first (pg_prewarm; into shared_buffers where

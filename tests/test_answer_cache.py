@@ -565,7 +565,7 @@ def test_a_key_is_counted_and_scanned_through_its_live_entries(admin, app):
         (unit(0),)).fetchone()
     assert candidates == 18  # neither the withdrawn entry nor the expired one is counted
     assert sorted(found) == sorted(ids[2:])
-    # 20 rows: the table's one page would do, as a big key's would not
+    # 170 rows: a scan of the table's few pages would do, as a big key's would not
     _, plans = plans_of(admin, "select hit from agentmem.cache_lookup(question => 'Something else?', "
                         "question_embedding => %s, model => 'all-minilm')", (unit(0),),
                         settings={"enable_seqscan": "off", "enable_bitmapscan": "off"})
