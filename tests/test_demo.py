@@ -104,6 +104,7 @@ def test_the_demo_names_what_it_leaves_and_its_cache_report_plots(server, capsys
 
 def test_demo_web_serves_the_chat_page_at_the_url_it_prints(server):
     """`agentmem demo --web` (make demo-web): one command, the page's URL printed, the page offline."""
+    import argparse
     import http.cookiejar
     import os
     import subprocess
@@ -112,18 +113,33 @@ def test_demo_web_serves_the_chat_page_at_the_url_it_prints(server):
     import urllib.request
     from pathlib import Path
 
+    import psycopg
+
+    from agentmem_dev.cli import DEMO
     from helpers import free_port_url, wait_until
+    parser = argparse.ArgumentParser()
+    DEMO.arguments(parser)
+    assert parser.parse_args(["--web"]).chat_database == "agentmem_chat"
+    # Not the default database: it is kept between runs, and one a server kept from an earlier checkout
+    # (a migration still being written) would stop the page on its checksum, as it should.
+    chat_db = os.environ.get("AGENTMEM_TEST_DBNAME", "agentmem_test") + "_chat"
+
+    def drop_chat_db():
+        with psycopg.connect(server.db_url("postgres"), autocommit=True) as conn:
+            conn.execute(f'drop database if exists "{chat_db}" with (force)')
+
+    drop_chat_db()
     env = dict(os.environ, OLLAMA_HOST=free_port_url("http://127.0.0.1:1"))
     proc = subprocess.Popen([str(Path(sys.executable).parent / "agentmem"), "demo", "--web", "--database-url",
-                             server.url, "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, env=env)
+                             server.url, "--port", "0", "--chat-database", chat_db], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, env=env)
     try:
         out, deadline = "", time.monotonic() + 90
         while "/chat?tenant=docs-co&token=" not in out and time.monotonic() < deadline and proc.poll() is None:
             out += proc.stdout.readline()
         url = re.search(r"http://127\.0\.0\.1:\d+/chat\?tenant=docs-co&token=\S+", out)
         assert url, out
-        assert "database agentmem_chat, login agentmem_demo_app, tenant docs-co" in out
+        assert f"database {chat_db}, login agentmem_demo_app, tenant docs-co" in out
         assert "the offline lexical embedder agentmem-lexical-768" in out and "TEMPLATE generator" in out
         port = int(re.search(r":(\d+)/chat", url.group(0)).group(1))
         wait_until(lambda: _listening(port), what="the page's server listening")  # uvicorn starts after the print
@@ -137,6 +153,7 @@ def test_demo_web_serves_the_chat_page_at_the_url_it_prints(server):
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+        drop_chat_db()
 
 
 def _listening(port: int) -> bool:

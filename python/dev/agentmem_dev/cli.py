@@ -56,6 +56,8 @@ def demo_arguments(p: argparse.ArgumentParser) -> None:
                    "the database agentmem_demo there (default $AGENTMEM_DATABASE_URL)")
     p.add_argument("--web", action="store_true", help="instead of the narrated tour: the inspector's chat page "
                    "on database agentmem_chat (pip install 'pg-agentmem[inspect]'), its URL printed")
+    p.add_argument("--chat-database", default="agentmem_chat", help="with --web: the database it makes if missing "
+                   "and keeps between runs (default agentmem_chat)")
     p.add_argument("--port", type=int, default=8766, help="with --web: the page's port (default 8766; 0: any free one)")
     p.add_argument("--ollama-host", help="with --web: the Ollama server (default: OLLAMA_HOST, else 127.0.0.1:11434)")
 
@@ -106,7 +108,7 @@ def demo(args: argparse.Namespace) -> int:
     url = args.database_url or os.environ.get("AGENTMEM_DATABASE_URL")
     if args.web:
         from . import demo_web
-        return demo_web.run(url, args.port, args.ollama_host)
+        return demo_web.run(url, args.port, args.ollama_host, database=args.chat_database)
     from .demo import run
     return run(url)
 
