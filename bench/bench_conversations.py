@@ -9,8 +9,8 @@ tenant holds 30%:
   call and in batches, into the populated tables (HNSW index present); --index-later adds a login
   with agentmem.index_later on in the same turns, then times agentmem.index_pending_vectors; --prepared
   adds this driver with prepare=True (server-side prepared statements, as PostgresStore runs); --floor
-  adds the floor of any store that indexes a vector inside the call (FloorStore: a message row and
-  its vector's HNSW insert by one SQL function, nothing else);
+  adds FloorStore: what PostgresStore's put writes (a message row, its vector's row and HNSW insert)
+  done by one SQL function and nothing else, the floor the other stores are read against;
 * search latency p50/p95 and recall@10 against an exact scan, for the big tenant and for small
   tenants, each through its Python API;
 * for agentmem, the embedding calls its cache saves on a re-index of 5,000 texts where 2% changed
@@ -261,11 +261,11 @@ $$;
 
 
 class FloorStore:
-    """The floor of any store that indexes a vector inside the call: what PostgresStore's put writes (the
-    message's row, its vector's row and that vector's HNSW insert, pgvector's defaults) in one round trip of a
-    SQL function, on an autocommit connection, the vector sent in binary as this driver sends it; nothing
-    else (no tenant check, row-level security, text index, word counts, ordering or time rules). A store that
-    does the HNSW insert in the call cannot be faster than this; bench_store drives it as it drives Memory."""
+    """What PostgresStore's put writes (the message's row, its vector's row and that vector's HNSW insert,
+    pgvector's defaults) in one round trip of a SQL function, on an autocommit connection, the vector sent in
+    binary as this driver sends it; nothing else (no tenant check, row-level security, text index, word counts,
+    ordering or time rules, and none of LangGraph's code): the floor the other stores' rates are read against.
+    bench_store drives it as it drives Memory."""
 
     def __init__(self, url: str):
         self.conn = connect(url)
@@ -422,8 +422,8 @@ def report(results: list[dict], args, elapsed: float) -> str:
             lines += ["", "floor: `FloorStore`, what PostgresStore's put writes (the message's row, its vector's "
                           "row and that vector's HNSW insert, pgvector's defaults, into tables holding the same "
                           "vectors) by one SQL function in one round trip, the vector in binary, autocommit; "
-                          "nothing else. A store that inserts the vector into its HNSW index inside the call "
-                          "cannot be faster than this.", ""]
+                          "nothing else: PostgresStore's SQL work without LangGraph's code around it, the floor the "
+                          "other rates are read against.", ""]
         own = {"agentmem (index_later)", "agentmem (prepare=True)", "floor"}
         if set(others) - own:
             lines += ["", f"{', '.join(o for o in others if o not in own)}: the same data in a "
@@ -473,8 +473,8 @@ def main() -> int:
     parser.add_argument("--prepared", action="store_true",
                         help="also store through the driver with prepare=True (server-side prepared statements)")
     parser.add_argument("--floor", action="store_true",
-                        help="also store through FloorStore: a message row and its vector's HNSW insert in one "
-                             "SQL function, the floor of a store that indexes in the call")
+                        help="also store through FloorStore: PostgresStore's SQL work (a message row, its vector's "
+                             "row and HNSW insert) by one SQL function and nothing else")
     args = parser.parse_args()
     try:
         import langgraph.store.postgres  # noqa: F401

@@ -1,6 +1,7 @@
-"""One message per call against its floor: where store_message's time goes beyond what any store that
-indexes the vector inside the call must do, on the database a ``bench_conversations.py --floor`` run left
-(agentmem_bench_conversations on the bench server, with its floor_probe schema).
+"""One message per call against its floor: where store_message's time goes beyond what PostgresStore's
+put writes (a message row, its vector's row and HNSW insert, done by one SQL function), on the database
+a ``bench_conversations.py --floor`` run left (agentmem_bench_conversations on the bench server, with its
+floor_probe schema).
 
     .venv/bin/python bench/bench_conversations.py --quick --floor --port P --out /tmp/x.md
     .venv/bin/python bench/probes/probe_write_floor.py --port P --calls 1000 --out FILE
