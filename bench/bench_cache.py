@@ -50,8 +50,8 @@ import psycopg
 
 from agentmem.client import Memory
 from agentmem.migrate import Migrator, Source
-from common import (CACHE_SCALE_DB, CACHE_SCALE_WORDS, DATA, ROOT, Bulk, cache_scale_question, command, fresh_database,
-                    p50_p95, sized_server, start_server, warm, write_report)
+from common import (CACHE_SCALE_DB, CACHE_SCALE_WORDS, DATA, ROOT, Bulk, as_login, cache_scale_question, command,
+                    database_url, fresh_database, p50_p95, sized_server, start_server, warm, write_report)
 from common import connect as _connect
 
 THRESHOLDS = [0.85, 0.88, 0.90, 0.92, 0.93, 0.94, 0.95, 0.96, 0.97]
@@ -300,7 +300,7 @@ def scale(server_url: str, entries: int, tenants: int, lookups: int, hnsw: bool,
     they fit in 90% of it, see --shared-buffers), as on a server sized for its data."""
     from common import APP_ROLE
     if reuse:
-        admin_url = server_url.rsplit("/", 1)[0] + "/" + CACHE_SCALE_DB
+        admin_url = database_url(server_url, CACHE_SCALE_DB)
         # The install builds a missing model index (sql/80_model_indexes.sql), hours for these rows:
         # an empty stand-in of that name for the install's time (no scan of the run reads it).
         with _connect(admin_url) as admin:
@@ -308,8 +308,7 @@ def scale(server_url: str, entries: int, tenants: int, lookups: int, hnsw: bool,
             admin.execute(f"create index if not exists {idx} on agentmem.cache_entries (model) where false")
             Migrator(admin_url, Source.load(ROOT)).migrate()
             admin.execute(f"drop index agentmem.{idx}")
-        user = admin_url.split("//", 1)[1].split("@", 1)[0]
-        app_url = admin_url.replace(f"//{user}@", f"//{APP_ROLE}@", 1)
+        app_url = as_login(admin_url, APP_ROLE)
     else:
         admin_url, app_url = fresh_database(server_url, CACHE_SCALE_DB)
     assert app_url is not None

@@ -43,8 +43,8 @@ sys.path.insert(0, str(ROOT / "python"))
 
 from agentmem.client import Memory  # noqa: E402
 from agentmem.migrate import Migrator, Source  # noqa: E402
-from common import (APP_ROLE, command, connect, copy_into_postgresstore, create_tenant_indexes,  # noqa: E402
-                    fresh_database, sized_server, warm)
+from common import (APP_ROLE, as_login, command, connect, copy_into_postgresstore, create_tenant_indexes,  # noqa: E402
+                    database_url, fresh_database, sized_server, warm)
 
 K = 10
 SHARES = (0.001, 0.01, 0.10, 0.30)
@@ -110,9 +110,8 @@ def dbname(kind: str, n: int) -> str:
 
 
 def urls(server_url: str, db: str) -> tuple[str, str]:
-    admin_url = server_url.rsplit("/", 1)[0] + f"/{db}"
-    user = admin_url.split("//", 1)[1].split("@", 1)[0]
-    return admin_url, admin_url.replace(f"//{user}@", f"//{APP_ROLE}@", 1)
+    admin_url = database_url(server_url, db)
+    return admin_url, as_login(admin_url, APP_ROLE)
 
 
 def reuse_dataset(admin, ds: "Dataset") -> None:

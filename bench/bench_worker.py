@@ -35,7 +35,7 @@ import time
 
 import numpy as np
 
-from common import APP_ROLE, command, connect, fresh_database, p50_p95, start_server, write_report
+from common import APP_ROLE, as_login, command, connect, fresh_database, p50_p95, start_server, write_report
 from agentmem.lexical import lexical_embedding
 
 DBNAME = "agentmem_bench_worker"
@@ -48,8 +48,7 @@ def worker_url_of(admin_url: str) -> str:
         if not conn.execute("select 1 from pg_roles where rolname = %s", (WORKER_ROLE,)).fetchone():
             conn.execute(f"create role {WORKER_ROLE} login")
         conn.execute(f"grant agentmem_worker to {WORKER_ROLE}")
-    user = admin_url.split("//", 1)[1].split("@", 1)[0]
-    return admin_url.replace(f"//{user}@", f"//{WORKER_ROLE}@", 1)
+    return as_login(admin_url, WORKER_ROLE)
 
 
 def backlog(app_url: str, tenant: str, n: int, tag: str) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shlex
 import statistics
 import sys
@@ -57,6 +58,27 @@ def probe_start(doc: str | None, dbname: str) -> tuple[argparse.Namespace, str, 
     return args, admin_url, app_url, started
 
 
+def database_url(server_url: str, dbname: str) -> str:
+    """The URL of database `dbname` on the server of `server_url`, with the same login."""
+    return server_url.rsplit("/", 1)[0] + "/" + dbname
+
+
+def as_login(url: str, login: str) -> str:
+    """`url` with its user (and password, if it has one) replaced by `login`."""
+    user = url.split("//", 1)[1].split("@", 1)[0]
+    return url.replace(f"//{user}@", f"//{login}@", 1)
+
+
+def explained(note: str) -> tuple[float, str] | None:
+    """An auto_explain notice -> (the statement's duration in ms, its text up to the plan); None for any
+    other notice."""
+    m = re.match(r"duration: ([\d.]+) ms", note)
+    if not m or "Query Text: " not in note:
+        return None
+    text = note.split("Query Text: ", 1)[1].splitlines()
+    return float(m.group(1)), "\n".join(text[:next((i for i, t in enumerate(text) if "(cost=" in t), len(text))])
+
+
 def fresh_database(server_url: str, dbname: str, *, app_role: str | None = APP_ROLE,
                    root: Path = ROOT) -> tuple[str, str | None]:
     """Drop and create `dbname`, migrate it (from the checkout `root`: its migrations/ and sql/), make
@@ -64,7 +86,7 @@ def fresh_database(server_url: str, dbname: str, *, app_role: str | None = APP_R
     with psycopg.connect(server_url, autocommit=True) as conn:
         conn.execute(f"drop database if exists {dbname} with (force)")
         conn.execute(f"create database {dbname}")
-    admin_url = server_url.rsplit("/", 1)[0] + "/" + dbname
+    admin_url = database_url(server_url, dbname)
     Migrator(admin_url, Source.load(root)).migrate()
     if app_role is None:
         return admin_url, None
@@ -74,8 +96,7 @@ def fresh_database(server_url: str, dbname: str, *, app_role: str | None = APP_R
         conn.execute("select agentmem.grant_app_role(role_name => %s)", (app_role,))
         # tenants are bound to logins: the benchmark's login acts as its own tenants
         conn.execute("select agentmem.grant_tenant(role_name => %s, all_tenants => true)", (app_role,))
-    user = admin_url.split("//", 1)[1].split("@", 1)[0]
-    return admin_url, admin_url.replace(f"//{user}@", f"//{app_role}@", 1)
+    return admin_url, as_login(admin_url, app_role)
 
 
 def copy_into_postgresstore(admin: psycopg.Connection, prefixes, keys, texts, vectors) -> dict[str, float]:

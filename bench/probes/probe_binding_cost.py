@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/common.py
-from common import command, connect, fresh_database, start_server, unit_vectors, write_report  # noqa: E402
+from common import as_login, command, connect, fresh_database, start_server, unit_vectors, write_report  # noqa: E402
 
 MODEL, DIM, USERS = "all-minilm", 384, 8
 LOGIN = "agentmem_probe_binding_app"
@@ -38,8 +38,7 @@ def setup(port: int) -> tuple[str, str, str]:
             admin.execute(f"create role {LOGIN} login")
         admin.execute("select agentmem.grant_app_role(role_name => %s)", (LOGIN,))
         admin.execute("select agentmem.grant_tenant(role_name => %s, tenant_id => 'victim')", (LOGIN,))
-    user = admin_url.split("//", 1)[1].split("@", 1)[0]
-    app_url = admin_url.replace(f"//{user}@", f"//{LOGIN}@", 1)
+    app_url = as_login(admin_url, LOGIN)
     rng = np.random.default_rng(12)
     vectors = iter(unit_vectors(rng, 3 * USERS, DIM))
     with connect(app_url, "victim") as app:

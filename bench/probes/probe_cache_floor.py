@@ -33,7 +33,7 @@ sys.path.insert(0, str(HERE.parent))
 from common import CACHE_SCALE_DB as DB  # noqa: E402
 from common import CACHE_SCALE_WORDS as WORDS  # noqa: E402
 from common import cache_scale_question as question  # noqa: E402
-from common import APP_ROLE, cache_scale_stored, connect, p50_p95, start_server  # noqa: E402
+from common import APP_ROLE, as_login, cache_scale_stored, connect, database_url, p50_p95, start_server  # noqa: E402
 
 
 TIMERS = """
@@ -72,8 +72,7 @@ def main() -> None:
     ap.add_argument("--per", type=int, default=1000, help="entries per tenant of the --scale run")
     args = ap.parse_args()
     server = start_server(args.port)
-    admin_url = server.rsplit("/", 1)[0] + "/" + DB
-    user = admin_url.split("//", 1)[1].split("@", 1)[0]
+    admin_url = database_url(server, DB)
     with connect(admin_url) as admin:
         admin.execute("create table if not exists public.plain_hits "
                       "(like agentmem.cache_hits including defaults including constraints including indexes)")
@@ -81,7 +80,7 @@ def main() -> None:
     # the vectors bench_cache.py drew for tenants 0..199 (the same generator, in the same order)
     stored = cache_scale_stored(args.per)
     r2 = np.random.default_rng(7)
-    app = connect(admin_url.replace(f"//{user}@", f"//{APP_ROLE}@", 1))
+    app = connect(as_login(admin_url, APP_ROLE))
     app.execute(TIMERS)
     systems = ["plain", "plain + log", "plain + log + guard", "cache_lookup"]
     times: dict[tuple[str, str], list[float]] = {}

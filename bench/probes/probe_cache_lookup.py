@@ -29,7 +29,7 @@ sys.path.insert(0, str(HERE.parent))
 from common import CACHE_SCALE_DB as DB  # noqa: E402
 from common import CACHE_SCALE_WORDS as WORDS  # noqa: E402
 from common import cache_scale_question as question  # noqa: E402
-from common import cache_scale_stored, connect, start_server  # noqa: E402
+from common import as_login, cache_scale_stored, connect, database_url, explained, start_server  # noqa: E402
 
 LOGIN = "agentmem_bench_explain"
 
@@ -50,8 +50,7 @@ def main() -> None:
     ap.add_argument("--per", type=int, default=1000, help="entries per tenant of the --scale run")
     args = ap.parse_args()
     server = start_server(args.port)
-    admin_url = server.rsplit("/", 1)[0] + "/" + DB
-    user = admin_url.split("//", 1)[1].split("@", 1)[0]
+    admin_url = database_url(server, DB)
     with connect(admin_url) as admin:
         if not admin.execute("select 1 from pg_roles where rolname = %s", (LOGIN,)).fetchone():
             admin.execute(f"create role {LOGIN} login")
@@ -61,7 +60,7 @@ def main() -> None:
         for setting, value in (("auto_explain.log_min_duration", "0"), ("auto_explain.log_nested_statements", "on"),
                                ("auto_explain.log_level", "notice"), ("track_functions", "all")):
             admin.execute(f"alter role {LOGIN} in database {DB} set {setting} = '{value}'")
-    url = admin_url.replace(f"//{user}@", f"//{LOGIN}@", 1)
+    url = as_login(admin_url, LOGIN)
     # the vectors bench_cache.py drew for tenants 0..199 (the same generator, in the same order)
     stored = cache_scale_stored(args.per)
     r2 = np.random.default_rng(5)
@@ -94,12 +93,9 @@ def main() -> None:
                 if i < 10:
                     continue
                 for note in notes:
-                    m = re.match(r"duration: ([\d.]+) ms", note)
-                    if not m or "Query Text: " not in note:
-                        continue
-                    text = note.split("Query Text: ", 1)[1].splitlines()
-                    query = "\n".join(text[:next((j for j, x in enumerate(text) if "(cost=" in x), len(text))])
-                    stats[label(query)].append(float(m.group(1)) * 1000)
+                    found = explained(note)
+                    if found:
+                        stats[label(found[1])].append(found[0] * 1000)
                 totals[outcome].append(kind[0] or "miss")
             out[outcome] = stats
             conn.execute("select pg_stat_force_next_flush()")

@@ -34,7 +34,7 @@ import psycopg
 from pgvector.psycopg import register_vector
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # bench/common.py
-from common import start_server  # noqa: E402
+from common import database_url, start_server  # noqa: E402
 
 K, N, QUERIES = 10, 100_000, 30
 TENANTS = {"A": 30_000, "B": 10_000}
@@ -109,7 +109,7 @@ def run(server_url: str, kind: str, dim: int) -> dict:
     with psycopg.connect(server_url, autocommit=True) as c:
         c.execute(f"drop database if exists {db} with (force)")
         c.execute(f"create database {db}")
-    conn = psycopg.connect(server_url.rsplit("/", 1)[0] + "/" + db, autocommit=True)
+    conn = psycopg.connect(database_url(server_url, db), autocommit=True)
     # Never server-side prepared: a generic plan of `order by v <=> $1::halfvec(d)` casts $1 once per row
     # (found on the top-N sort below: 43 ms where a plan with the value as a constant takes 24); agentmem's
     # own statements go through EXECUTE, planned with their values.

@@ -36,7 +36,7 @@ sys.path.insert(0, str(ROOT / "python"))
 sys.path.insert(0, str(HERE))
 
 from agentmem.migrate import Migrator, Source  # noqa: E402
-from common import APP_ROLE, command, connect, percentile, write_report  # noqa: E402
+from common import APP_ROLE, as_login, command, connect, database_url, percentile, write_report  # noqa: E402
 
 MODEL, DIM, N, K = "all-minilm", 384, 20_000, 10
 
@@ -60,7 +60,7 @@ def database(server_url: str, name: str, root: Path, owners, vectors) -> tuple[s
     with connect(server_url) as conn:
         conn.execute(f"drop database if exists {name} with (force)")
         conn.execute(f"create database {name}")
-    admin_url = server_url.rsplit("/", 1)[0] + "/" + name
+    admin_url = database_url(server_url, name)
     Migrator(admin_url, Source.load(root)).migrate()
     with connect(admin_url) as admin:
         if not admin.execute("select 1 from pg_roles where rolname = %s", (APP_ROLE,)).fetchone():
@@ -74,8 +74,7 @@ def database(server_url: str, name: str, root: Path, owners, vectors) -> tuple[s
         with bulk.hnsw_dropped(tables=("message_embeddings",)):
             bulk.load_messages(owners, vectors)
         admin.execute("vacuum (analyze) agentmem.messages, agentmem.message_embeddings")
-    user = admin_url.split("//", 1)[1].split("@", 1)[0]
-    app_url = admin_url.replace(f"//{user}@", f"//{APP_ROLE}@", 1)
+    app_url = as_login(admin_url, APP_ROLE)
     with connect(app_url, tenant="t1") as app:
         for i, v in enumerate(vectors[:300]):
             app.execute("select * from agentmem.upsert_fact(user_id => 'u', subject => %s, fact => %s, "

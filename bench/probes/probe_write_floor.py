@@ -30,7 +30,6 @@ import argparse
 import collections
 import datetime
 import os
-import re
 import statistics
 import sys
 import time
@@ -43,7 +42,7 @@ from pgvector import Vector
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
-from common import APP_ROLE, command, connect, start_server, write_report  # noqa: E402
+from common import APP_ROLE, as_login, command, connect, database_url, explained, start_server, write_report  # noqa: E402
 
 from agentmem.client import Memory  # noqa: E402
 
@@ -52,14 +51,12 @@ STORE = ("select * from agentmem.store_message(conversation_id => %s, role => 'u
          "embedding => %b, model => 'all-minilm')")
 FLOOR = ("select floor_probe.store_message(p_tenant => %s, p_conversation => %s, p_role => 'user', "
          "p_content => %s, p_embedding => %b)")
-RANDOM_VECTOR = "(select pg_catalog.array_agg(random()::real - 0.5) from generate_series(1, 384))::vector"
+RANDOM_VECTOR = f"(select pg_catalog.array_agg(random()::real - 0.5) from generate_series(1, {DIM}))::vector"
 
 
 def urls(port: int) -> tuple[str, str]:
-    server = start_server(port)
-    admin_url = server.rsplit("/", 1)[0] + "/" + DB
-    user = admin_url.split("//", 1)[1].split("@", 1)[0]
-    return admin_url, admin_url.replace(f"//{user}@", f"//{APP_ROLE}@", 1)
+    admin_url = database_url(start_server(port), DB)
+    return admin_url, as_login(admin_url, APP_ROLE)
 
 
 def from_client(admin_url: str, app_url: str, calls: int, rng: np.random.Generator) -> dict[str, list[float]]:
@@ -172,10 +169,10 @@ def statements(admin_url: str, calls: int, rng: np.random.Generator) -> list[tup
     total: dict[str, float] = collections.defaultdict(float)
     count: collections.Counter = collections.Counter()
     for note in notes:
-        m = re.search(r"duration: ([\d.]+) ms\s+plan:\s*Query Text: (.*?)\n", note, re.S)
-        if m:
-            text = " ".join(m.group(2).split())[:100]
-            total[text] += float(m.group(1))
+        found = explained(note)
+        if found:
+            text = " ".join(found[1].split())[:100]
+            total[text] += found[0]
             count[text] += 1
     return [(text, t / calls * 1000, count[text] / calls) for text, t in sorted(total.items(), key=lambda x: -x[1])]
 

@@ -40,7 +40,7 @@ import psycopg
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))  # bench/common.py
 sys.path.insert(0, str(HERE))
-from common import ROOT, command, connect, start_server, write_report  # noqa: E402
+from common import ROOT, as_login, command, connect, database_url, explained, start_server, write_report  # noqa: E402
 from probe_search_path import bulk_of, clustered  # noqa: E402
 
 from agentmem.migrate import Migrator, Source  # noqa: E402
@@ -56,9 +56,8 @@ def database(server_url: str, name: str, root: Path) -> tuple[str, dict[str, str
     with psycopg.connect(server_url, autocommit=True) as conn:
         conn.execute(f"drop database if exists {name} with (force)")
         conn.execute(f"create database {name}")
-    admin_url = server_url.rsplit("/", 1)[0] + "/" + name
+    admin_url = database_url(server_url, name)
     Migrator(admin_url, Source.load(root)).migrate()
-    user = admin_url.split("//", 1)[1].split("@", 1)[0]
     urls = {}
     with connect(admin_url) as admin:
         for login in (LOGIN, EXPLAIN_LOGIN):
@@ -67,7 +66,7 @@ def database(server_url: str, name: str, root: Path) -> tuple[str, dict[str, str
             admin.execute("select agentmem.grant_app_role(role_name => %s)", (login,))
             if admin.execute("select to_regproc('agentmem.grant_tenant')").fetchone()[0]:
                 admin.execute("select agentmem.grant_tenant(role_name => %s, all_tenants => true)", (login,))
-            urls[login] = admin_url.replace(f"//{user}@", f"//{login}@", 1)
+            urls[login] = as_login(admin_url, login)
         admin.execute(f"alter role {EXPLAIN_LOGIN} in database {name} set session_preload_libraries = 'auto_explain'")
         for setting, value in (("auto_explain.log_min_duration", "0"), ("auto_explain.log_nested_statements", "on"),
                                ("auto_explain.log_level", "notice"), ("track_functions", "all")):
@@ -156,15 +155,13 @@ def by_statement(s: dict, calls: int) -> tuple[list[tuple[str, float, float]], l
     stats: dict[str, list[float]] = defaultdict(list)
     order: list[str] = []
     for note in notes:
-        m = re.match(r"duration: ([\d.]+) ms", note)
-        if not m or "Query Text: " not in note:
+        found = explained(note)
+        if not found:
             continue
-        text = note.split("Query Text: ", 1)[1].splitlines()
-        query = "\n".join(text[:next((i for i, t in enumerate(text) if "(cost=" in t), len(text))])
-        key = label(query)
+        key = label(found[1])
         if key not in stats:
             order.append(key)
-        stats[key].append(float(m.group(1)) * 1000)
+        stats[key].append(found[0] * 1000)
     statements = [(k, len(stats[k]) / calls, statistics.mean(stats[k])) for k in order]
     with connect(s["admin"]) as admin:
         admin.execute("select pg_stat_clear_snapshot()")
