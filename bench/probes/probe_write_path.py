@@ -16,7 +16,8 @@ tenant t1.
    the databases in turn; the median round's microseconds per call. This checkout also runs under
    binding mode none in the same rounds (set_tenant_binding between rounds), which isolates the binding.
 2. Statement by statement: a second login of each database runs with auto_explain (log_min_duration 0,
-   log_nested_statements, reported as NOTICEs) and track_functions = all, for --explain calls. Every
+   log_nested_statements, reported as WARNINGs: store_messages runs with client_min_messages = warning, which
+   silences a NOTICE raised inside it) and track_functions = all, for --explain calls. Every
    statement the executor runs is timed (its inclusive time: a statement's time holds the functions and
    policies it runs, e.g. the row-level security sub-select's current_tenant()), and pg_stat_user_functions
    gives each function's self time. Both instruments add their own overhead, the same on every side.
@@ -69,7 +70,7 @@ def database(server_url: str, name: str, root: Path) -> tuple[str, dict[str, str
             urls[login] = as_login(admin_url, login)
         admin.execute(f"alter role {EXPLAIN_LOGIN} in database {name} set session_preload_libraries = 'auto_explain'")
         for setting, value in (("auto_explain.log_min_duration", "0"), ("auto_explain.log_nested_statements", "on"),
-                               ("auto_explain.log_level", "notice"), ("track_functions", "all")):
+                               ("auto_explain.log_level", "warning"), ("track_functions", "all")):
             admin.execute(f"alter role {EXPLAIN_LOGIN} in database {name} set {setting} = '{value}'")
         rng = np.random.default_rng(0)
         owners = [(f"t{i % 100}", "u") for i in range(N)]
