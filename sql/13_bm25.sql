@@ -249,6 +249,11 @@ drop function if exists agentmem_private.word_match_messages(
     text, text, tsquery, text[], int, uuid, timestamptz, timestamptz, double precision, double precision
 );
 
+-- Before the lists' scores (search_messages' fusion 'zscore'): another return type.
+drop function if exists agentmem_private.word_match_ranks(
+    text, text, tsquery, text[], int, uuid, timestamptz, timestamptz, double precision, double precision
+);
+
 -- Over 100 lines: one pass over the user's matching messages that ranks them two ways (ts_rank and BM25)
 -- from the same rows, with the per-user statistics read once; split, the rows would be read twice.
 create or replace function agentmem_private.word_match_ranks(
@@ -262,7 +267,7 @@ create or replace function agentmem_private.word_match_ranks(
     p_until timestamptz,
     p_k1 double precision,
     p_b double precision
-) returns table (ts_rank_ids uuid[], bm25_ids uuid[])
+) returns table (ts_rank_ids uuid[], bm25_ids uuid[], ts_rank_scores double precision[], bm25_scores double precision[])
 language plpgsql
 stable
 security invoker
@@ -319,39 +324,54 @@ begin
     if v_rows <= 1000 then
         perform pg_catalog.set_config('enable_bitmapscan', 'off', true);
     end if;
-    -- Both lists as arrays from one pass (each sorted once, by its ordered
-    -- aggregate): no rows for the caller to sort again.
+    -- Both lists, ids and scores as arrays, from one pass over the matching
+    -- messages (each scored once, then the p_k best by each taken by a top-N
+    -- sort): no rows for the caller to sort again.
     if v_rows <= 1000 and p_since is null and p_until is null then
         return query
-        select
-            (pg_catalog.array_agg(s.message_id order by s.ts desc, s.message_id))[1:p_k],
-            (pg_catalog.array_agg(s.message_id order by s.bm25 desc, s.message_id))[1:p_k]
-        from (
+        with s as materialized (
             select
                 m.message_id,
-                pg_catalog.ts_rank(m.content_tsv, p_query) as ts,
+                pg_catalog.ts_rank(m.content_tsv, p_query)::float8 as ts,
                 (p_k1 + 1) / (1 + p_k1 * (1 - p_b + p_b * pg_catalog.length(m.content_tsv) / v_avg))
                 * agentmem_private.bm25_words(m.content_tsv, v_words, v_idf) as bm25
             from agentmem.messages as m
             where
                 m.tenant_id = p_tenant and m.user_id = p_user_id and m.content_tsv @@ p_query
                 and (p_conversation_id is null or m.conversation_id = p_conversation_id)
-        ) as s;
+        )
+
+        select a.ids, b.ids, a.scores, b.scores
+        from
+            (
+                select pg_catalog.array_agg(x.message_id order by x.ts desc, x.message_id) as ids,
+                    pg_catalog.array_agg(x.ts order by x.ts desc, x.message_id) as scores
+                from (select s.message_id, s.ts from s order by s.ts desc, s.message_id limit p_k) as x
+            ) as a,
+            (
+                select pg_catalog.array_agg(x.message_id order by x.bm25 desc, x.message_id) as ids,
+                    pg_catalog.array_agg(x.bm25 order by x.bm25 desc, x.message_id) as scores
+                from (select s.message_id, s.bm25 from s order by s.bm25 desc, s.message_id limit p_k) as x
+            ) as b;
         return;
     end if;
     -- A bigger user, or a time window: planned with the query's own words and
     -- window, so that the planner weighs the GIN index against the B-trees.
     return query execute pg_catalog.format(
-        'select'
-        '  (pg_catalog.array_agg(s.message_id order by s.ts desc, s.message_id))[1:$4],'
-        '  (pg_catalog.array_agg(s.message_id order by s.bm25 desc, s.message_id))[1:$4] '
-        'from ('
-        '  select m.message_id, pg_catalog.ts_rank(m.content_tsv, $3) as ts,'
+        'with s as materialized ('
+        '  select m.message_id, pg_catalog.ts_rank(m.content_tsv, $3)::float8 as ts,'
         '    ($6 + 1) / (1 + $6 * (1 - $7 + $7 * pg_catalog.length(m.content_tsv) / $8))'
         '    * agentmem_private.bm25_words(m.content_tsv, $9, $10) as bm25'
         '  from agentmem.messages as m'
         '  where m.tenant_id = $1 and m.user_id = $2 and m.content_tsv @@ $3 %s%s%s'
-        ') as s',
+        ') '
+        'select a.ids, b.ids, a.scores, b.scores from'
+        '  (select pg_catalog.array_agg(x.message_id order by x.ts desc, x.message_id) as ids,'
+        '     pg_catalog.array_agg(x.ts order by x.ts desc, x.message_id) as scores'
+        '   from (select s.message_id, s.ts from s order by s.ts desc, s.message_id limit $4) as x) as a,'
+        '  (select pg_catalog.array_agg(x.message_id order by x.bm25 desc, x.message_id) as ids,'
+        '     pg_catalog.array_agg(x.bm25 order by x.bm25 desc, x.message_id) as scores'
+        '   from (select s.message_id, s.bm25 from s order by s.bm25 desc, s.message_id limit $4) as x) as b',
         case when p_conversation_id is null then '' else 'and m.conversation_id = $5' end,
         case when p_since is null then '' else pg_catalog.format(' and m.occurred_at >= %L::timestamptz', p_since) end,
         case when p_until is null then '' else pg_catalog.format(' and m.occurred_at < %L::timestamptz', p_until) end
@@ -364,66 +384,157 @@ comment on function agentmem_private.word_match_ranks(text, text, tsquery, text[
 'Internal: the words branch of message search, ranked two ways in one pass over the user''s messages
 matching p_query (the OR of p_terms; optionally in one conversation and a time window): by ts_rank
 and by BM25 (k1 p_k1, b p_b, each word counting once; statistics of term_stats and term_totals, see
-the top of sql/13_bm25.sql). One row: the ids of the p_k best by each, best first (ties by id); NULL
-arrays when no message matches.';
+the top of sql/13_bm25.sql). One row: the ids of the p_k best by each, best first (ties by id), and
+their scores in the same order; NULL arrays when no message matches.';
 
--- The bonus (search_messages' neighbour evidence) is new in 0023's install: one signature.
-drop function if exists agentmem_private.fuse_ranks(uuid[], uuid[], uuid[], int, int);
-
-create or replace function agentmem_private.fuse_ranks(
+-- Over 100 lines: one statement over the candidates (each list's spread, the two fusions, the neighbour
+-- evidence); split into functions, the lists would be unnested and grouped again for each.
+create or replace function agentmem_private.fuse_lists(
+    p_fusion text,
     p_vector_ids uuid[],
+    p_vector_distances double precision[],
     p_text_ids uuid[],
+    p_text_scores double precision[],
     p_bm25_ids uuid[],
+    p_bm25_scores double precision[],
     p_rrf_k int,
     p_k int,
-    p_bonus_ids uuid[] default null,
-    p_bonus double precision[] default null
+    p_neighbour_weight double precision default 0,
+    p_takers uuid[] default null,
+    p_givers uuid[] default null
 ) returns table (id uuid, vector_rank int, text_rank int, score double precision)
 language sql
 immutable
 security invoker
--- At most p_k rows: see fuse_ranks(uuid[], uuid[], int, int).
+-- At most p_k rows (a search's k, often 10): the planner's estimate.
 rows 10
 set search_path = pg_catalog, agentmem, pg_temp
 as $$
-    with ranks as (
-        select v.id, v.r::int as vr, null::int as tr, null::int as br, null::float8 as bonus
-        from pg_catalog.unnest(p_vector_ids) with ordinality as v (id, r)
+    with listed as (
+        select v.id, v.r::int as vr, null::int as tr, null::int as br, 1 - v.d as xv, null::float8 as xt, null::float8 as xb
+        from rows from (pg_catalog.unnest(p_vector_ids), pg_catalog.unnest(p_vector_distances)) with ordinality as v (id, d, r)
         union all
-        select x.id, null, x.r::int, null, null
-        from pg_catalog.unnest(p_text_ids) with ordinality as x (id, r)
+        select t.id, null, t.r::int, null, null, t.s, null
+        from rows from (pg_catalog.unnest(p_text_ids), pg_catalog.unnest(p_text_scores)) with ordinality as t (id, s, r)
         union all
-        select b.id, null, null, b.r::int, null
-        from pg_catalog.unnest(p_bm25_ids) with ordinality as b (id, r)
-        union all
-        select n.id, null, null, null, n.bonus
-        from rows from (pg_catalog.unnest(p_bonus_ids), pg_catalog.unnest(p_bonus)) as n (id, bonus)
+        select b.id, null, null, b.r::int, null, null, b.s
+        from rows from (pg_catalog.unnest(p_bm25_ids), pg_catalog.unnest(p_bm25_scores)) with ordinality as b (id, s, r)
     ),
 
+    -- the candidates: every id of any list, its rank and value in each
     per_id as (
         select
-            r.id, pg_catalog.min(r.vr) as vr, pg_catalog.min(r.tr) as tr, pg_catalog.min(r.br) as br,
-            pg_catalog.sum(r.bonus) as bonus
-        from ranks as r
-        group by r.id
+            l.id, pg_catalog.min(l.vr) as vr, pg_catalog.min(l.tr) as tr, pg_catalog.min(l.br) as br,
+            pg_catalog.max(l.xv) as xv, pg_catalog.max(l.xt) as xt, pg_catalog.max(l.xb) as xb
+        from listed as l
+        group by l.id
+    ),
+
+    -- 'zscore': each list's values over the nc candidates, a candidate the
+    -- list did not return taking what it can have there: 0 for the words (no
+    -- word of the query); for the vector cv, the least similarity of the
+    -- list's own less the mean gap between its own (where the next one down
+    -- would be: so that its weakest still counts, and a recency or use
+    -- weight, which multiplies, can still lift it). n values of its own,
+    -- their sum and sum of squares.
+    spread as (
+        select
+            p.*,
+            pg_catalog.count(*) over w as nc,
+            pg_catalog.min(p.xv) over w
+            - (pg_catalog.max(p.xv) over w - pg_catalog.min(p.xv) over w) / greatest(pg_catalog.count(p.xv) over w, 1) as cv,
+            pg_catalog.count(p.xv) over w as nv, pg_catalog.sum(p.xv) over w as sv, pg_catalog.sum(p.xv * p.xv) over w as qv,
+            pg_catalog.count(p.xt) over w as nt, pg_catalog.sum(p.xt) over w as st, pg_catalog.sum(p.xt * p.xt) over w as qt,
+            pg_catalog.count(p.xb) over w as nb, pg_catalog.sum(p.xb) over w as sb, pg_catalog.sum(p.xb * p.xb) over w as qb
+        from per_id as p
+        -- the sums in one order (of floats, so that one search gives one score)
+        window w as (order by p.id rows between unbounded preceding and unbounded following)
+    ),
+
+    -- each list's standard deviation over the candidates (its mean's square
+    -- taken from the mean of squares)
+    deviation as (
+        select
+            s.id, s.vr, s.tr, s.br, s.xv, s.xt, s.xb, s.cv,
+            pg_catalog.sqrt(greatest(
+                (s.qv + (s.nc - s.nv) * s.cv * s.cv) / s.nc - pg_catalog.power((s.sv + (s.nc - s.nv) * s.cv) / s.nc, 2), 0
+            )) as dv,
+            pg_catalog.sqrt(greatest(s.qt / s.nc - pg_catalog.power(s.st / s.nc, 2), 0)) as dt,
+            pg_catalog.sqrt(greatest(s.qb / s.nc - pg_catalog.power(s.sb / s.nc, 2), 0)) as db
+        from spread as s
+    ),
+
+    base as materialized (
+        select
+            d.id,
+            d.vr,
+            least(d.tr, d.br) as tr,
+            case when p_fusion = 'rrf' then
+                -- the sum over the lists holding it of 1 / (rrf_k + its rank)
+                coalesce(1.0::float8 / (p_rrf_k + d.vr), 0) + coalesce(1.0::float8 / (p_rrf_k + d.tr), 0)
+                + coalesce(1.0::float8 / (p_rrf_k + d.br), 0)
+            else
+                -- the sum of its standardised values up to one constant: over
+                -- the lists holding it, (value - the floor) / deviation, 0 or
+                -- more; a list that cannot tell the candidates apart (all its
+                -- values equal: every candidate its own, or only one) gives
+                -- each of its own 1
+                case when d.xv is null then 0 when d.dv > 1e-9 then (d.xv - d.cv) / d.dv else 1 end
+                + case when d.xt is null then 0 when d.dt > 1e-9 then d.xt / d.dt else 1 end
+                + case when d.xb is null then 0 when d.db > 1e-9 then d.xb / d.db else 1 end
+            end as score
+        from deviation as d
+    ),
+
+    -- neighbour evidence: each taker gains p_neighbour_weight times the
+    -- fused scores of its givers
+    bonus as (
+        select n.taker, pg_catalog.sum(b.score order by n.giver) as gift
+        from rows from (pg_catalog.unnest(p_takers), pg_catalog.unnest(p_givers)) as n (taker, giver)
+        inner join base as b on b.id = n.giver
+        group by n.taker
     )
 
-    -- one pass, the bonus a fourth list: only ids of the three lists come back
-    select
-        p.id,
-        p.vr,
-        least(p.tr, p.br),
-        coalesce(1.0::float8 / (p_rrf_k + p.vr), 0) + coalesce(1.0::float8 / (p_rrf_k + p.tr), 0)
-        + coalesce(1.0::float8 / (p_rrf_k + p.br), 0) + coalesce(p.bonus, 0)
-    from per_id as p
-    where p.vr is not null or p.tr is not null or p.br is not null
+    select b.id, b.vr, b.tr, b.score + coalesce(p_neighbour_weight * n.gift, 0)
+    from base as b
+    left join bonus as n on n.taker = b.id
     order by 4 desc, 2 nulls last, 3, 1
     limit p_k
 $$;
 
-comment on function agentmem_private.fuse_ranks(uuid[], uuid[], uuid[], int, int, uuid[], double precision[]) is
-'Internal: reciprocal rank fusion of three ranked id lists (vector, words by ts_rank, words by BM25;
-any may be NULL or empty): score = sum over the lists holding an id of 1 / (p_rrf_k + its rank), plus
-p_bonus[i] for the id p_bonus_ids[i] (search_messages'' neighbour evidence; NULL arrays: no bonus); only
-ids of the three lists come back. The p_k best, best first, ties by vector rank, then words rank.
-text_rank is the better of the two words ranks.';
+comment on function agentmem_private.fuse_lists(
+    text, uuid[], double precision[], uuid[], double precision[], uuid[], double precision[], int, int, double precision,
+    uuid[], uuid[]
+) is
+'Internal: search_messages'' fusion of its three ranked lists: the vector (ids and cosine distances), the
+words by ts_rank and by BM25 (ids and scores); any may be NULL or empty. The candidates are the ids of
+any list. p_fusion ''rrf'': score = the sum over the lists holding a candidate of 1 / (p_rrf_k + its
+rank). ''zscore'': each list''s values standardised over the candidates (a candidate the list did not
+return taking 0 for the words; for the vector, the vector list''s least similarity less the mean gap
+between its similarities) and summed; up to a
+constant, the sum over the lists holding it of (value - that floor) / the list''s standard deviation (0
+or more; a list whose values are all equal gives each of its own 1). Neighbour evidence: the candidate p_takers[i] gains
+p_neighbour_weight times the score of the candidate p_givers[i]. The p_k best, best first, ties by
+vector rank, then words rank; text_rank is the better of the two words ranks.';
+
+create or replace function agentmem_private.check_fusion(p_fusion text)
+returns void
+language plpgsql
+immutable
+security invoker
+set search_path = pg_catalog, agentmem, pg_temp
+as $$
+begin
+    if p_fusion is null or p_fusion not in ('zscore', 'rrf') then
+        raise exception 'fusion must be ''zscore'' or ''rrf'', got %', coalesce(pg_catalog.quote_literal(pg_catalog.left(p_fusion, 40)), 'NULL')
+        using
+            errcode = 'AM020',
+            detail = 'It chooses how a search''s lists (vector; words by BM25 and ts_rank) are fused: by their '
+            || 'standardised scores (''zscore'') or by reciprocal rank (''rrf'', with rrf_k).',
+            hint = 'Leave it out for ''zscore'' (the default, measured on LoCoMo: bench/results/hybrid.md).';
+    end if;
+end
+$$;
+
+comment on function agentmem_private.check_fusion(text) is
+'Internal: AM020 unless fusion is ''zscore'' or ''rrf'' (NULL refused).';

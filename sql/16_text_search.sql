@@ -140,6 +140,11 @@ comment on function agentmem_private.check_search_query(text, text, vector, text
 (AM020), an embedding, a text or both (AM020), a text of at most 100,000 characters (AM021), a valid
 embedding of the model (AM010/AM011). Returns the embedding''s dimension, NULL without one.';
 
+-- Search_messages' fusion of three lists before fuse_lists (sql/13_bm25.sql; fusion 'zscore', issue 35),
+-- in its two signatures.
+drop function if exists agentmem_private.fuse_ranks(uuid[], uuid[], uuid[], int, int);
+drop function if exists agentmem_private.fuse_ranks(uuid[], uuid[], uuid[], int, int, uuid[], double precision[]);
+
 create or replace function agentmem_private.fuse_ranks(
     p_vector_ids uuid[],
     p_text_ids uuid[],

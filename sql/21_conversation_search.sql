@@ -30,6 +30,16 @@ drop function if exists agentmem.search_messages(
 drop function if exists agentmem.search_with_context(
     text, vector, int, int, text, anycompatible, real, text, int, int, timestamptz, timestamptz, interval, text, float8, float8
 );
+-- Before fusion (issue 35).
+drop function if exists agentmem.search_messages(
+    text, vector, int, anycompatible, real, text, text, int, int, timestamptz, timestamptz, interval, real, text, float8, float8, float8
+);
+drop function if exists agentmem.search_with_context(
+    text, vector, int, int, text, anycompatible, real, text, int, int, timestamptz, timestamptz, interval, text, float8, float8, float8
+);
+
+-- Before its scores (search_messages' fusion 'zscore'): another return type.
+drop function if exists agentmem_private.text_match_messages(text, text, tsquery, int, uuid, timestamptz, timestamptz);
 
 create or replace function agentmem_private.text_match_messages(
     p_tenant text,
@@ -39,7 +49,7 @@ create or replace function agentmem_private.text_match_messages(
     p_conversation_id uuid default null,
     p_since timestamptz default null,
     p_until timestamptz default null
-) returns table (message_id uuid, text_rank int)
+) returns table (message_id uuid, text_rank int, text_score double precision)
 language plpgsql
 stable
 security invoker
@@ -85,7 +95,7 @@ begin
         -- (p50, same run, bench/bench_hybrid.py's data).
         if p_conversation_id is null then
             return query
-            select r.message_id, (pg_catalog.row_number() over (order by r.score desc, r.message_id))::int
+            select r.message_id, (pg_catalog.row_number() over (order by r.score desc, r.message_id))::int, r.score::float8
             from (
                 select m.message_id, pg_catalog.ts_rank(m.content_tsv, p_query) as score
                 from agentmem.messages as m
@@ -94,7 +104,7 @@ begin
             ) as r;
         else
             return query
-            select r.message_id, (pg_catalog.row_number() over (order by r.score desc, r.message_id))::int
+            select r.message_id, (pg_catalog.row_number() over (order by r.score desc, r.message_id))::int, r.score::float8
             from (
                 select m.message_id, pg_catalog.ts_rank(m.content_tsv, p_query) as score
                 from agentmem.messages as m
@@ -111,7 +121,7 @@ begin
     -- planner weighs the GIN index on content_tsv against the user's B-tree
     -- indexes (bitmap scans off for a window of up to 1,000 rows, as above).
     return query execute pg_catalog.format(
-        'select r.message_id, (pg_catalog.row_number() over (order by r.score desc, r.message_id))::int '
+        'select r.message_id, (pg_catalog.row_number() over (order by r.score desc, r.message_id))::int, r.score::float8 '
         'from (select m.message_id, pg_catalog.ts_rank(m.content_tsv, $3) as score '
         '      from agentmem.messages as m '
         '      where m.tenant_id = $1 and m.user_id = $2 and m.content_tsv @@ $3 %s%s%s '
@@ -127,7 +137,7 @@ $$;
 
 comment on function agentmem_private.text_match_messages(text, text, tsquery, int, uuid, timestamptz, timestamptz) is
 'Internal: the full-text branch of message search. The user''s p_k messages best matching p_query
-(ts_rank on messages.content_tsv), with their rank (1 = best), optionally in one conversation and in
+(ts_rank on messages.content_tsv), with their rank (1 = best) and ts_rank, optionally in one conversation and in
 a time window (occurred_at >= p_since and < p_until; either NULL: unbounded on that side).
 A user of up to 1,000 messages is read through the (tenant_id, user_id) index, by statements whose
 plans are kept; a bigger one is planned per call with the query, so that it can take the GIN index.';
@@ -153,6 +163,11 @@ $$;
 comment on function agentmem_private.check_neighbour_weight(double precision) is
 'Internal: AM020 unless 0 <= neighbour_weight <= 1 (NULL and NaN refused).';
 
+-- Before fusion (issue 35).
+drop function if exists agentmem_private.search_messages_ranked(
+    text, vector, int, anycompatible, real, text, text, int, int, timestamptz, timestamptz, interval, real, text, float8, float8, float8, int
+);
+
 -- search_messages itself (agentmem.search_messages is a call of it): search_with_context reads more of
 -- its ranking than the hits it returns, whose use alone is recorded (record_k).
 -- Over 100 lines: the branches of a hybrid search (vector; words by BM25 and ts_rank) and their fusion,
@@ -175,7 +190,8 @@ create or replace function agentmem_private.search_messages_ranked(
     bm25_k1 double precision default 1.2,
     bm25_b double precision default 0.3,
     neighbour_weight double precision default 0.1,
-    record_k int default null
+    record_k int default null,
+    fusion text default 'zscore'
 ) returns setof agentmem.message_hit
 language plpgsql
 volatile
@@ -193,14 +209,16 @@ declare
     v_vec_ids uuid[];
     v_vec_distances float8[];
     v_txt_ids uuid[];
+    v_txt_scores float8[];
     v_bm25_ids uuid[];
+    v_bm25_scores float8[];
     v_now timestamptz := coalesce(search_messages_ranked.until, pg_catalog.now());
     v_half_life float8;
     v_hit agentmem.message_hit;
     v_used uuid[] := '{}';
     v_boost float8;
     v_nb_ids uuid[];
-    v_nb_bonus float8[];
+    v_nb_givers uuid[];
 begin
     perform agentmem_private.check_user_id(search_messages_ranked.user_id);
     perform agentmem_private.check_range('k', search_messages_ranked.k, 1, 1000);
@@ -218,6 +236,7 @@ begin
     end if;
     perform agentmem_private.check_text_ranking(search_messages_ranked.text_ranking, search_messages_ranked.bm25_k1, search_messages_ranked.bm25_b);
     perform agentmem_private.check_neighbour_weight(search_messages_ranked.neighbour_weight);
+    perform agentmem_private.check_fusion(search_messages_ranked.fusion);
     -- the words once: the query, and BM25's terms
     v_terms := agentmem_private.text_terms(search_messages_ranked.query_text);
     v_query := agentmem_private.terms_query(v_terms);
@@ -269,7 +288,8 @@ begin
             or 1 - n.distance >= search_messages_ranked.min_similarity);
     end if;
     if v_query is not null and search_messages_ranked.text_ranking = 'ts_rank' then
-        select pg_catalog.array_agg(x.message_id order by x.text_rank) into v_txt_ids
+        select pg_catalog.array_agg(x.message_id order by x.text_rank), pg_catalog.array_agg(x.text_score order by x.text_rank)
+        into v_txt_ids, v_txt_scores
         from agentmem_private.text_match_messages(
             v_tenant, search_messages_ranked.user_id, v_query,
             case when search_messages_ranked.query_embedding is null and v_half_life is null and v_boost is null
@@ -278,8 +298,10 @@ begin
         ) as x;
     elsif v_query is not null then
         -- BM25 (sql/13_bm25.sql), with ts_rank's list beside it for 'both'.
-        select case when search_messages_ranked.text_ranking = 'both' then x.ts_rank_ids end, x.bm25_ids
-        into v_txt_ids, v_bm25_ids
+        select
+            case when search_messages_ranked.text_ranking = 'both' then x.ts_rank_ids end, x.bm25_ids,
+            case when search_messages_ranked.text_ranking = 'both' then x.ts_rank_scores end, x.bm25_scores
+        into v_txt_ids, v_bm25_ids, v_txt_scores, v_bm25_scores
         from agentmem_private.word_match_ranks(
             v_tenant, search_messages_ranked.user_id, v_query, v_terms, v_pool,
             v_conversation_id, search_messages_ranked.since, search_messages_ranked.until, search_messages_ranked.bm25_k1, search_messages_ranked.bm25_b
@@ -297,32 +319,29 @@ begin
     -- 0.15 and more cost more session recall and multi-hop); by words alone it
     -- lowered multi-hop and open-domain, so a text-only search is left as it was.
     if v_query is not null and search_messages_ranked.query_embedding is not null and search_messages_ranked.neighbour_weight > 0 then
-        select pg_catalog.array_agg(p.id), pg_catalog.array_agg(search_messages_ranked.neighbour_weight * p.near)
-        into v_nb_ids, v_nb_bonus
+        -- in one order, so that the gifts are summed in one order (float sums)
+        select pg_catalog.array_agg(p.id order by p.id, g.giver), pg_catalog.array_agg(g.giver order by p.id, g.giver)
+        into v_nb_ids, v_nb_givers
         from (
             select
                 m.message_id as id,
-                pg_catalog.sum(
-                    -- the fused score (fuse_ranks' sum; each id is once in a list)
-                    coalesce(1.0::float8 / (search_messages_ranked.rrf_k + pg_catalog.array_position(v_vec_ids, m.message_id)), 0)
-                    + coalesce(1.0::float8 / (search_messages_ranked.rrf_k + pg_catalog.array_position(v_txt_ids, m.message_id)), 0)
-                    + coalesce(1.0::float8 / (search_messages_ranked.rrf_k + pg_catalog.array_position(v_bm25_ids, m.message_id)), 0)
-                ) over (
+                pg_catalog.array_agg(m.message_id) over (
                     partition by m.conversation_id order by m.message_index
                     range between 2 preceding and 2 following exclude current row
                 ) as near
-            -- the positions by one index scan over the ids, each scored by its ranks
-            -- (a join of the fused pool to messages was planned as a nested loop:
-            -- 3 ms at 100,000 messages); the best 20 of each list give and take
-            -- (on LoCoMo the same figures as the whole pool, for a third of the rows)
+            -- the positions by one index scan over the ids (a join of the fused
+            -- pool to messages was planned as a nested loop: 3 ms at 100,000
+            -- messages); the best 20 of each list give and take (on LoCoMo the
+            -- same figures as the whole pool, for a third of the rows)
             from agentmem.messages as m
             where m.tenant_id = v_tenant and m.message_id = any(v_vec_ids[1:20] || v_txt_ids[1:20] || v_bm25_ids[1:20])
         ) as p
-        where p.near is not null;
+        cross join lateral pg_catalog.unnest(p.near) as g (giver);
     end if;
 
-    -- Fused by reciprocal rank: score = sum over the branches of 1 / (rrf_k + rank);
-    -- with one branch, its order.
+    -- Fused (agentmem_private.fuse_lists): by the lists' standardised scores
+    -- ('zscore'), or by reciprocal rank ('rrf': score =
+    -- sum over the branches of 1 / (rrf_k + rank)); with one list, its order.
     -- Each row is returned as it comes and its id kept: the use recorded (agentmem_private.record_use)
     -- is of the rows returned, from the one fusion.
     if v_half_life is null and v_boost is null then
@@ -334,8 +353,9 @@ begin
             f.text_rank,
             f.score,
             m.occurred_at
-        from agentmem_private.fuse_ranks(
-            v_vec_ids, v_txt_ids, v_bm25_ids, search_messages_ranked.rrf_k, search_messages_ranked.k, v_nb_ids, v_nb_bonus
+        from agentmem_private.fuse_lists(
+            search_messages_ranked.fusion, v_vec_ids, v_vec_distances, v_txt_ids, v_txt_scores, v_bm25_ids, v_bm25_scores,
+            search_messages_ranked.rrf_k, search_messages_ranked.k, search_messages_ranked.neighbour_weight, v_nb_ids, v_nb_givers
         ) as f
         inner join agentmem.messages as m on m.tenant_id = v_tenant and m.message_id = f.id
         order by f.score desc, f.vector_rank nulls last, f.text_rank, m.message_id
@@ -373,11 +393,12 @@ begin
             -- the use boost (agentmem_private.use_boost_factor): 1 to 1 + use_boost, never a filter
             * agentmem_private.use_boost_factor(v_boost, m.last_used_at, m.created_at, m.use_count, v_now) as score,
             m.occurred_at
-        from agentmem_private.fuse_ranks(
-            v_vec_ids, v_txt_ids, v_bm25_ids, search_messages_ranked.rrf_k,
+        from agentmem_private.fuse_lists(
+            search_messages_ranked.fusion, v_vec_ids, v_vec_distances, v_txt_ids, v_txt_scores, v_bm25_ids, v_bm25_scores,
+            search_messages_ranked.rrf_k,
             coalesce(pg_catalog.cardinality(v_vec_ids), 0) + coalesce(pg_catalog.cardinality(v_txt_ids), 0)
             + coalesce(pg_catalog.cardinality(v_bm25_ids), 0),
-            v_nb_ids, v_nb_bonus
+            search_messages_ranked.neighbour_weight, v_nb_ids, v_nb_givers
         ) as f
         inner join agentmem.messages as m on m.tenant_id = v_tenant and m.message_id = f.id
     ) as w
@@ -395,7 +416,7 @@ $$;
 
 comment on function agentmem_private.search_messages_ranked(
     text, vector, int, anycompatible, real, text, text, int, int, timestamptz, timestamptz, interval, real, text, double precision, double precision,
-    double precision, int
+    double precision, int, text
 ) is
 'Internal: agentmem.search_messages (see its comment), whose use record covers the first record_k rows
 returned (NULL: all k): search_with_context reads more of the ranking than the hits it returns.';
@@ -417,7 +438,8 @@ create or replace function agentmem.search_messages(
     text_ranking text default 'both',
     bm25_k1 double precision default 1.2,
     bm25_b double precision default 0.3,
-    neighbour_weight double precision default 0.1
+    neighbour_weight double precision default 0.1,
+    fusion text default 'zscore'
 ) returns setof agentmem.message_hit
 language plpgsql
 volatile
@@ -442,14 +464,15 @@ begin
         text_ranking => search_messages.text_ranking,
         bm25_k1 => search_messages.bm25_k1,
         bm25_b => search_messages.bm25_b,
-        neighbour_weight => search_messages.neighbour_weight
+        neighbour_weight => search_messages.neighbour_weight,
+        fusion => search_messages.fusion
     ) as h;
 end
 $$;
 
 comment on function agentmem.search_messages(
     text, vector, int, anycompatible, real, text, text, int, int, timestamptz, timestamptz, interval, real, text, double precision, double precision,
-    double precision
+    double precision, text
 ) is
 'The user''s k past messages best matching a query embedding, a query text or both, in the current tenant, best first.
 - query_embedding only: the k most similar messages (today''s vector search). Returns k rows whenever
@@ -467,8 +490,14 @@ comment on function agentmem.search_messages(
   statistics kept by every write, sql/13_bm25.sql), by ts_rank (''ts_rank''), or both as two lists
   fused as below (''both'').
 - both (hybrid): each list (vector; words by BM25 and/or ts_rank) takes its best candidate_pool
-  messages (at least k), fused by reciprocal rank: score = the sum over the lists of
-  1 / (rrf_k + rank), a list that missed a row adding nothing.
+  messages (at least k), the candidates, fused by fusion:
+  ''zscore'' (the default): each list''s scores standardised over the candidates and summed, so that a
+  score says how many standard deviations a message stands above what each list gives a message it did
+  not return (0 for the words; for the vector, its least similarity less the mean gap between its
+  similarities). A word found in one message of many outweighs a middling vector hit; a list that
+  cannot tell its candidates apart (all its scores equal) gives each of them 1. Scores are 0 or more.
+  ''rrf'': by reciprocal rank, score = the sum over the lists of 1 / (rrf_k + rank), a list that
+  missed a row adding nothing (rrf_k is read by ''rrf'' only).
 - neighbour_weight (0 to 1, default 0.1; 0: off), hybrid search only: each of the best 20 of each
   list gains neighbour_weight times the sum of the fused scores of those up to two turns before and
   after it in its conversation (message_index +-1, +-2); a question''s words often match the turn
@@ -496,10 +525,11 @@ message used lately (returned by a search; halved each 7 days), created lately (
 and used often; the k best come back. A factor, never a filter: any candidate may still come back.
 Off, the results are exactly those without it. Each row returned counts as used (use_count and
 last_used_at, folded in by the use job; nothing is recorded in a read-only transaction).
-Defaults measured on LoCoMo (bench/results/hybrid.md): candidate_pool 100, rrf_k 10, text_ranking
-''both'', bm25_k1 1.2, bm25_b 0.3, neighbour_weight 0.1.
+Defaults measured on LoCoMo (bench/results/hybrid.md): candidate_pool 100, fusion ''zscore'', text_ranking
+''both'', bm25_k1 1.2, bm25_b 0.3, neighbour_weight 0.1 (rrf_k 10 for fusion ''rrf'').
 Limits: k 1 to 1,000; candidate_pool 1 to 1,000; rrf_k 0 to 1,000; use_boost 0 to 0.5; text_ranking
-''both'', ''bm25'' or ''ts_rank''; bm25_k1 0 to 10; bm25_b 0 to 1; neighbour_weight 0 to 1 (AM020, with DETAIL and HINT for the last four);
+''both'', ''bm25'' or ''ts_rank''; bm25_k1 0 to 10; bm25_b 0 to 1; neighbour_weight 0 to 1; fusion ''zscore'' or ''rrf''
+(AM020, with DETAIL and HINT for the last five);
 query_text at most 100,000 characters (AM021); AM010/AM011 for a bad query embedding or model.
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
 Called by: the application (agentmem_app).';
@@ -572,7 +602,8 @@ create or replace function agentmem.search_with_context(
     text_ranking text default 'both',
     bm25_k1 double precision default 1.2,
     bm25_b double precision default 0.3,
-    neighbour_weight double precision default 0.1
+    neighbour_weight double precision default 0.1,
+    fusion text default 'zscore'
 ) returns setof agentmem.message_in_window
 language plpgsql
 volatile
@@ -600,6 +631,7 @@ begin
     perform agentmem_private.check_half_life(search_with_context.recency_half_life);
     perform agentmem_private.check_text_ranking(search_with_context.text_ranking, search_with_context.bm25_k1, search_with_context.bm25_b);
     perform agentmem_private.check_neighbour_weight(search_with_context.neighbour_weight);
+    perform agentmem_private.check_fusion(search_with_context.fusion);
     if search_with_context.min_similarity is not null then
         perform agentmem_private.check_similarity('min_similarity', search_with_context.min_similarity);
     end if;
@@ -635,7 +667,8 @@ begin
         text_ranking => search_with_context.text_ranking,
         bm25_k1 => search_with_context.bm25_k1,
         bm25_b => search_with_context.bm25_b,
-        neighbour_weight => search_with_context.neighbour_weight
+        neighbour_weight => search_with_context.neighbour_weight,
+        fusion => search_with_context.fusion
     ) with ordinality as h (
         message_id, conversation_id, message_index, role, content, metadata, created_at, similarity, vector_rank,
         text_rank, score, occurred_at, n
@@ -750,7 +783,7 @@ $$;
 
 comment on function agentmem.search_with_context(
     text, vector, int, int, text, anycompatible, real, text, int, int, timestamptz, timestamptz, interval, text, double precision, double precision,
-    double precision
+    double precision, text
 ) is
 'search_messages, each of the top-k hits expanded to the messages within radius of it, in one call.
 A window spans 2 x radius + 1 turns around its hit and may lean one turn toward the side where more of
@@ -767,6 +800,6 @@ since / until bound the hits (as for search_messages); the context around a hit 
 whenever it happened. Every row carries occurred_at, when its message happened. recency_half_life: as
 for search_messages.
 radius: 0 to 100 (AM020); k, query_text, candidate_pool, rrf_k, text_ranking, bm25_k1, bm25_b,
-neighbour_weight and the rest as for search_messages (and with its defaults).
+neighbour_weight, fusion and the rest as for search_messages (and with its defaults).
 Security definer: runs as agentmem_owner because the application role holds no privilege on tables or internals; forced row-level security still confines it to the current tenant.
 Called by: the application (agentmem_app).';

@@ -1,15 +1,24 @@
 """sql/13_bm25.sql: BM25 in the words branch of search_messages: the per-user term statistics
 (term_stats, term_totals) kept right by every writer and eraser of messages, their tenant isolation,
-BM25's ranking (rare words weigh more), the fusion's defaults and the parameters' errors."""
+BM25's ranking (rare words weigh more), the fusion's defaults and the parameters' errors.
+
+And how search_messages fuses its lists (fuse_lists): fusion 'zscore' (the default), each list's
+scores standardised over the candidates and summed; 'rrf', reciprocal rank, as before issue 35. A
+rare word found once still wins, a list that cannot tell its candidates apart cannot reorder them,
+scores are never negative (the recency and use weights multiply them), the neighbour evidence is
+of the same units, and a bad value is AM020."""
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import re
 
+import numpy as np
 import psycopg
 import pytest
 
+import agentmem
 from helpers import store_message, unit
 
 # The statistics as they should be, recomputed from the messages (the admin is not bound by
@@ -127,19 +136,24 @@ def test_bm25_length_normalisation_follows_b(app):
     assert len(scores) == 2  # b 0: equal BM25, tie broken by id; both found
 
 
-def test_the_default_fusion_sums_three_lists_with_rrf_k_10(app):
+def test_the_fusion_sums_three_lists_standardised_or_by_rrf_k(app):
     _, ids = store_batch(app, "alice", [f"garden note {i}" for i in range(10)] + ["zebracorn"])
     q = unit(10)  # the zebracorn message's own vector (store_batch: unit(i))
-    row = app.execute("select message_id, vector_rank, text_rank, score from agentmem.search_messages("
-                      "user_id => 'alice', query_embedding => %s, query_text => 'zebracorn', k => 1, "
-                      "model => 'all-minilm', neighbour_weight => 0)", (q,)).fetchone()  # the fusion alone
+    sql = ("select message_id, vector_rank, text_rank, score from agentmem.search_messages("
+           "user_id => 'alice', query_embedding => %s, query_text => 'zebracorn', k => 1, "
+           "model => 'all-minilm', neighbour_weight => 0{})")  # the fusion alone
+    row = app.execute(sql.format(""), (q,)).fetchone()
     assert row[0] == ids[10] and row[1] == 1 and row[2] == 1
-    assert row[3] == pytest.approx(3 / 11)  # vector, ts_rank and BM25 each at rank 1
-    only_ts = app.execute("select score from agentmem.search_messages(user_id => 'alice', query_embedding => %s, "
-                          "query_text => 'zebracorn', k => 1, model => 'all-minilm', text_ranking => 'ts_rank', "
-                          "neighbour_weight => 0)",
-                          (q,)).fetchone()
-    assert only_ts[0] == pytest.approx(2 / 11)
+    # the default, fusion 'zscore': in each list one value apart from ten equal ones, standardised
+    # over the 11 candidates: the only message with the word 11 / sqrt(10) in each words list;
+    # similarity 1 against 0, the vector list's floor one mean gap (1/11) below 0: 12 / sqrt(10)
+    assert row[3] == pytest.approx((2 * 11 + 12) / 10 ** 0.5)
+    rrf = app.execute(sql.format(", fusion => 'rrf'"), (q,)).fetchone()
+    assert rrf[:3] == row[:3]
+    assert rrf[3] == pytest.approx(3 / 11)  # vector, ts_rank and BM25 each at rank 1, rrf_k 10
+    only_ts = app.execute(sql.format(", text_ranking => 'ts_rank', fusion => 'rrf'"), (q,)).fetchone()
+    assert only_ts[3] == pytest.approx(2 / 11)
+    assert app.execute(sql.format(", text_ranking => 'ts_rank'"), (q,)).fetchone()[3] == pytest.approx((11 + 12) / 10 ** 0.5)
 
 
 @pytest.mark.parametrize("args, what", [
@@ -249,3 +263,182 @@ def test_bm25_words_is_inlined_into_the_statement(admin):
         "explain (verbose) select agentmem_private.bm25_words(m.content_tsv, array['garden'::tsquery], "
         "array[1.5::float8]) from agentmem.messages as m").fetchall())
     assert "bm25_words(" not in plan and "CASE" in plan  # (on Citus the column keeps the name)
+
+
+# -- the fusion (fuse_lists) ---------------------------------------------------------------------
+
+MODEL = "all-minilm"
+Q = unit(0)
+SEARCH = ("select message_id, vector_rank, text_rank, score from agentmem.search_messages(user_id => 'alice', "
+          "query_embedding => %(v)s, query_text => %(q)s, k => %(k)s, model => 'all-minilm'{})")
+
+
+def vector_part(sims) -> np.ndarray:
+    """The vector list's standardised values when every candidate is in it: its floor one mean gap
+    below its weakest, the standard deviation over the candidates."""
+    sims = np.asarray(sims, dtype=float)
+    floor = sims.min() - (sims.max() - sims.min()) / len(sims)
+    return (sims - floor) / sims.std()
+
+
+def toward(a: float) -> np.ndarray:
+    """e_0 + a e_1, normalised: its cosine to Q falls as a grows."""
+    v = unit(0) + a * unit(1)
+    return v / np.linalg.norm(v)
+
+
+def store(conn, contents, vectors, user="alice", occurred_at=None):
+    cid = conn.execute("select agentmem.start_conversation(user_id => %s)", (user,)).fetchone()[0]
+    rows = conn.execute("select message_id from agentmem.store_messages(conversation_id => %s, roles => %s, "
+                        "contents => %s, embeddings => %s, model => 'all-minilm', occurred_at => %s)",
+                        (cid, ["user"] * len(contents), contents, vectors, occurred_at)).fetchall()
+    return [r[0] for r in rows]
+
+
+def populate(conn, filler=80):
+    """filler messages on unrelated axes, one near the query by meaning, one holding a rare code at -query."""
+    contents = [f"note number {i} about gardening" for i in range(filler)] + [
+        "my sister adopted a puppy last spring", "the invoice INV-2291 was paid on Tuesday"]
+    vectors = [unit(2 + i, mix=1) for i in range(filler)] + [unit(0, mix=1), unit(0, sign=-1.0)]
+    ids = store(conn, contents, vectors)
+    return {"meaning": ids[-2], "code": ids[-1], "ids": ids}
+
+
+def search(conn, q, k=5, v=Q, extra=""):
+    return conn.execute(SEARCH.format(extra), {"v": v, "q": q, "k": k}).fetchall()
+
+
+@pytest.mark.parametrize("ranking", ["both", "bm25", "ts_rank"])
+def test_a_word_found_once_stands_beside_the_best_meaning(app, ranking):
+    # The code's message is the vector list's very last (-query) and the only one with the word;
+    # the meaning's is the vector list's one standout (the rest are orthogonal to the query).
+    # Standardised over the 82 candidates, the lone match scores about sqrt(82) in each words list
+    # and the meaning about 13 in the vector list: with both words lists (the default) the code
+    # comes first; with one, the meaning does. By reciprocal rank each is a first: 3/11 or 2/11 as well.
+    m = populate(app)
+    rows = search(app, "INV-2291", extra=f", text_ranking => '{ranking}', neighbour_weight => 0")
+    assert {rows[0][0], rows[1][0]} == {m["code"], m["meaning"]}
+    code = next(r for r in rows if r[0] == m["code"])
+    meaning = next(r for r in rows if r[0] == m["meaning"])
+    assert code[1] == 82 and code[2] == 1 and meaning[1] == 1 and meaning[2] is None
+    # similarities: the meaning 1/sqrt(1.25), 80 fillers 0, the code -1
+    vec = vector_part([1.25 ** -0.5] + [0.0] * 80 + [-1.0])
+    # a lone value x among 82 (the others 0): (x - 0) / (x * sqrt(81) / 82) in each words list
+    assert code[3] == pytest.approx((2 if ranking == "both" else 1) * 82 / 81 ** 0.5 + vec[-1], rel=1e-5)
+    assert meaning[3] == pytest.approx(vec[0], rel=1e-5)
+    assert rows[0][0] == (m["code"] if ranking == "both" else m["meaning"])
+    assert all(r[3] < meaning[3] for r in rows[2:])
+
+
+def test_scores_are_never_negative_and_come_best_first(app):
+    m = populate(app)
+    for q in ("gardening puppy", "INV-2291 sister", "note number 7"):
+        rows = search(app, q, k=50)
+        scores = [r[3] for r in rows]
+        assert scores == sorted(scores, reverse=True)
+        assert min(scores) >= 0
+    # vector only: even the pool's weakest scores above 0 (one mean gap above the list's floor),
+    # so that a recency or use weight, which multiplies, can still lift it
+    rows = search(app, None, k=100)
+    assert m["code"] == rows[-1][0] and rows[-1][3] > 0
+    assert [r[3] for r in rows] == pytest.approx(sorted(vector_part(
+        [1.25 ** -0.5] + [0.0] * 80 + [-1.0]), reverse=True), rel=1e-5)
+
+
+def test_a_list_whose_scores_are_all_equal_cannot_reorder(app):
+    # Every message holds the word once, in messages of one length: the words lists cannot tell
+    # them apart, and give each of their own 1, so the order is the vector's. By reciprocal rank
+    # their ranks (ties broken by id) would still move it.
+    ids = store(app, [f"garden {w}" for w in ("alpha", "bravo", "charlie", "delta", "echo", "foxtrot")],
+                [toward(0.1 * i) for i in range(6)])
+    by_vector = [r[0] for r in search(app, None, k=6)]
+    assert by_vector == ids
+    hybrid = search(app, "garden", k=6, extra=", neighbour_weight => 0")
+    assert [r[0] for r in hybrid] == by_vector
+    assert [r[3] for r in hybrid] == pytest.approx([r[3] + 2 for r in search(app, None, k=6)])
+    # the same for a lone match, which has nothing to be standardised against
+    (only,) = search(app, "foxtrot", k=6, v=None)
+    assert only[0] == ids[5] and only[3] == pytest.approx(2)
+    rrf = search(app, "garden", k=6, extra=", neighbour_weight => 0, fusion => 'rrf'")
+    assert {r[0] for r in rrf} == set(ids)
+
+
+def test_rrf_is_the_reciprocal_rank_fusion_of_before(app):
+    m = populate(app)
+    top = search(app, "sister puppy", k=1, extra=", neighbour_weight => 0, fusion => 'rrf', rrf_k => 10")[0]
+    assert top[0] == m["meaning"] and top[1] == 1 and top[2] == 1
+    assert top[3] == pytest.approx(3 / 11)   # vector, ts_rank and BM25 each at rank 1
+    zscore = search(app, "sister puppy", k=1, extra=", neighbour_weight => 0")[0]
+    assert zscore[0] == m["meaning"] and zscore[3] != pytest.approx(3 / 11)
+    # rrf_k moves the scores of 'rrf' only
+    assert search(app, "sister puppy", k=1, extra=", neighbour_weight => 0, rrf_k => 500")[0][3] == \
+        pytest.approx(zscore[3])
+
+
+def test_neighbours_give_their_fused_scores_in_the_same_units(app):
+    # A turn with no word of the query and a distant vector, between two turns that match well
+    # by both: it gains neighbour_weight times what they scored (the fillers around score 0).
+    store(app, [f"filler line {i}" for i in range(30)], [unit(3 + i, mix=1) for i in range(30)])
+    before, middle, after = store(app, ["zebracorn sighting reported", "and then what happened?",
+                                        "the zebracorn ran away"], [toward(0.2), toward(3.0), toward(0.5)])
+    plain = {r[0]: r[3] for r in search(app, "zebracorn", k=40, extra=", neighbour_weight => 0")}
+    weighted = {r[0]: r[3] for r in search(app, "zebracorn", k=40, extra=", neighbour_weight => 0.5")}
+    assert weighted[middle] == pytest.approx(plain[middle] + 0.5 * (plain[before] + plain[after]))
+
+
+def test_recency_weighs_a_standardised_score_as_it_weighs_a_reciprocal_rank(app):
+    # Two messages with the same words and vector, a year apart: with a half-life of 30 days the
+    # newer comes first and the older keeps 2^-12 of its score, below the fillers (no word,
+    # orthogonal vectors: the vector list's weakest, still above its floor), as by reciprocal rank.
+    old = store(app, ["the zebracorn report"], [unit(0)],
+                occurred_at=[dt.datetime(2025, 1, 1, tzinfo=dt.timezone.utc)])[0]
+    new = store(app, ["the zebracorn report"], [unit(0)])[0]
+    store(app, [f"filler line {i}" for i in range(10)], [unit(3 + i) for i in range(10)])
+    vec = vector_part([1.0, 1.0] + [0.0] * 10)
+    words = 1 / (2 / 12 - (2 / 12) ** 2) ** 0.5   # x / sd of (x, x, ten 0), in each words list
+    plain = search(app, "zebracorn", k=12, extra=", neighbour_weight => 0")
+    assert {r[0] for r in plain[:2]} == {old, new}
+    assert [r[3] for r in plain] == pytest.approx([vec[0] + 2 * words] * 2 + [vec[-1]] * 10, rel=1e-5)
+    for fusion in ("zscore", "rrf"):
+        rows = search(app, "zebracorn", k=12, extra=f", recency_half_life => '30 days', fusion => '{fusion}', "
+                      "neighbour_weight => 0")
+        assert rows[0][0] == new and rows[-1][0] == old, fusion
+        assert 0 < rows[-1][3] < rows[0][3] / 2 ** 11
+    rows = search(app, "zebracorn", k=12, extra=", recency_half_life => '30 days', neighbour_weight => 0")
+    assert rows[0][3] == pytest.approx(plain[0][3], rel=1e-5)
+    assert [r[3] for r in rows[1:11]] == pytest.approx([vec[-1]] * 10, rel=1e-5)
+
+
+@pytest.mark.parametrize("value", ["'rank'", "''", "null", "'ZSCORE'"])
+@pytest.mark.parametrize("fn", ["search_messages", "search_with_context"])
+def test_a_bad_fusion_raises_am020_with_detail_and_hint(app, fn, value):
+    with pytest.raises(psycopg.Error) as info:
+        app.execute(f"select * from agentmem.{fn}(user_id => 'alice', query_text => 'garden', fusion => {value})")
+    assert info.value.sqlstate == "AM020"
+    assert "fusion" in info.value.diag.message_primary
+    assert info.value.diag.message_detail and info.value.diag.message_hint
+
+
+def test_search_with_context_passes_fusion_on(app):
+    populate(app)
+    sql = ("select message_id, is_hit, score from agentmem.search_with_context(user_id => 'alice', query_embedding => %s, "
+           "query_text => 'sister puppy', k => 1, radius => 0, model => 'all-minilm', neighbour_weight => 0{})")
+    rrf = app.execute(sql.format(", fusion => 'rrf'"), (Q,)).fetchall()
+    assert rrf[0][2] == pytest.approx(3 / 11)
+    assert app.execute(sql.format(""), (Q,)).fetchall()[0][2] != pytest.approx(3 / 11)
+
+
+def test_the_driver_passes_fusion(driver, app):
+    m = populate(app)
+    call = driver()
+    hits = call("search_messages", "alice", Q, k=1, query_text="sister puppy", model=MODEL, neighbour_weight=0,
+                fusion="rrf")
+    assert hits[0].message_id == m["meaning"] and hits[0].score == pytest.approx(3 / 11)
+    hits = call("search_messages", "alice", Q, k=1, query_text="sister puppy", model=MODEL, neighbour_weight=0)
+    assert hits[0].message_id == m["meaning"] and hits[0].score != pytest.approx(3 / 11)
+    windows = call("search_with_context", "alice", Q, k=1, radius=0, query_text="sister puppy", model=MODEL,
+                   neighbour_weight=0, fusion="rrf")
+    assert windows[0].score == pytest.approx(3 / 11)
+    with pytest.raises(agentmem.InvalidArgument) as info:
+        call("search_messages", "alice", Q, query_text="x", model=MODEL, fusion="rank")
+    assert info.value.sqlstate == "AM020"

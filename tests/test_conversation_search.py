@@ -403,17 +403,29 @@ def neighbour_order(conn, **kw):
 
 def test_an_answer_next_to_the_matching_turn_rises_above_a_nearer_vector_hit(app):
     a, b, x = neighbour_scene(app)
-    off = neighbour_order(app, neighbour_weight=0)
+    off = neighbour_order(app, neighbour_weight=0, fusion="rrf")
     assert [r[0] for r in off] == [a, x, b]
     assert off[1][1] == pytest.approx(1 / 11) and off[2][1] == pytest.approx(1 / 12)
-    on = neighbour_order(app)   # the default, 0.1
+    on = neighbour_order(app, fusion="rrf")   # the default weight, 0.1
     assert [r[0] for r in on] == [a, b, x]
     a_off = 2 / 11 + 1 / 13
     assert on[0][1] == pytest.approx(a_off + 0.1 * (1 / 12))     # A gains a share of B
     assert on[1][1] == pytest.approx(1 / 12 + 0.1 * a_off)       # B gains a share of A
     assert on[2][1] == pytest.approx(1 / 11)                      # X: no neighbour in the pool
-    heavy = neighbour_order(app, neighbour_weight=1)
+    heavy = neighbour_order(app, neighbour_weight=1, fusion="rrf")
     assert heavy[1][1] == pytest.approx(1 / 12 + a_off)
+    # The default fusion, standardised scores: the same orders. Similarities X, B, A (A the
+    # vector list's weakest, its floor one mean gap below); A the only one with the word, a lone
+    # value among 3 in each words list: 3 / sqrt(2).
+    sims = np.array([NEIGHBOUR_QUERY[3], NEIGHBOUR_QUERY[2], 0.0])
+    vx, vb, va = (sims - (sims.min() - (sims.max() - sims.min()) / 3)) / sims.std()
+    za = va + 2 * 3 / 2 ** 0.5
+    off = neighbour_order(app, neighbour_weight=0)
+    assert [r[0] for r in off] == [a, x, b]
+    assert [r[1] for r in off] == pytest.approx([za, vx, vb], rel=1e-5)
+    on = neighbour_order(app)
+    assert [r[0] for r in on] == [a, b, x]
+    assert [r[1] for r in on] == pytest.approx([za + 0.1 * vb, vb + 0.1 * za, vx], rel=1e-5)
 
 
 def test_the_windows_follow_the_neighbour_evidence(app):

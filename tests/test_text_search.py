@@ -7,6 +7,7 @@ Vectors are chosen by hand so that what the vector branch finds is known: the qu
 
 from __future__ import annotations
 
+import numpy as np
 import psycopg
 import pytest
 
@@ -18,7 +19,8 @@ MODEL, DIM = "all-minilm", 384
 # the defaults (BM25 beside ts_rank, pool 100, rrf_k 10) are tested in tests/test_bm25.py.
 SEARCH = ("select message_id, content, similarity, vector_rank, text_rank, score "
           "from agentmem.search_messages(user_id => %s, query_embedding => %s, query_text => %s, k => %s, "
-          "model => 'all-minilm', candidate_pool => 60, rrf_k => 60, text_ranking => 'ts_rank', neighbour_weight => 0)")
+          "model => 'all-minilm', candidate_pool => 60, rrf_k => 60, text_ranking => 'ts_rank', neighbour_weight => 0, "
+          "fusion => 'rrf')")
 
 
 Q = unit(0)
@@ -80,7 +82,7 @@ def test_a_message_found_by_both_branches_adds_both_reciprocal_ranks(app):
     assert top[5] == pytest.approx(2 / 61)
     rows = app.execute("select score from agentmem.search_messages(user_id => 'alice', query_embedding => %s, "
                        "query_text => 'sister puppy', k => 1, rrf_k => 0, model => 'all-minilm', "
-                       "text_ranking => 'ts_rank', neighbour_weight => 0)", (Q,)).fetchall()
+                       "text_ranking => 'ts_rank', neighbour_weight => 0, fusion => 'rrf')", (Q,)).fetchall()
     assert rows[0][0] == pytest.approx(2.0)
 
 
@@ -323,11 +325,14 @@ def test_driver_recall_sends_the_text_by_default_and_hybrid_false_turns_it_off(a
         hits = mem.recall("alice", "what about INV-2291?", k=3)
         assert code in {h.message_id for h in hits}
         h = next(h for h in hits if h.message_id == code)
-        # a user of 12 messages: the vector branch's pool (100) holds them all, the code last;
-        # first by ts_rank and by BM25 (rrf_k 10), and 0.1 of the fused scores of the two turns
-        # before it (neighbour_weight: the meaning, vector rank 1 and no word; a garden note)
+        # a user of 12 messages: the vector branch's pool (100) holds them all, the code last (one
+        # mean gap above the list's floor); the only one with the words, in each words list
+        # 12 / sqrt(11) (a lone value among 12, standardised); and 0.1 of the fused scores of the two
+        # turns before it (neighbour_weight: the meaning, vector rank 1 and no word; a garden note)
         assert h.text_rank == 1 and h.vector_rank == 12 and h.similarity == pytest.approx(-1.0)
-        assert 2 / 11 + 1 / 22 + 0.1 / 11 < h.score <= 2 / 11 + 1 / 22 + 0.1 * (1 / 11 + 1 / 12) + 1e-12
+        sims = np.array([0.0] * 10 + [1.25 ** -0.5, -1.0])
+        vec = (sims - (sims.min() - (sims.max() - sims.min()) / 12)) / sims.std()
+        assert h.score == pytest.approx(2 * 12 / 11 ** 0.5 + vec[11] + 0.1 * (vec[10] + vec[9]), rel=1e-5)
         assert code not in {h.message_id for h in mem.recall("alice", "what about INV-2291?", k=3, hybrid=False)}
         assert [h.message_id for h in mem.search_messages("alice", query_text="INV-2291")] == [code]
         windows = mem.search_with_context("alice", query_text="INV-2291", k=1, radius=1)

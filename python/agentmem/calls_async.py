@@ -123,19 +123,19 @@ class AsyncCalls:
                               rrf_k: int = 10, since: dt.datetime | None = None, until: dt.datetime | None = None,
                               recency_half_life: dt.timedelta | None = None, use_boost: float | None = None,
                               text_ranking: str = "both", bm25_k1: float = 1.2, bm25_b: float = 0.3,
-                              neighbour_weight: float = 0.1,
+                              neighbour_weight: float = 0.1, fusion: str = "zscore",
                               conn: Conn = None) -> list[MessageHit]:
-        """By embedding, by words (query_text: BM25 and ts_rank), or both fused by reciprocal rank;
-        since/until bound when the messages happened ([since, until)); recency_half_life weighs the
-        score by age."""
+        """By embedding, by words (query_text: BM25 and ts_rank), or both fused by standardised scores
+        (fusion='rrf': by reciprocal rank); since/until bound when the messages happened ([since, until));
+        recency_half_life weighs the score by age."""
         return await self.run(rows(MessageHit, "select * from agentmem.search_messages(user_id => %s, query_embedding => %s, "
                                    "k => %s, conversation_id => %s, min_similarity => %s::real, model => %s, "
                                    "query_text => %s, candidate_pool => %s, rrf_k => %s, since => %s, until => %s, "
                                    "recency_half_life => %s, use_boost => %s::real, text_ranking => %s, bm25_k1 => %s, "
-                                   "bm25_b => %s, neighbour_weight => %s)",
+                                   "bm25_b => %s, neighbour_weight => %s, fusion => %s)",
                                    user_id, as_vector(query_embedding), k, conversation_id, min_similarity, _model(self, model),
                                    query_text, candidate_pool, rrf_k, aware(since), aware(until), recency_half_life,
-                                   use_boost, text_ranking, bm25_k1, bm25_b, neighbour_weight), conn)
+                                   use_boost, text_ranking, bm25_k1, bm25_b, neighbour_weight, fusion), conn)
 
     async def context_window(self, message_id: uuid.UUID | str, before: int = 3, after: int = 3, *,
                              conn: Conn = None) -> list[Message]:
@@ -149,16 +149,16 @@ class AsyncCalls:
                                   since: dt.datetime | None = None, until: dt.datetime | None = None,
                                   recency_half_life: dt.timedelta | None = None, text_ranking: str = "both",
                                   bm25_k1: float = 1.2, bm25_b: float = 0.3,
-                                  neighbour_weight: float = 0.1,
+                                  neighbour_weight: float = 0.1, fusion: str = "zscore",
                                   conn: Conn = None) -> list[WindowMessage]:
         return await self.run(rows(WindowMessage, "select * from agentmem.search_with_context(user_id => %s, "
                                    "query_embedding => %s, k => %s, radius => %s, model => %s, conversation_id => %s, "
                                    "min_similarity => %s::real, query_text => %s, candidate_pool => %s, rrf_k => %s, "
                                    "since => %s, until => %s, recency_half_life => %s, text_ranking => %s, "
-                                   "bm25_k1 => %s, bm25_b => %s, neighbour_weight => %s)",
+                                   "bm25_k1 => %s, bm25_b => %s, neighbour_weight => %s, fusion => %s)",
                                    user_id, as_vector(query_embedding), k, radius, _model(self, model), conversation_id, min_similarity,
                                    query_text, candidate_pool, rrf_k, aware(since), aware(until), recency_half_life,
-                                   text_ranking, bm25_k1, bm25_b, neighbour_weight), conn)
+                                   text_ranking, bm25_k1, bm25_b, neighbour_weight, fusion), conn)
 
     async def set_summary(self, conversation_id: uuid.UUID | str, summary: str, through_index: int, *,
                           conn: Conn = None) -> None:

@@ -235,7 +235,7 @@ class Memory(Calls):
         """Embed `query` (query prefix) and search the user's past messages.
 
         hybrid (default): the query's words are searched too (full text), fused with the vector
-        search by reciprocal rank; hybrid=False searches by the embedding alone.
+        search (standardised scores, summed); hybrid=False searches by the embedding alone.
         """
         model = require_embedder(self).model
         vector = (self.embed_queries([query]))[0]

@@ -33,7 +33,7 @@ class MessageHit(Message):
     similarity: float | None      # None unless the vector branch found it
     vector_rank: int | None       # rank in each branch (1 = best), None where it did not find it
     text_rank: int | None
-    score: float                  # fused score: sum of 1 / (rrf_k + rank) over the branches
+    score: float                  # fused score, 0 or more (docs/search.md)
 
 
 @dataclass(frozen=True)
