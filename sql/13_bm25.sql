@@ -441,27 +441,40 @@ as $$
         select
             p.*,
             pg_catalog.count(*) over w as nc,
-            pg_catalog.min(p.xv) over w
-            - (pg_catalog.max(p.xv) over w - pg_catalog.min(p.xv) over w) / greatest(pg_catalog.count(p.xv) over w, 1) as cv,
+            pg_catalog.min(p.xv) over w as minv, pg_catalog.max(p.xv) over w as maxv,
             pg_catalog.count(p.xv) over w as nv, pg_catalog.sum(p.xv) over w as sv, pg_catalog.sum(p.xv * p.xv) over w as qv,
+            pg_catalog.min(p.xt) over w as mint, pg_catalog.max(p.xt) over w as maxt,
             pg_catalog.count(p.xt) over w as nt, pg_catalog.sum(p.xt) over w as st, pg_catalog.sum(p.xt * p.xt) over w as qt,
+            pg_catalog.min(p.xb) over w as minb, pg_catalog.max(p.xb) over w as maxb,
             pg_catalog.count(p.xb) over w as nb, pg_catalog.sum(p.xb) over w as sb, pg_catalog.sum(p.xb * p.xb) over w as qb
         from per_id as p
         -- the sums in one order (of floats, so that one search gives one score)
         window w as (order by p.id rows between unbounded preceding and unbounded following)
     ),
 
+    floors as (
+        select s.*, s.minv - (s.maxv - s.minv) / greatest(s.nv, 1) as cv
+        from spread as s
+    ),
+
     -- each list's standard deviation over the candidates (its mean's square
-    -- taken from the mean of squares)
+    -- taken from the mean of squares), NULL where all its values are equal:
+    -- tested exactly, not by the deviation, whose rounding is not 0 (the
+    -- vector's floor then equals its values; the words' floor, 0, is a value
+    -- where a candidate is not the list's)
     deviation as (
         select
-            s.id, s.vr, s.tr, s.br, s.xv, s.xt, s.xb, s.cv,
-            pg_catalog.sqrt(greatest(
-                (s.qv + (s.nc - s.nv) * s.cv * s.cv) / s.nc - pg_catalog.power((s.sv + (s.nc - s.nv) * s.cv) / s.nc, 2), 0
-            )) as dv,
-            pg_catalog.sqrt(greatest(s.qt / s.nc - pg_catalog.power(s.st / s.nc, 2), 0)) as dt,
-            pg_catalog.sqrt(greatest(s.qb / s.nc - pg_catalog.power(s.sb / s.nc, 2), 0)) as db
-        from spread as s
+            f.id, f.vr, f.tr, f.br, f.xv, f.xt, f.xb, f.cv,
+            case when f.minv < f.maxv then pg_catalog.sqrt(greatest(
+                (f.qv + (f.nc - f.nv) * f.cv * f.cv) / f.nc - pg_catalog.power((f.sv + (f.nc - f.nv) * f.cv) / f.nc, 2), 0
+            )) end as dv,
+            case when f.mint < f.maxt or (f.nt < f.nc and f.maxt <> 0) then
+                pg_catalog.sqrt(greatest(f.qt / f.nc - pg_catalog.power(f.st / f.nc, 2), 0))
+            end as dt,
+            case when f.minb < f.maxb or (f.nb < f.nc and f.maxb <> 0) then
+                pg_catalog.sqrt(greatest(f.qb / f.nc - pg_catalog.power(f.sb / f.nc, 2), 0))
+            end as db
+        from floors as f
     ),
 
     base as materialized (
@@ -479,9 +492,9 @@ as $$
                 -- more; a list that cannot tell the candidates apart (all its
                 -- values equal: every candidate its own, or only one) gives
                 -- each of its own 1
-                case when d.xv is null then 0 when d.dv > 1e-9 then (d.xv - d.cv) / d.dv else 1 end
-                + case when d.xt is null then 0 when d.dt > 1e-9 then d.xt / d.dt else 1 end
-                + case when d.xb is null then 0 when d.db > 1e-9 then d.xb / d.db else 1 end
+                case when d.xv is null then 0 when d.dv > 0 then (d.xv - d.cv) / d.dv else 1 end
+                + case when d.xt is null then 0 when d.dt > 0 then d.xt / d.dt else 1 end
+                + case when d.xb is null then 0 when d.db > 0 then d.xb / d.db else 1 end
             end as score
         from deviation as d
     ),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime as dt
 import math
 import re
+import uuid
 
 import numpy as np
 import psycopg
@@ -361,6 +362,18 @@ def test_a_list_whose_scores_are_all_equal_cannot_reorder(app):
     assert only[0] == ids[5] and only[3] == pytest.approx(2)
     rrf = search(app, "garden", k=6, extra=", neighbour_weight => 0, fusion => 'rrf'")
     assert {r[0] for r in rrf} == set(ids)
+
+
+def test_equal_scores_are_told_exactly_not_by_a_deviation_rounded_above_0(admin):
+    # 268 equal BM25 scores of 19.347560982130968: the mean of squares less the squared mean is
+    # 7.2e-12 in floats, not 0 (a deviation of 2.7e-6, which would give each 7e6); the list gives 1.
+    ids = [uuid.uuid4() for _ in range(268)]
+    distances = [0.1 + 0.001 * i for i in range(268)]
+    rows = admin.execute("select id, score from agentmem_private.fuse_lists('zscore', %s, %s, null, null, %s, %s, "
+                         "10, 268)", (ids, distances, ids, [19.347560982130968] * 268)).fetchall()
+    assert [r[0] for r in rows] == ids
+    vec = vector_part([1 - d for d in distances])
+    assert [r[1] for r in rows] == pytest.approx([v + 1 for v in vec], rel=1e-9)
 
 
 def test_rrf_is_the_reciprocal_rank_fusion_of_before(app):
