@@ -468,7 +468,7 @@ def report(args, questions, n_turns, q, lev, tune, lat, size, elapsed) -> str:
         L += ["### What was tried", "",
               "The same questions; each branch's ranked list fetched once (vector: search_messages k=200; "
               "text: the variant's query as the admin over the same column and scope), fused in Python as "
-              "the SQL function does (score = Σ 1/(rrf_k + rank) over each branch's top `pool`).", "",
+              "the SQL function does with fusion 'rrf' (score = Σ 1/(rrf_k + rank) over each branch's top `pool`).", "",
               "| variant | pool | rrf_k | top 5 | top 10 | top 5 ±3 |", "|---|---|---|---|---|---|"]
         for name, pool, k, (a, b, c) in tune:
             L.append(f"| {name} | {pool} | {k} | {a:.3f} | {b:.3f} | {c:.3f} |")
