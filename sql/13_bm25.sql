@@ -435,26 +435,39 @@ as $$
     -- word of the query); for the vector cv, the least similarity of the
     -- list's own less the mean gap between its own (where the next one down
     -- would be: so that its weakest still counts, and a recency or use
-    -- weight, which multiplies, can still lift it). n values of its own,
-    -- their sum and sum of squares.
-    spread as (
+    -- weight, which multiplies, can still lift it). From each list's own
+    -- values: how many, their sum and sum of squares (summed in the list's
+    -- order, so that one search gives one score to the last bit), least and
+    -- greatest.
+    lists as (
         select
-            p.*,
-            pg_catalog.count(*) over w as nc,
-            pg_catalog.min(p.xv) over w as minv, pg_catalog.max(p.xv) over w as maxv,
-            pg_catalog.count(p.xv) over w as nv, pg_catalog.sum(p.xv) over w as sv, pg_catalog.sum(p.xv * p.xv) over w as qv,
-            pg_catalog.min(p.xt) over w as mint, pg_catalog.max(p.xt) over w as maxt,
-            pg_catalog.count(p.xt) over w as nt, pg_catalog.sum(p.xt) over w as st, pg_catalog.sum(p.xt * p.xt) over w as qt,
-            pg_catalog.min(p.xb) over w as minb, pg_catalog.max(p.xb) over w as maxb,
-            pg_catalog.count(p.xb) over w as nb, pg_catalog.sum(p.xb) over w as sb, pg_catalog.sum(p.xb * p.xb) over w as qb
-        from per_id as p
-        -- the sums in one order (of floats, so that one search gives one score)
-        window w as (order by p.id rows between unbounded preceding and unbounded following)
+            v.n as nv, v.s as sv, v.q as qv, v.lo as minv, v.hi as maxv, v.lo - (v.hi - v.lo) / greatest(v.n, 1) as cv,
+            t.n as nt, t.s as st, t.q as qt, t.lo as mint, t.hi as maxt,
+            b.n as nb, b.s as sb, b.q as qb, b.lo as minb, b.hi as maxb
+        from
+            (
+                select
+                    pg_catalog.count(1 - x.d)::float8 as n, pg_catalog.sum(1 - x.d) as s,
+                    pg_catalog.sum((1 - x.d) * (1 - x.d)) as q, pg_catalog.min(1 - x.d) as lo, pg_catalog.max(1 - x.d) as hi
+                from pg_catalog.unnest(p_vector_distances) as x (d)
+            ) as v,
+            (
+                select
+                    pg_catalog.count(x.s)::float8 as n, pg_catalog.sum(x.s) as s, pg_catalog.sum(x.s * x.s) as q,
+                    pg_catalog.min(x.s) as lo, pg_catalog.max(x.s) as hi
+                from pg_catalog.unnest(p_text_scores) as x (s)
+            ) as t,
+            (
+                select
+                    pg_catalog.count(x.s)::float8 as n, pg_catalog.sum(x.s) as s, pg_catalog.sum(x.s * x.s) as q,
+                    pg_catalog.min(x.s) as lo, pg_catalog.max(x.s) as hi
+                from pg_catalog.unnest(p_bm25_scores) as x (s)
+            ) as b
     ),
 
-    floors as (
-        select s.*, s.minv - (s.maxv - s.minv) / greatest(s.nv, 1) as cv
-        from spread as s
+    counted as (
+        select p.*, pg_catalog.count(*) over () as nc
+        from per_id as p
     ),
 
     -- each list's standard deviation over the candidates (its mean's square
@@ -464,17 +477,18 @@ as $$
     -- where a candidate is not the list's)
     deviation as (
         select
-            f.id, f.vr, f.tr, f.br, f.xv, f.xt, f.xb, f.cv,
-            case when f.minv < f.maxv then pg_catalog.sqrt(greatest(
-                (f.qv + (f.nc - f.nv) * f.cv * f.cv) / f.nc - pg_catalog.power((f.sv + (f.nc - f.nv) * f.cv) / f.nc, 2), 0
+            c.id, c.vr, c.tr, c.br, c.xv, c.xt, c.xb, l.cv,
+            case when l.minv < l.maxv then pg_catalog.sqrt(greatest(
+                (l.qv + (c.nc - l.nv) * l.cv * l.cv) / c.nc - pg_catalog.power((l.sv + (c.nc - l.nv) * l.cv) / c.nc, 2), 0
             )) end as dv,
-            case when f.mint < f.maxt or (f.nt < f.nc and f.maxt <> 0) then
-                pg_catalog.sqrt(greatest(f.qt / f.nc - pg_catalog.power(f.st / f.nc, 2), 0))
+            case when l.mint < l.maxt or (l.nt < c.nc and l.maxt <> 0) then
+                pg_catalog.sqrt(greatest(l.qt / c.nc - pg_catalog.power(l.st / c.nc, 2), 0))
             end as dt,
-            case when f.minb < f.maxb or (f.nb < f.nc and f.maxb <> 0) then
-                pg_catalog.sqrt(greatest(f.qb / f.nc - pg_catalog.power(f.sb / f.nc, 2), 0))
+            case when l.minb < l.maxb or (l.nb < c.nc and l.maxb <> 0) then
+                pg_catalog.sqrt(greatest(l.qb / c.nc - pg_catalog.power(l.sb / c.nc, 2), 0))
             end as db
-        from floors as f
+        from counted as c
+        cross join lists as l
     ),
 
     base as materialized (

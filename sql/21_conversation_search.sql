@@ -319,8 +319,8 @@ begin
     -- 0.15 and more cost more session recall and multi-hop); by words alone it
     -- lowered multi-hop and open-domain, so a text-only search is left as it was.
     if v_query is not null and search_messages_ranked.query_embedding is not null and search_messages_ranked.neighbour_weight > 0 then
-        -- in one order, so that the gifts are summed in one order (float sums)
-        select pg_catalog.array_agg(p.id order by p.id, g.giver), pg_catalog.array_agg(g.giver order by p.id, g.giver)
+        -- (fuse_lists sums each taker's gifts in one order, whatever this one)
+        select pg_catalog.array_agg(p.id), pg_catalog.array_agg(g.giver)
         into v_nb_ids, v_nb_givers
         from (
             select
