@@ -1,5 +1,5 @@
 """sql/16_text_search.sql: hybrid retrieval: full-text and vector branches of search_messages fused by
-reciprocal rank (fuse_ranks), text-only search, the text search configuration.
+reciprocal rank (fusion 'rrf'), text-only search, the text search configuration.
 
 Vectors are chosen by hand so that what the vector branch finds is known: the query is e0, the
 "meaning" message is near e0, the message holding the rare code is at -e0 (the vector branch's last).
@@ -15,8 +15,8 @@ from agentmem.client import Memory
 from helpers import bulk_load, clustered_vectors, plans_of, sqlstate_of, unit
 
 MODEL, DIM = "all-minilm", 384
-# The fusion's mechanics with ts_rank alone and the settings before issue 35 (pool 60, rrf_k 60);
-# the defaults (BM25 beside ts_rank, pool 100, rrf_k 10) are tested in tests/test_bm25.py.
+# The fusion's mechanics with ts_rank alone and the settings before issue 35 (pool 60, rrf_k 60, fusion
+# 'rrf'); the defaults (BM25 beside ts_rank, pool 100, fusion 'zscore') are tested in tests/test_bm25.py.
 SEARCH = ("select message_id, content, similarity, vector_rank, text_rank, score "
           "from agentmem.search_messages(user_id => %s, query_embedding => %s, query_text => %s, k => %s, "
           "model => 'all-minilm', candidate_pool => 60, rrf_k => 60, text_ranking => 'ts_rank', neighbour_weight => 0, "
