@@ -44,6 +44,15 @@ def unit(i: int, dim: int = 384, *, sign: float = 1.0, mix: int | None = None) -
     return v / np.linalg.norm(v)
 
 
+def vector_part(sims) -> np.ndarray:
+    """search_messages' standardised vector scores (fusion 'zscore') when every candidate is in the vector
+    list: each similarity less the list's floor (one mean gap below its weakest), over the standard
+    deviation of the candidates' similarities."""
+    sims = np.asarray(sims, dtype=float)
+    floor = sims.min() - (sims.max() - sims.min()) / len(sims)
+    return (sims - floor) / sims.std()
+
+
 def vec(text: str, dim: int = 768) -> np.ndarray:
     """The stub's embedding of a text (lexical: similar for texts sharing words)."""
     return np.asarray(lexical_embedding(text, dim), dtype=np.float32)

@@ -20,7 +20,8 @@ import psycopg
 import pytest
 
 import agentmem
-from helpers import store_message, unit
+from helpers import store_message, unit, vector_part
+from test_text_search import Q, populate
 
 # The statistics as they should be, recomputed from the messages (the admin is not bound by
 # row-level security), against those kept by the write path.
@@ -40,12 +41,14 @@ def assert_stats_right(admin):
     assert admin.execute(KEPT_TOTALS).fetchall() == admin.execute(EXPECTED_TOTALS).fetchall()
 
 
-def store_batch(conn, user, contents):
+def store_batch(conn, user, contents, vectors=None, occurred_at=None):
+    """contents in a new conversation of user, with vectors (default: e_i for the i-th); (its id, the messages' ids)."""
     cid = conn.execute("select agentmem.start_conversation(user_id => %s)", (user,)).fetchone()[0]
+    if vectors is None:
+        vectors = [unit(i % 300) for i in range(len(contents))]
     rows = conn.execute("select message_id from agentmem.store_messages(conversation_id => %s, roles => %s, "
-                        "contents => %s, embeddings => %s, model => 'all-minilm')",
-                        (cid, ["user"] * len(contents), contents, [unit(i % 300) for i in range(len(contents))])
-                        ).fetchall()
+                        "contents => %s, embeddings => %s, model => 'all-minilm', occurred_at => %s)",
+                        (cid, ["user"] * len(contents), contents, vectors, occurred_at)).fetchall()
     return cid, [r[0] for r in rows]
 
 
@@ -270,17 +273,8 @@ def test_bm25_words_is_inlined_into_the_statement(admin):
 # -- the fusion (fuse_lists) ---------------------------------------------------------------------
 
 MODEL = "all-minilm"
-Q = unit(0)
 SEARCH = ("select message_id, vector_rank, text_rank, score from agentmem.search_messages(user_id => 'alice', "
           "query_embedding => %(v)s, query_text => %(q)s, k => %(k)s, model => 'all-minilm'{})")
-
-
-def vector_part(sims) -> np.ndarray:
-    """The vector list's standardised values when every candidate is in it: its floor one mean gap
-    below its weakest, the standard deviation over the candidates."""
-    sims = np.asarray(sims, dtype=float)
-    floor = sims.min() - (sims.max() - sims.min()) / len(sims)
-    return (sims - floor) / sims.std()
 
 
 def toward(a: float) -> np.ndarray:
@@ -289,21 +283,8 @@ def toward(a: float) -> np.ndarray:
     return v / np.linalg.norm(v)
 
 
-def store(conn, contents, vectors, user="alice", occurred_at=None):
-    cid = conn.execute("select agentmem.start_conversation(user_id => %s)", (user,)).fetchone()[0]
-    rows = conn.execute("select message_id from agentmem.store_messages(conversation_id => %s, roles => %s, "
-                        "contents => %s, embeddings => %s, model => 'all-minilm', occurred_at => %s)",
-                        (cid, ["user"] * len(contents), contents, vectors, occurred_at)).fetchall()
-    return [r[0] for r in rows]
-
-
-def populate(conn, filler=80):
-    """filler messages on unrelated axes, one near the query by meaning, one holding a rare code at -query."""
-    contents = [f"note number {i} about gardening" for i in range(filler)] + [
-        "my sister adopted a puppy last spring", "the invoice INV-2291 was paid on Tuesday"]
-    vectors = [unit(2 + i, mix=1) for i in range(filler)] + [unit(0, mix=1), unit(0, sign=-1.0)]
-    ids = store(conn, contents, vectors)
-    return {"meaning": ids[-2], "code": ids[-1], "ids": ids}
+def store(conn, contents, vectors, occurred_at=None):
+    return store_batch(conn, "alice", contents, vectors, occurred_at)[1]
 
 
 def search(conn, q, k=5, v=Q, extra=""):

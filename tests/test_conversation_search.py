@@ -13,7 +13,7 @@ import pytest
 
 from helpers import fill_conversation as fill
 from helpers import message_counts as counts
-from helpers import count, sqlstate_of, vec
+from helpers import count, sqlstate_of, vec, vector_part
 from helpers import start_conversation as start
 from helpers import store_message as store
 from helpers import unit
@@ -418,7 +418,7 @@ def test_an_answer_next_to_the_matching_turn_rises_above_a_nearer_vector_hit(app
     # vector list's weakest, its floor one mean gap below); A the only one with the word, a lone
     # value among 3 in each words list: 3 / sqrt(2).
     sims = np.array([NEIGHBOUR_QUERY[3], NEIGHBOUR_QUERY[2], 0.0])
-    vx, vb, va = (sims - (sims.min() - (sims.max() - sims.min()) / 3)) / sims.std()
+    vx, vb, va = vector_part(sims)
     za = va + 2 * 3 / 2 ** 0.5
     off = neighbour_order(app, neighbour_weight=0)
     assert [r[0] for r in off] == [a, x, b]

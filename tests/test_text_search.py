@@ -12,7 +12,7 @@ import psycopg
 import pytest
 
 from agentmem.client import Memory
-from helpers import bulk_load, clustered_vectors, plans_of, sqlstate_of, unit
+from helpers import bulk_load, clustered_vectors, plans_of, sqlstate_of, unit, vector_part
 
 MODEL, DIM = "all-minilm", 384
 # The fusion's mechanics with ts_rank alone and the settings before issue 35 (pool 60, rrf_k 60, fusion
@@ -331,7 +331,7 @@ def test_driver_recall_sends_the_text_by_default_and_hybrid_false_turns_it_off(a
         # turns before it (neighbour_weight: the meaning, vector rank 1 and no word; a garden note)
         assert h.text_rank == 1 and h.vector_rank == 12 and h.similarity == pytest.approx(-1.0)
         sims = np.array([0.0] * 10 + [1.25 ** -0.5, -1.0])
-        vec = (sims - (sims.min() - (sims.max() - sims.min()) / 12)) / sims.std()
+        vec = vector_part(sims)
         assert h.score == pytest.approx(2 * 12 / 11 ** 0.5 + vec[11] + 0.1 * (vec[10] + vec[9]), rel=1e-5)
         assert code not in {h.message_id for h in mem.recall("alice", "what about INV-2291?", k=3, hybrid=False)}
         assert [h.message_id for h in mem.search_messages("alice", query_text="INV-2291")] == [code]
