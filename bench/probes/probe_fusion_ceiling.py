@@ -16,10 +16,11 @@ Then a grid, each point scored on every question: a weight for each list (the st
 multiplied by it), the neighbour weight, and a cap of hits per LoCoMo session after the first few (a
 diversity re-ranking that knows the sessions, which agentmem does not store: an optimistic stand-in
 for any diversity lever). Reported: the best session recall@10 of the grid, the best among the points
-that keep top 5 at or above its target (0.62), and the share of questions whose evidence session is
+that keep top 5 at or above its target (0.62), with and without a cap, the best of each other figure, and the share of questions whose evidence session is
 among the candidates at all (what any re-ranking of these candidates could reach). A figure the best
-point of the grid misses, although chosen on the questions themselves, is out of reach of the fusion's
-settings; what remains is a better list (a better embedder, a reranking model), which issue 35 rules out.
+point of the grid misses, although chosen on the questions themselves, is out of reach of the
+settings the grid spans; what remains is a better list (a better embedder, a reranking model), which issue 35
+rules out.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from bench_hybrid import (DBNAME, MODEL, TENANT, connect, embed, load_locomo, re
 POOL, NB_TOP, TOP5_TARGET, SESSION_TARGET = 100, 20, 0.62, 0.965
 
 
-def read_lists(admin, app, convs, questions, qvecs, where):
+def read_lists(admin, questions, qvecs):
     """Per question: candidates' ids, their vector similarity (all of the user's messages), the words'
     lists (ids, scores) by ts_rank and BM25, and each message's (user, index)."""
     rows = admin.execute(
@@ -194,7 +195,7 @@ def main() -> int:
     for user, turns in convs:
         by_user_index[user] = {i: dia for i, (dia, _) in enumerate(turns)}
 
-    lists = read_lists(admin, app, convs, questions, qvecs, where)
+    lists = read_lists(admin, questions, qvecs)
     preps = []
     for _, vec, ts, bm in lists:
         parts, vr, tr = standardised(vec, ts, bm)
