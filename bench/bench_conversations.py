@@ -45,7 +45,7 @@ from common import fresh_database as _fresh_database
 DIM, MODEL, K = 384, "all-minilm", 10
 TENANTS, BIG_SHARE = 1000, 0.30
 APP_ROLE = "agentmem_bench_app"
-SHARES_INDEX = {"agentmem (index_later)", "agentmem (prepare=True)"}  # write into the checkout's own tables
+SHARES_INDEX = {"agentmem (index_later)", "agentmem (prepare=True)"}  # more logins into the first one's tables
 DBNAME = "agentmem_bench_conversations"
 
 
