@@ -442,7 +442,8 @@ def report(results: list[dict], args, elapsed: float) -> str:
             lines += ["", "agentmem (index_later): this checkout's login with `agentmem.index_later = on` (each "
                           "vector written to pending_embedding, no HNSW insert in the call; `index_later_max_rows` 100,000 so that "
                           "the one writing conversation's whole sample waits), into the same tables "
-                          f"in the same turns. Afterwards `agentmem.index_pending_vectors()` moved the {p['moved']:,} "
+                          "in the same turns, with vectors of its own from the same clusters (a copy of a vector "
+                          f"already in the index is a cheap insert). Afterwards `agentmem.index_pending_vectors()` moved the {p['moved']:,} "
                           f"pending vectors ({p['pending']:,} counted) into the index in {p['s']:.2f} s "
                           f"({p['moved'] / max(p['s'], 1e-9):,.0f} per second): the index inserts the calls left out, "
                           "paid by the job.", ""]
