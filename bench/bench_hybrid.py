@@ -336,25 +336,33 @@ def rrf(vec: list, txt: list, pool: int, k: int, n: int) -> list:
     return sorted(score, key=lambda m: -score[m])[:n]
 
 
+def turn_index(convs) -> dict:
+    """user -> {message_index: dia_id}: the turns a window around a hit covers."""
+    return {user: {i: dia for i, (dia, _) in enumerate(turns)} for user, turns in convs}
+
+
+def figures(user, ev, ranked, where, by_conv_index) -> tuple:
+    """One question's figures for a ranked list of message ids: the share of its evidence turns in the
+    top 5, in the top 10 and in centred +-3 windows around the top 5 (merged), and whether an evidence
+    session is among the sessions of the top 10 (1.0 or 0.0)."""
+    dias = [where[m][0] for m in ranked[:10]]
+    near = set()
+    for m in ranked[:5]:
+        idx = where[m][1]
+        near.update(by_conv_index[user].get(j) for j in range(idx - 3, idx + 4))
+    sessions = {session_of(e) for e in ev}
+    return (len(ev & set(dias[:5])) / len(ev), len(ev & set(dias)) / len(ev), len(ev & near) / len(ev),
+            1.0 if sessions & {session_of(d) for d in dias} else 0.0)
+
+
 def shares(questions, ranked_lists, where, by_conv_index):
-    f5 = f10 = fw = total = 0
-    for (user, _, ev, _), ranked in zip(questions, ranked_lists):
-        dias = [where[m][0] for m in ranked]
-        total += 1
-        f5 += len(ev & set(dias[:5])) / len(ev)
-        f10 += len(ev & set(dias[:10])) / len(ev)
-        near = set()
-        for m in ranked[:5]:
-            idx = where[m][1]
-            near.update(by_conv_index[user].get(j) for j in range(idx - 3, idx + 4))
-        fw += len(ev & near) / len(ev)
-    return f5 / total, f10 / total, fw / total
+    rows = [figures(user, ev, ranked, where, by_conv_index)
+            for (user, _, ev, _), ranked in zip(questions, ranked_lists)]
+    return tuple(float(np.mean([r[i] for r in rows])) for i in range(3))
 
 
 def tuning(admin, app, convs, questions, qvecs, where):
-    by_conv_index = {}
-    for user, turns in convs:
-        by_conv_index[user] = {i: dia for i, (dia, _) in enumerate(turns)}
+    by_conv_index = turn_index(convs)
     vec_lists, text_lists = branch_lists(admin, app, questions, qvecs, where)
     rows = [("vector only", "-", "-", shares(questions, vec_lists, where, by_conv_index))]
     for name, lists in text_lists.items():

@@ -38,8 +38,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / "python"))
 
-from bench_hybrid import (DBNAME, MODEL, TENANT, connect, embed, load_locomo, reuse_database,  # noqa: E402
-                          session_of)
+from bench_hybrid import (DBNAME, MODEL, TENANT, connect, embed, figures, load_locomo,  # noqa: E402
+                          reuse_database, session_of, turn_index)
 
 POOL, NB_TOP, TOP5_TARGET, SESSION_TARGET = 100, 20, 0.62, 0.965
 
@@ -146,19 +146,10 @@ def capped(ranked, session, cap):
     return kept + waiting
 
 
-def scores(questions, ranked_lists, dia_of, position, by_user_index):
-    """Per question: top 5, top 10, top 5 with centred +-3 windows (merged), session recall@10 (any)."""
-    out = []
-    for (user, _, ev, cat), ranked in zip(questions, ranked_lists):
-        dias = [dia_of[m] for m in ranked[:10]]
-        near = set()
-        for m in ranked[:5]:
-            u, idx = position[m]
-            near.update(by_user_index[u].get(j) for j in range(idx - 3, idx + 4))
-        evs = {session_of(e) for e in ev}
-        out.append((cat, len(ev & set(dias[:5])) / len(ev), len(ev & set(dias)) / len(ev), len(ev & near) / len(ev),
-                    1.0 if evs & {session_of(d) for d in dias} else 0.0))
-    return out
+def scores(questions, ranked_lists, where, by_user_index):
+    """Per question: its category, then bench_hybrid's figures (top 5, top 10, centred +-3, session@10)."""
+    return [(cat, *figures(user, ev, ranked, where, by_user_index))
+            for (user, _, ev, cat), ranked in zip(questions, ranked_lists)]
 
 
 def summary(rows, cat=None):
@@ -189,11 +180,8 @@ def main() -> int:
     rows = admin.execute("select message_id, user_id, message_index from agentmem.messages where tenant_id = %s",
                          (TENANT,)).fetchall()
     position = {m: (u, i) for m, u, i in rows}
-    dia_of = {m: where[m][0] for m in position}
-    session = {m: session_of(d) for m, d in dia_of.items()}
-    by_user_index = {}
-    for user, turns in convs:
-        by_user_index[user] = {i: dia for i, (dia, _) in enumerate(turns)}
+    session = {m: session_of(where[m][0]) for m in position}
+    by_user_index = turn_index(convs)
 
     lists = read_lists(admin, questions, qvecs)
     preps = []
@@ -210,13 +198,13 @@ def main() -> int:
             "k => 10, model => 'all-minilm')", (user, v, q)).fetchall()]
         real_lists.append(real)
         same += real == fuse(prep, (1, 1, 1), 0.1)[:10]
-    real_rows = scores(questions, real_lists, dia_of, position, by_user_index)
+    real_rows = scores(questions, real_lists, where, by_user_index)
     # issue 35's "today's defaults", against which multi-hop and open-domain are to rise by a third
     old_lists = [[r[0] for r in app.execute(
         "select message_id from agentmem.search_messages(user_id => %s, query_embedding => %s, query_text => %s, "
         "k => 10, model => 'all-minilm', candidate_pool => 60, rrf_k => 60, text_ranking => 'ts_rank', "
         "neighbour_weight => 0, fusion => 'rrf')", (user, v, q)).fetchall()] for (user, q, _, _), v in zip(questions, qvecs)]
-    old_rows = scores(questions, old_lists, dia_of, position, by_user_index)
+    old_rows = scores(questions, old_lists, where, by_user_index)
     print(f"replica: first ten identical for {same} of {len(questions)} questions; search_messages "
           f"{summary(real_rows)}", flush=True)
 
@@ -236,7 +224,7 @@ def main() -> int:
         fused = [fuse(p, (wv, wt, wb), nb) for p in preps]
         for cap in caps:
             ranked = [capped(f, session, cap) for f in fused]
-            r = scores(questions, ranked, dia_of, position, by_user_index)
+            r = scores(questions, ranked, where, by_user_index)
             grid.append(((wv, wt, wb, nb, cap), summary(r), {c: summary(r, c) for c in (1, 2, 3, 4)}))
         print(wv, wt, wb, nb, max(g[1][3] for g in grid[-len(caps):]), flush=True)
     defaults = next(g for g in grid if g[0] == (1.0, 1.0, 1.0, 0.1, None))
